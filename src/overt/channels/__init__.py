@@ -1,0 +1,1 @@
+"""Channels: where messages come from and replies go."""

@@ -1,0 +1,65 @@
+"""Timestamps as the ledger writes them, and periods as operators say them."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from overt.errors import UsageError
+
+
+def now_iso() -> str:
+    """Now in UTC as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (sorts as text)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def to_iso(moment: datetime) -> str:
+    """``moment`` (aware, or naive meaning UTC) in the ledger's format."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_iso(text: str) -> datetime:
+    """Parse a ledger timestamp (or any ISO 8601 date or time) as an aware UTC datetime.
+
+    Raises:
+        UsageError: ``text`` is not an ISO 8601 date or time.
+    """
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise UsageError(f"not an ISO 8601 time: {text!r}") from exc
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+_DURATION = re.compile(r"^(\d+)\s*(s|m|h|d|w)$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def period_start(period: str, now: datetime | None = None) -> str | None:
+    """The start of a period, as a ledger timestamp; ``None`` for ``"all"``.
+
+    ``period`` is ``today`` (since midnight UTC), ``all``, a duration back from
+    now (``90s``, ``15m``, ``24h``, ``7d``, ``2w``) or an ISO 8601 time.
+
+    Raises:
+        UsageError: ``period`` is none of those.
+    """
+    now = now or datetime.now(UTC)
+    text = period.strip().lower()
+    if text == "all":
+        return None
+    if text == "today":
+        return to_iso(now.replace(hour=0, minute=0, second=0, microsecond=0))
+    match = _DURATION.match(text)
+    if match:
+        amount, unit = int(match.group(1)), match.group(2)
+        return to_iso(now - timedelta(**{_UNITS[unit]: amount}))
+    try:
+        return to_iso(parse_iso(period.strip()))
+    except UsageError:
+        raise UsageError(
+            f"unknown period {period!r}: use today, all, a duration like 24h or 7d, "
+            "or an ISO 8601 time"
+        ) from None

@@ -1,0 +1,94 @@
+"""Configuration as a value. Only entry points read the environment (``from_env``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import platformdirs
+
+from overt.errors import ConfigError
+
+
+def default_data_dir() -> Path:
+    """Where overt keeps its ledger and transcript by default (the user data dir)."""
+    return Path(platformdirs.user_data_dir("overt", appauthor=False))
+
+
+def default_cache_dir() -> Path:
+    """Where overt keeps downloaded model weights by default (the user cache dir)."""
+    return Path(platformdirs.user_cache_dir("overt", appauthor=False))
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Everything a runtime needs to be composed.
+
+    ``db`` is a SQLite file path (or ``:memory:``). ``model`` is a model spec:
+    ``local``, ``scripted:PATH``. ``transcript`` is the outbound JSONL file
+    (``None``: beside the ledger; ``""``: no transcript).
+    """
+
+    db: str
+    model: str = "local"
+    route: str = "default"
+    max_tool_calls: int = 5
+    max_consecutive_tool_errors: int = 3
+    tool_timeout_s: float = 30.0
+    transcript: str | None = None
+    system_prompt: str | None = None
+    cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tool_calls < 1:
+            raise ConfigError(f"max_tool_calls must be at least 1, got {self.max_tool_calls}")
+        if self.max_consecutive_tool_errors < 1:
+            raise ConfigError("max_consecutive_tool_errors must be at least 1")
+        if self.tool_timeout_s <= 0:
+            raise ConfigError(f"tool_timeout_s must be positive, got {self.tool_timeout_s}")
+        if not self.db:
+            raise ConfigError("db must name a ledger")
+
+    @property
+    def transcript_path(self) -> Path | None:
+        if self.transcript == "":
+            return None
+        if self.transcript is not None:
+            return Path(self.transcript)
+        if self.db == ":memory:":
+            return None
+        return Path(self.db).with_name("transcript.jsonl")
+
+    def with_(self, **changes: object) -> Config:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Config:
+        """Build from ``OVERT_*`` variables (entry points only); ``overrides`` win when not None.
+
+        ``OVERT_DB``, ``OVERT_MODEL``, ``OVERT_TRANSCRIPT``, ``OVERT_SYSTEM_PROMPT``,
+        ``OVERT_MAX_TOOL_CALLS``, ``OVERT_TOOL_TIMEOUT_S``, ``OVERT_CACHE_DIR``.
+
+        Raises:
+            ConfigError: a variable holds a malformed value.
+        """
+        env = os.environ if env is None else env
+        values: dict[str, object] = {
+            "db": env.get("OVERT_DB") or str(default_data_dir() / "ledger.db"),
+            "model": env.get("OVERT_MODEL") or "local",
+            "transcript": env.get("OVERT_TRANSCRIPT"),
+            "system_prompt": env.get("OVERT_SYSTEM_PROMPT"),
+            "cache_dir": env.get("OVERT_CACHE_DIR"),
+        }
+        for key, name, kind in (("max_tool_calls", "OVERT_MAX_TOOL_CALLS", int),
+                                ("tool_timeout_s", "OVERT_TOOL_TIMEOUT_S", float)):
+            raw = env.get(name)
+            if raw:
+                try:
+                    values[key] = kind(raw)
+                except ValueError:
+                    raise ConfigError(f"{name}={raw!r} is not a valid {kind.__name__}") from None
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]

@@ -1,0 +1,109 @@
+"""One tool call, from the model's request to the result it reads back.
+
+Decides the call's fate in a fixed order (cap, malformed, unknown tool,
+dispatch), runs the tool with its timeout, and turns every failure into an
+``is_error`` result the model can read. Nothing here raises for a bad call:
+the turn goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from overt.errors import ToolArgumentError
+from overt.events import ToolStatus
+from overt.tools.base import Tool, ToolContext
+from overt.tools.registry import ToolRegistry
+from overt.types import ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """How a tool call ended, and what the model reads back."""
+
+    status: ToolStatus
+    content: str
+    is_error: bool
+    duration_ms: float
+    exc_type: str | None = None
+    reason_code: str | None = None
+    executed: bool = False
+
+
+def exc_type_name(exc: BaseException) -> str:
+    """The exception type a model and an auditor see.
+
+    An argument that fails validation is reported as ``TypeError``, the name
+    Python gives a call with a wrong or invented keyword.
+    """
+    if isinstance(exc, ToolArgumentError):
+        return "TypeError"
+    return type(exc).__name__
+
+
+def render_result(value: Any) -> str:
+    """A tool's return value as the text a model reads."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def refuse(reason_code: str, message: str, status: ToolStatus = "not_allowed") -> ToolOutcome:
+    """An outcome for a call that is not executed."""
+    return ToolOutcome(status, f"{reason_code}: {message}", True, 0.0, reason_code=reason_code)
+
+
+def precheck(call: ToolCall, registry: ToolRegistry, offered: frozenset[str],
+             calls_so_far: int, cap: int) -> ToolOutcome | Tool:
+    """The tool to run, or the outcome of a call that must not run."""
+    if calls_so_far >= cap:
+        return refuse("tool_call_limit_exceeded",
+                      f"at most {cap} tool calls per response; answer with what you have")
+    if call.malformed is not None:
+        return ToolOutcome("execution_error",
+                           f"tool_execution_error: TypeError: malformed tool call: {call.malformed}",
+                           True, 0.0, exc_type="TypeError", reason_code="malformed_tool_call")
+    tool = registry.get(call.name)
+    if tool is None or call.name not in offered:
+        available = ", ".join(sorted(offered)) or "none"
+        return refuse("not_allowed", f"unknown tool {call.name!r}; available tools: {available}")
+    return tool
+
+
+async def execute(tool: Tool, call: ToolCall, context: ToolContext,
+                  default_timeout_s: float | None) -> ToolOutcome:
+    """Run ``tool`` for ``call``; every failure becomes an error outcome."""
+    timeout = tool.timeout_s if tool.timeout_s is not None else default_timeout_s
+    started = time.perf_counter()
+    deadline = asyncio.timeout(timeout)
+    try:
+        async with deadline:
+            value = await tool.run(call.arguments, context)
+    except TimeoutError as exc:
+        if not deadline.expired():  # the tool's own TimeoutError: an execution error
+            return _failed(exc, started)
+        return ToolOutcome("timeout", f"tool_timeout: {tool.name} did not finish within "
+                           f"{timeout:g}s", True, _ms_since(started), exc_type="TimeoutError",
+                           executed=True)
+    except Exception as exc:  # a tool's failure is the model's to read, not ours to crash on
+        return _failed(exc, started)
+    return ToolOutcome("ok", render_result(value), False, _ms_since(started), executed=True)
+
+
+def _failed(exc: Exception, started: float) -> ToolOutcome:
+    name = exc_type_name(exc)
+    detail = str(exc).strip()
+    content = f"tool_execution_error: {name}" + (f": {detail}" if detail else "")
+    return ToolOutcome("execution_error", content, True, _ms_since(started), exc_type=name,
+                       executed=True)
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,0 +1,98 @@
+"""The one exception tree of overt.
+
+Every exception overt raises on purpose derives from :class:`OvertError`.
+Catch by type, never by message::
+
+    OvertError
+    ├── UsageError              a developer or operator used overt wrongly
+    │   ├── ConfigError         a config value is missing or malformed
+    │   └── ExtraMissingError   an optional dependency (an extra) is not installed
+    ├── ToolError               something a model can see and recover from
+    │   ├── ToolNotFound        the model named a tool that is not offered
+    │   ├── ToolArgumentError   arguments failed validation (also a TypeError)
+    │   └── ToolTimeout         a tool ran past its time limit
+    ├── ModelError              a model could not produce a reply; ends the turn
+    │   ├── ModelOutputError    the model's output could not be understood
+    │   └── ModelAssetError     the model's weights are missing or corrupt
+    └── LedgerError             the record cannot be written or read
+        ├── LedgerIntegrityError  `verify` found an entry that does not match
+        ├── MigrationError        the schema could not be brought up to date
+        └── NotFoundError         a turn, session or entry id that does not exist
+
+A :class:`ToolError` becomes an ``is_error`` tool result the model reads; the
+turn goes on. A :class:`ModelError` ends the turn with ``ResponseResult.error``
+set. A :class:`LedgerError` ends the turn too: overt never acts off the record.
+"""
+
+from __future__ import annotations
+
+
+class OvertError(Exception):
+    """Root of every exception overt raises on purpose."""
+
+
+class UsageError(OvertError):
+    """A developer or operator used overt wrongly (bad argument, bad call order)."""
+
+
+class ConfigError(UsageError):
+    """A configuration value is missing or malformed."""
+
+
+class ExtraMissingError(UsageError):
+    """An optional dependency is not installed; the message names the extra."""
+
+    def __init__(self, extra: str, module: str) -> None:
+        super().__init__(
+            f"this feature needs the {module!r} package: pip install 'overt[{extra}]'"
+        )
+        self.extra = extra
+        self.module = module
+
+
+class ToolError(OvertError):
+    """A tool failure the model can see and recover from."""
+
+
+class ToolNotFound(ToolError):
+    """The model named a tool that is not registered or not offered."""
+
+
+class ToolArgumentError(ToolError, TypeError):
+    """The arguments of a tool call failed validation.
+
+    Also a :class:`TypeError`: calling a function with an invented keyword is a
+    ``TypeError`` in Python, and the model sees it as one.
+    """
+
+
+class ToolTimeout(ToolError):
+    """A tool ran past its time limit."""
+
+
+class ModelError(OvertError):
+    """A model could not produce a reply. Ends the turn."""
+
+
+class ModelOutputError(ModelError):
+    """The model's output could not be understood at all."""
+
+
+class ModelAssetError(ModelError):
+    """The model's weights are missing, incomplete or do not match their hash."""
+
+
+class LedgerError(OvertError):
+    """The ledger cannot be written or read."""
+
+
+class LedgerIntegrityError(LedgerError):
+    """An entry of the ledger does not match the hash chain."""
+
+
+class MigrationError(LedgerError):
+    """The ledger schema could not be brought up to date."""
+
+
+class NotFoundError(LedgerError):
+    """No turn, session or entry with that id exists in the ledger."""

@@ -1,0 +1,138 @@
+"""The typed events every layer speaks.
+
+The engine emits them; the ledger records each as one audit entry (``kind`` plus
+the event's fields as ``data``); hooks, exports and the web cockpit read them.
+Events hold identifiers, statuses, numbers and digests only: never message
+text, tool arguments or tool results. Content goes to the ledger's content tier
+beside the event, referenced by digest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+ToolStatus = Literal["ok", "not_allowed", "execution_error", "timeout"]
+TOOL_STATUSES: tuple[str, ...] = ("ok", "not_allowed", "execution_error", "timeout")
+
+TurnStatus = Literal["completed", "tool_error_streak", "model_error", "ledger_error"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Base of every event. ``kind`` names it in the ledger."""
+
+    kind: ClassVar[str] = "event"
+    turn_id: str | None = None
+    session_id: str | None = None
+
+    def data(self) -> dict[str, Any]:
+        """The event's fields as the ledger's ``data`` object (ids moved to columns)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        del out["turn_id"], out["session_id"]
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeStarted(Event):
+    """A runtime process opened the ledger."""
+
+    kind: ClassVar[str] = "runtime.started"
+    overt_version: str
+    pid: int
+    host: str
+    model: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStarted(Event):
+    """A message arrived and the engine began a turn."""
+
+    kind: ClassVar[str] = "turn.started"
+    source: str
+    caller_session_id: str
+    message_digest: str
+    model: str
+    route: str
+    max_tool_calls: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InferenceRecorded(Event):
+    """One model call finished (or failed)."""
+
+    kind: ClassVar[str] = "inference"
+    inference_id: str
+    iteration: int
+    model: str
+    route: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    duration_ms: float
+    tools_offered: list[str]
+    tool_calls_requested: int
+    stop_reason: str
+    response_digest: str | None
+    escalated: bool = False
+    error_type: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallStarted(Event):
+    """Intent: the engine is about to execute a tool. Committed before the effect."""
+
+    kind: ClassVar[str] = "tool_call.started"
+    tool_call_id: str
+    tool_name: str
+    triggered_by: str
+    caller_session_id: str
+    args_sha256: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallCompleted(Event):
+    """A tool call ended: executed, refused, failed or timed out."""
+
+    kind: ClassVar[str] = "tool_call.completed"
+    tool_call_id: str
+    tool_name: str
+    triggered_by: str
+    caller_session_id: str
+    tool_status: ToolStatus
+    tool_duration_ms: float
+    exc_type: str | None
+    args_sha256: str
+    result_digest: str | None
+    reason_code: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnCompleted(Event):
+    """The turn ended, with an answer or an error."""
+
+    kind: ClassVar[str] = "turn.completed"
+    status: TurnStatus
+    reply_digest: str | None
+    tools_used: list[str] | None
+    tool_calls: int
+    model_calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    duration_ms: float
+    error_type: str | None = None
+
+
+AnyEvent = (
+    RuntimeStarted | TurnStarted | InferenceRecorded | ToolCallStarted | ToolCallCompleted
+    | TurnCompleted
+)
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.kind: cls
+    for cls in (RuntimeStarted, TurnStarted, InferenceRecorded, ToolCallStarted,
+                ToolCallCompleted, TurnCompleted)
+}

@@ -1,0 +1,128 @@
+"""The Ledger protocol and the values it reads and writes.
+
+A ledger has two tiers. The audit tier is one hash-chained, append-only
+sequence of :class:`Entry` (identifiers, statuses, numbers, digests). The
+content tier holds bodies (message text, tool arguments and results) keyed by
+their digest, in tables named ``content_*``. The engine writes both in one
+transaction through :meth:`Ledger.record`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from overt.events import Event
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One audit entry as stored (see :mod:`overt.ledger.canonical` for the contract)."""
+
+    seq: int
+    id: str
+    kind: str
+    at: str
+    turn_id: str | None
+    session_id: str | None
+    data: dict[str, Any]
+    prev_hash: str
+    hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq, "id": self.id, "kind": self.kind, "at": self.at,
+            "turn_id": self.turn_id, "session_id": self.session_id, "data": self.data,
+            "prev_hash": self.prev_hash, "hash": self.hash,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """What ``verify`` found. ``ok`` is false when an entry does not match."""
+
+    ok: bool
+    entries: int
+    first_seq: int | None = None
+    last_seq: int | None = None
+    head_hash: str | None = None
+    bad_seq: int | None = None
+    problem: str | None = None
+    content_checked: int = 0
+    content_bad: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSummary:
+    """One line of ``overt runs``."""
+
+    turn_id: str
+    session_id: str | None
+    at: str
+    source: str
+    model: str
+    status: str | None
+    tools_used: list[str] | None
+    duration_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """Tokens and money per route and model over a period."""
+
+    route: str
+    model: str
+    inferences: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+
+class Ledger(Protocol):
+    """Where every turn is recorded. Async; each backend is one implementation."""
+
+    async def record(self, events: Sequence[Event],
+                     contents: Mapping[str, str] | None = None) -> list[Entry]:
+        """Append ``events`` to the chain and ``contents`` (digest -> body) to the
+        content tier, in one transaction. Returns the stored entries.
+
+        Raises:
+            LedgerError: nothing was written.
+        """
+        ...
+
+    async def entries(self, *, turn_id: str | None = None, session_id: str | None = None,
+                      kinds: Sequence[str] | None = None, since: str | None = None,
+                      until: str | None = None, limit: int | None = None) -> list[Entry]:
+        """Entries matching every given filter, in ``seq`` order."""
+        ...
+
+    async def content(self, digest: str) -> str | None:
+        """The body stored under ``digest``, or ``None`` (never stored, or pruned)."""
+        ...
+
+    async def recent_turns(self, limit: int = 20) -> list[TurnSummary]:
+        """The latest turns, newest first."""
+        ...
+
+    async def usage(self, since: str | None = None, until: str | None = None) -> list[UsageRow]:
+        """Tokens and cost per (route, model) of inferences in ``[since, until)``."""
+        ...
+
+    async def count(self, kind: str, since: str | None = None) -> int:
+        """How many entries of ``kind`` there are (since ``since``)."""
+        ...
+
+    async def last_error(self) -> Entry | None:
+        """The newest entry that records a failure: a turn that did not complete,
+        a tool call whose status is not ``ok``, or an inference that failed."""
+        ...
+
+    async def verify(self, *, check_content: bool = True) -> VerifyReport:
+        """Recompute the whole chain; name the first entry that does not match."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections. Safe to call twice."""
+        ...

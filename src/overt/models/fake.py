@@ -1,0 +1,143 @@
+"""Models for tests, docs and replays: a scripted model and a function model.
+
+They are public API: drive the engine with them the way pydantic-ai's
+``TestModel`` or httpx's ``MockTransport`` drive their libraries.
+
+A scripted model file (``--model scripted:FILE``) is JSONL, one model reply a
+line: ``{"text": "...", "tool_calls": [{"name": "...", "arguments": {...}}]}``,
+either key optional. Blank lines and lines starting with ``#`` are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from overt.errors import ModelError, UsageError
+from overt.ids import new_ulid
+from overt.types import ModelRequest, ModelResponse, ToolCall, Usage
+
+Reply = ModelResponse | Mapping[str, Any] | str | BaseException
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+def reply_from_mapping(data: Mapping[str, Any], *, model: str) -> ModelResponse:
+    """Build a reply from ``{"text": ..., "tool_calls": [...]}``.
+
+    Raises:
+        UsageError: the mapping is not of that shape.
+    """
+    if not isinstance(data, Mapping):
+        raise UsageError(f"a scripted reply must be a JSON object, got {type(data).__name__}")
+    unknown = set(data) - {"text", "tool_calls", "reasoning"}
+    if unknown:
+        raise UsageError(f"unknown keys in scripted reply: {sorted(unknown)}")
+    text = data.get("text", "")
+    if not isinstance(text, str):
+        raise UsageError("'text' of a scripted reply must be a string")
+    raw_calls = data.get("tool_calls", [])
+    if not isinstance(raw_calls, list):
+        raise UsageError("'tool_calls' of a scripted reply must be a list")
+    calls = []
+    for raw in raw_calls:
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
+            raise UsageError("each scripted tool call needs a string 'name'")
+        args = raw.get("arguments", {})
+        if not isinstance(args, Mapping):
+            raise UsageError("'arguments' of a scripted tool call must be an object")
+        calls.append(ToolCall(id=str(raw.get("id") or new_ulid()), name=raw["name"],
+                              arguments=dict(args)))
+    reasoning = data.get("reasoning", "")
+    return ModelResponse(
+        text=text,
+        tool_calls=tuple(calls),
+        usage=Usage(0, _estimate_tokens(text)),
+        model=model,
+        stop_reason="tool_use" if calls else "end_turn",
+        reasoning=reasoning if isinstance(reasoning, str) else "",
+    )
+
+
+class ScriptedModel:
+    """Answers from a queue of replies, one per call, in order.
+
+    A reply is a :class:`ModelResponse`, a mapping in the JSONL shape, a plain
+    string (a final answer), or an exception instance (raised, to script a
+    provider failure). Running out of replies is a :class:`ModelError`.
+    """
+
+    def __init__(self, replies: Iterable[Reply], *, name: str = "scripted") -> None:
+        self.name = name
+        self._replies: deque[Reply] = deque(replies)
+        self.requests: list[ModelRequest] = []
+
+    @classmethod
+    def from_jsonl(cls, path: str | Path, *, name: str | None = None) -> ScriptedModel:
+        """Load replies from a JSONL file.
+
+        Raises:
+            UsageError: the file is missing or a line is not a valid reply
+                (the message names the line).
+        """
+        p = Path(path)
+        try:
+            lines = p.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise UsageError(f"cannot read scripted model file {p}: {exc}") from exc
+        replies: list[Reply] = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            try:
+                replies.append(reply_from_mapping(json.loads(line), model=name or "scripted"))
+            except (json.JSONDecodeError, UsageError) as exc:
+                raise UsageError(f"{p}:{number}: not a scripted reply: {exc}") from exc
+        return cls(replies, name=name or f"scripted:{p.name}")
+
+    @property
+    def remaining(self) -> int:
+        return len(self._replies)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        if not self._replies:
+            raise ModelError(f"{self.name}: no scripted reply left")
+        reply = self._replies.popleft()
+        if isinstance(reply, BaseException):
+            raise reply
+        if isinstance(reply, ModelResponse):
+            return reply
+        if isinstance(reply, str):
+            return reply_from_mapping({"text": reply}, model=self.name)
+        return reply_from_mapping(reply, model=self.name)
+
+
+ReplyFunction = Callable[[ModelRequest], Awaitable[Reply] | Reply]
+
+
+class FunctionModel:
+    """Computes each reply from the request with a function (sync or async)."""
+
+    def __init__(self, function: ReplyFunction, *, name: str = "function") -> None:
+        self.name = name
+        self._function = function
+        self.requests: list[ModelRequest] = []
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        reply = self._function(request)
+        if isinstance(reply, Awaitable):
+            reply = await reply
+        if isinstance(reply, BaseException):
+            raise reply
+        if isinstance(reply, ModelResponse):
+            return reply
+        if isinstance(reply, str):
+            return reply_from_mapping({"text": reply}, model=self.name)
+        return reply_from_mapping(reply, model=self.name)

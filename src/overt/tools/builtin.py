@@ -1,0 +1,89 @@
+"""overt's built-in read-only tools: real answers from the ledger.
+
+- ``get_operational_state``: since when the runtime has run, turns today, the
+  last error, pending approvals.
+- ``get_usage``: tokens and cost per route and model for a period (the
+  operator's "what's my burn?").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from overt.clock import period_start
+from overt.tools.base import Tool, ToolContext, tool
+
+Period = Literal["today", "24h", "7d", "30d", "all"]
+
+
+@tool(read_only=True, capability="runtime.read")
+async def get_operational_state(ctx: ToolContext) -> dict[str, Any]:
+    """Report how the agent runtime is doing right now: since when it has run, how many
+    turns it answered today, its last error, and how many approvals are pending.
+
+    Use when the operator asks what the agent or daemon is doing, whether it is healthy,
+    or what went wrong recently.
+    """
+    today = period_start("today")
+    first = await ctx.ledger.entries(limit=1)
+    last_error = await ctx.ledger.last_error()
+    error: dict[str, Any] | None = None
+    if last_error is not None:
+        data = last_error.data
+        error = {
+            "at": last_error.at,
+            "kind": last_error.kind,
+            "turn_id": last_error.turn_id,
+            "type": data.get("error_type") or data.get("exc_type") or data.get("tool_status")
+            or data.get("status"),
+        }
+        if "tool_name" in data:
+            error["tool_name"] = data["tool_name"]
+    requested = await ctx.ledger.count("approval.requested")
+    decided = await ctx.ledger.count("approval.decided")
+    return {
+        "runtime_started_at": ctx.runtime_started_at,
+        "ledger_started_at": first[0].at if first else None,
+        "turns_today": await ctx.ledger.count("turn.started", since=today),
+        "tool_calls_today": await ctx.ledger.count("tool_call.completed", since=today),
+        "last_error": error,
+        "pending_approvals": max(0, requested - decided),
+    }
+
+
+@tool(read_only=True, capability="usage.read")
+async def get_usage(ctx: ToolContext, period: Period = "today") -> dict[str, Any]:
+    """Report tokens used and money spent, per route and model, over a period.
+
+    Use when the operator asks about cost, burn, spend, tokens or usage.
+
+    Args:
+        period: which period to total: today (since midnight UTC), 24h, 7d, 30d or all.
+    """
+    since = period_start(period)
+    rows = await ctx.ledger.usage(since=since)
+    by_route = [
+        {
+            "route": r.route,
+            "model": r.model,
+            "inferences": r.inferences,
+            "input_tokens": r.input_tokens,
+            "output_tokens": r.output_tokens,
+            "cost_usd": r.cost_usd,
+        }
+        for r in rows
+    ]
+    return {
+        "period": period,
+        "since": since,
+        "total_input_tokens": sum(r.input_tokens for r in rows),
+        "total_output_tokens": sum(r.output_tokens for r in rows),
+        "total_cost_usd": round(sum(r.cost_usd for r in rows), 6),
+        "inferences": sum(r.inferences for r in rows),
+        "by_route_and_model": by_route,
+    }
+
+
+def builtin_tools() -> list[Tool]:
+    """The built-in tools, fresh list each call."""
+    return [get_operational_state, get_usage]

@@ -1,0 +1,185 @@
+"""Value types that cross layers: messages in, model requests and replies, results out.
+
+All are frozen dataclasses: a turn is data, and data does not change under you.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+Source = Literal["cli", "http", "slack_dm", "email", "mcp"]
+SOURCES: tuple[str, ...] = get_args(Source)
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+UNKNOWN = "unknown"
+
+
+def derive_caller_session_id(source: str, metadata: Mapping[str, Any]) -> str:
+    """Derive the stable, source-shaped id that joins audit lines to their inbound message.
+
+    ============  ====================================  ============================
+    source        shape                                 metadata keys used
+    ============  ====================================  ============================
+    ``slack_dm``  ``"{channel_id}:{event_ts}"``         ``channel_id``, ``event_ts``
+    ``email``     ``"email:{message_id}"``              ``message_id``
+    ``mcp``       ``"mcp:{caller_actor_kind}:{tool}"``  ``caller_actor_kind``, ``tool_name``
+    ``cli``       ``"cli:{session_id}"``                ``session_id``
+    ``http``      ``"http:{request_id}"``               ``request_id``
+    ============  ====================================  ============================
+
+    Fallback: a missing or empty field is written as ``unknown`` in its place
+    (``"C123:unknown"``, ``"email:unknown"``), so the id keeps its shape and a
+    log query on the prefix still finds it. The fallback is deterministic on
+    purpose: a random id would join nothing.
+    """
+
+    def part(key: str) -> str:
+        value = metadata.get(key)
+        return str(value) if value not in (None, "") else UNKNOWN
+
+    if source == "slack_dm":
+        return f"{part('channel_id')}:{part('event_ts')}"
+    if source == "email":
+        return f"email:{part('message_id')}"
+    if source == "mcp":
+        return f"mcp:{part('caller_actor_kind')}:{part('tool_name')}"
+    if source == "cli":
+        return f"cli:{part('session_id')}"
+    if source == "http":
+        return f"http:{part('request_id')}"
+    return f"{source}:{UNKNOWN}"
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingMessage:
+    """A message from the operator, as a channel received it."""
+
+    source: Source
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            from overt.errors import UsageError
+
+            raise UsageError(f"unknown message source {self.source!r}; one of {SOURCES}")
+
+    @property
+    def caller_session_id(self) -> str:
+        return derive_caller_session_id(self.source, self.metadata)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call as the model asked for it.
+
+    ``malformed`` is set (with a reason) when the model tried to call a tool
+    but its call could not be parsed; the engine answers it with an error
+    result instead of executing anything.
+    """
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any]
+    malformed: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of the conversation sent to a model."""
+
+    role: Role
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What a model is told about a tool (the Anthropic-like neutral shape)."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens and money spent."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            round(self.cost_usd + other.cost_usd, 10),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """Everything a model is asked, in one value."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_output_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """A model's reply.
+
+    ``info`` describes how it was produced (model file digest, runtime version,
+    sampling parameters); it is recorded with the inference and must hold
+    identifiers and numbers only, never content.
+    """
+
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = Usage()
+    model: str = ""
+    stop_reason: str = "end_turn"
+    reasoning: str = ""
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseResult:
+    """The outcome of one turn.
+
+    ``tools_used`` has three states: ``None`` when the engine was bypassed,
+    refused or errored; ``[]`` when it reasoned and chose no tool; otherwise
+    the names of the tools it ran, oldest first, duplicates kept.
+    """
+
+    text: str
+    tools_used: list[str] | None
+    usage: Usage
+    error: str | None
+    session_id: str
+    turn_id: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "tools_used": self.tools_used,
+            "usage": self.usage.to_dict(),
+            "error": self.error,
+            "session_id": self.session_id,
+            "turn_id": self.turn_id,
+        }
