@@ -67,9 +67,9 @@ def precheck(call: ToolCall, registry: ToolRegistry, offered: frozenset[str],
         return refuse("tool_call_limit_exceeded",
                       f"at most {cap} tool calls per response; answer with what you have")
     if call.malformed is not None:
-        return ToolOutcome("execution_error",
-                           f"tool_execution_error: TypeError: malformed tool call: {call.malformed}",
-                           True, 0.0, exc_type="TypeError", reason_code="malformed_tool_call")
+        content = f"tool_execution_error: TypeError: malformed tool call: {call.malformed}"
+        return ToolOutcome("execution_error", content, True, 0.0, exc_type="TypeError",
+                           reason_code="malformed_tool_call")
     tool = registry.get(call.name)
     if tool is None or call.name not in offered:
         available = ", ".join(sorted(offered)) or "none"
@@ -92,7 +92,7 @@ async def execute(tool: Tool, call: ToolCall, context: ToolContext,
         return ToolOutcome("timeout", f"tool_timeout: {tool.name} did not finish within "
                            f"{timeout:g}s", True, _ms_since(started), exc_type="TimeoutError",
                            executed=True)
-    except Exception as exc:  # a tool's failure is the model's to read, not ours to crash on
+    except Exception as exc:  # noqa: BLE001  a tool's failure is the model's to read
         return _failed(exc, started)
     return ToolOutcome("ok", render_result(value), False, _ms_since(started), executed=True)
 

@@ -205,7 +205,7 @@ class _Turn:
         self.model_calls += 1
         try:
             response = await engine.model.complete(request)
-        except Exception as exc:  # any adapter failure ends the turn; it is recorded
+        except Exception as exc:  # noqa: BLE001  any adapter failure ends the turn, recorded
             self.error = f"model_error: {type(exc).__name__}: {exc}"
             rec.add(InferenceRecorded(
                 turn_id=self.turn_id, session_id=self.session_id, inference_id=inference_id,

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any
 
 ALGORITHM = "sha256"

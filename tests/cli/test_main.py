@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from overt.cli.main import main
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "replies.jsonl"
+    path.write_text(
+        '# a model that checks the burn, then answers\n'
+        '{"tool_calls": [{"name": "get_usage", "arguments": {"period": "today"}}]}\n'
+        '\n'
+        '{"text": "You used 0 tokens today."}\n'
+    )
+    return path
+
+
+def _ask(db: Path, script: Path, *extra: str) -> int:
+    return main(["--db", str(db), "ask", "what's my burn?", "--model", f"scripted:{script}",
+                 *extra])
+
+
+def test_ask_prints_the_answer(tmp_path: Path, script: Path,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert _ask(tmp_path / "l.db", script) == 0
+    assert capsys.readouterr().out.strip() == "You used 0 tokens today."
+
+
+def test_ask_json_prints_the_response_result(tmp_path: Path, script: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert _ask(tmp_path / "l.db", script, "--json") == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["tools_used"] == ["get_usage"] and result["error"] is None
+    assert result["session_id"].startswith("cli:") and len(result["turn_id"]) == 26
+    assert set(result["usage"]) == {"input_tokens", "output_tokens", "cost_usd"}
+
+
+def test_ask_exits_1_when_the_turn_ends_in_a_model_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert _ask(tmp_path / "l.db", empty, "--json") == 1
+    assert "no scripted reply left" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_a_malformed_scripted_file_is_a_usage_error_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"text": 42}\n')
+    assert _ask(tmp_path / "l.db", bad) == 2
+    assert "bad.jsonl:2" in capsys.readouterr().err
+
+
+def test_runs_and_show_read_the_turn_back(tmp_path: Path, script: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "l.db"
+    _ask(db, script, "--json")
+    turn_id = json.loads(capsys.readouterr().out)["turn_id"]
+    assert main(["--db", str(db), "runs"]) == 0
+    assert turn_id in capsys.readouterr().out
+    assert main(["--db", str(db), "show", turn_id]) == 0
+    shown = capsys.readouterr().out
+    assert "inference #0" in shown and "get_usage -> ok" in shown and "what's my burn" not in shown
+    assert main(["--db", str(db), "show", turn_id, "--content"]) == 0
+    shown = capsys.readouterr().out
+    assert "message: what's my burn?" in shown and "reply: You used 0 tokens today." in shown
+    assert main(["--db", str(db), "show", turn_id, "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["entries"]) == 6
+
+
+def test_show_of_an_unknown_turn_exits_4(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", str(tmp_path / "l.db"), "show", "NOPE"]) == 4
+    assert "no turn" in capsys.readouterr().err
+
+
+def test_ledger_verify_exits_0_then_3_after_tampering(
+    tmp_path: Path, script: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "l.db"
+    _ask(db, script)
+    capsys.readouterr()
+    assert main(["--db", str(db), "ledger", "verify"]) == 0
+    assert capsys.readouterr().out.startswith("ok: 7 entries verified")
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("DROP TRIGGER audit_log_no_update")
+    conn.execute("UPDATE audit_log SET data = replace(data, 'get_usage', 'get_usagf') "
+                 "WHERE kind = 'tool_call.completed'")
+    assert main(["--db", str(db), "ledger", "verify"]) == 3
+    assert "FAILED at entry seq 5" in capsys.readouterr().out
+
+
+def test_a_db_that_is_not_a_ledger_exits_5(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "junk.db"
+    bad.write_bytes(b"junk" * 1000)
+    assert main(["--db", str(bad), "runs"]) == 5
+    assert "cannot open ledger" in capsys.readouterr().err
+
+
+def test_the_console_script_reads_overt_db_from_the_environment(tmp_path: Path,
+                                                                script: Path) -> None:
+    env = {**os.environ, "OVERT_DB": str(tmp_path / "env.db")}
+    out = subprocess.run(
+        [sys.executable, "-m", "overt.cli.main", "ask", "q", "--model", f"scripted:{script}"],
+        env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "You used 0 tokens today."
+    assert (tmp_path / "env.db").exists() and (tmp_path / "transcript.jsonl").exists()

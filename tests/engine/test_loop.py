@@ -1,0 +1,279 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from overt.errors import LedgerError, ModelError
+from overt.ledger.sqlite import SqliteLedger
+from overt.models.fake import FunctionModel, ScriptedModel
+from overt.tools.base import ToolContext, tool
+from overt.tools.builtin import builtin_tools
+from overt.types import ModelRequest
+from tests.conftest import RuntimeFactory, cli_message, run
+
+
+@tool(read_only=True)
+async def echo(text: str) -> str:
+    """Echo the text back."""
+    return f"echo:{text}"
+
+
+@tool
+async def explode() -> str:
+    """Always fails."""
+    raise RuntimeError("boom")
+
+
+@tool(timeout_s=0.05)
+async def slow() -> str:
+    """Takes too long."""
+    await asyncio.sleep(5)
+    return "late"
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def kinds(ledger: SqliteLedger) -> list[str]:
+    return [e.kind for e in run(ledger.entries())]
+
+
+def tool_records(ledger: SqliteLedger) -> list[dict[str, Any]]:
+    return [e.data for e in run(ledger.entries(kinds=["tool_call.completed"]))]
+
+
+def test_a_turn_with_two_tool_calls_is_recorded_step_by_step(
+    make_runtime: RuntimeFactory, ledger: SqliteLedger
+) -> None:
+    model = ScriptedModel([{"tool_calls": [call("echo", text="a"), call("echo", text="b")]},
+                           "both echoed"])
+    result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
+    assert result.text == "both echoed" and result.error is None
+    assert result.tools_used == ["echo", "echo"]
+    assert kinds(ledger) == [
+        "runtime.started", "turn.started", "inference", "tool_call.started",
+        "tool_call.completed", "tool_call.started", "tool_call.completed", "inference",
+        "turn.completed",
+    ]
+    assert all(r["tool_status"] == "ok" for r in tool_records(ledger))
+    second = model.requests[1].messages
+    assert [m.content for m in second[-2:]] == ["echo:a", "echo:b"]
+    assert ledger.verify_sync().ok
+
+
+def test_calls_past_the_cap_are_refused_and_the_model_answers_without_tools(
+    make_runtime: RuntimeFactory, ledger: SqliteLedger
+) -> None:
+    model = ScriptedModel([{"tool_calls": [call("echo", text=str(i)) for i in range(7)]},
+                           {"text": "answered", "tool_calls": [call("echo", text="again")]}])
+    result = run(make_runtime(model, tools=[echo], max_tool_calls=5).respond(cli_message()))
+    records = tool_records(ledger)
+    assert [r["tool_status"] for r in records] == ["ok"] * 5 + ["not_allowed"] * 2
+    assert records[-1]["reason_code"] == "tool_call_limit_exceeded"
+    refused = model.requests[1].messages[-1]
+    assert refused.is_error and refused.content.startswith("tool_call_limit_exceeded")
+    assert model.requests[1].tools == ()  # one last call, without tools
+    assert result.text == "answered" and result.tools_used == ["echo"] * 5
+
+
+def test_the_cap_counts_calls_across_responses_of_one_turn(
+    make_runtime: RuntimeFactory, ledger: SqliteLedger
+) -> None:
+    model = ScriptedModel([{"tool_calls": [call("echo", text="x")] * 2}] * 2 + ["done"])
+    result = run(make_runtime(model, tools=[echo], max_tool_calls=3).respond(cli_message()))
+    assert [r["tool_status"] for r in tool_records(ledger)] == ["ok"] * 3 + ["not_allowed"]
+    assert model.requests[2].tools == () and result.text == "done"
+
+
+def test_an_invented_kwarg_is_a_type_error_the_model_reads_and_the_turn_completes(
+    make_runtime: RuntimeFactory, ledger: SqliteLedger
+) -> None:
+    model = ScriptedModel([{"tool_calls": [call("echo", text="a", loudness=11)]},
+                           "sorry, retried without it"])
+    result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
+    error_result = model.requests[1].messages[-1]
+    assert error_result.is_error
+    assert error_result.content.startswith("tool_execution_error: TypeError")
+    assert "loudness" in error_result.content
+    assert result.error is None and result.text == "sorry, retried without it"
+    (record,) = tool_records(ledger)
+    assert record["tool_status"] == "execution_error" and record["exc_type"] == "TypeError"
+
+
+def test_a_tool_that_raises_is_fail_soft(make_runtime: RuntimeFactory,
+                                         ledger: SqliteLedger) -> None:
+    model = ScriptedModel([{"tool_calls": [call("explode")]}, "it failed"])
+    result = run(make_runtime(model, tools=[explode]).respond(cli_message()))
+    assert model.requests[1].messages[-1].content == "tool_execution_error: RuntimeError: boom"
+    assert result.error is None and result.tools_used == ["explode"]
+    assert tool_records(ledger)[0]["exc_type"] == "RuntimeError"
+
+
+def test_an_unknown_tool_is_not_allowed_and_never_executed(
+    make_runtime: RuntimeFactory, ledger: SqliteLedger
+) -> None:
+    model = ScriptedModel([{"tool_calls": [call("delete_everything")]}, "cannot"])
+    result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
+    (record,) = tool_records(ledger)
+    assert record["tool_status"] == "not_allowed"
+    assert "tool_call.started" not in kinds(ledger)
+    assert result.tools_used == []
+
+
+def test_a_tool_past_its_timeout_is_recorded_as_timeout(
+    make_runtime: RuntimeFactory, ledger: SqliteLedger
+) -> None:
+    model = ScriptedModel([{"tool_calls": [call("slow")]}, "too slow"])
+    run(make_runtime(model, tools=[slow]).respond(cli_message()))
+    assert tool_records(ledger)[0]["tool_status"] == "timeout"
+    assert model.requests[1].messages[-1].content.startswith("tool_timeout")
+
+
+def test_a_malformed_tool_call_is_an_execution_error_and_nothing_runs(
+    make_runtime: RuntimeFactory, ledger: SqliteLedger
+) -> None:
+    from overt.types import ModelResponse, ToolCall
+
+    bad = ModelResponse("", (ToolCall("c1", "echo", {}, malformed="unterminated JSON"),))
+    model = ScriptedModel([bad, "ok"])
+    result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
+    assert tool_records(ledger)[0]["tool_status"] == "execution_error"
+    assert "tool_call.started" not in kinds(ledger)
+    assert result.error is None
+
+
+def test_three_tool_errors_in_a_row_end_the_loop_with_a_clear_answer(
+    make_runtime: RuntimeFactory, ledger: SqliteLedger
+) -> None:
+    model = ScriptedModel([{"tool_calls": [call("explode")] * 3}, "never asked"])
+    result = run(make_runtime(model, tools=[explode]).respond(cli_message()))
+    assert "3 tool calls in a row failed" in result.text
+    assert len(model.requests) == 1 and model.remaining == 1
+    completed = run(ledger.entries(kinds=["turn.completed"]))[0].data
+    assert completed["status"] == "tool_error_streak"
+
+
+def test_a_success_resets_the_error_streak(make_runtime: RuntimeFactory) -> None:
+    model = ScriptedModel([{"tool_calls": [call("explode"), call("explode"), call("echo", text="x"),
+                                           call("explode")]}, "fine"])
+    result = run(make_runtime(model, tools=[echo, explode]).respond(cli_message()))
+    assert result.text == "fine"
+
+
+def test_a_model_error_ends_the_turn_with_error_set_and_tools_used_absent(
+    make_runtime: RuntimeFactory, ledger: SqliteLedger
+) -> None:
+    model = ScriptedModel([{"tool_calls": [call("echo", text="a")]},
+                           ModelError("provider unavailable")])
+    result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
+    assert result.error is not None and "provider unavailable" in result.error
+    assert result.tools_used is None
+    failed = run(ledger.entries(kinds=["inference"]))[-1].data
+    assert failed["error_type"] == "ModelError"
+    assert run(ledger.entries(kinds=["turn.completed"]))[0].data["status"] == "model_error"
+    assert ledger.verify_sync().ok
+
+
+def test_an_adapter_bug_is_recorded_as_a_model_error_not_a_crash(
+    make_runtime: RuntimeFactory,
+) -> None:
+    def broken(request: ModelRequest) -> Any:
+        raise KeyError("choices")
+
+    result = run(make_runtime(FunctionModel(broken)).respond(cli_message()))
+    assert result.error is not None and "KeyError" in result.error
+
+
+def test_tools_used_is_empty_when_the_model_chose_no_tool(make_runtime: RuntimeFactory) -> None:
+    result = run(make_runtime(ScriptedModel(["hi"]), tools=[echo]).respond(cli_message()))
+    assert result.tools_used == []
+
+
+def test_the_intent_record_is_committed_before_the_tool_runs(
+    make_runtime: RuntimeFactory, db_path: Path
+) -> None:
+    seen: list[str] = []
+
+    @tool
+    async def inspect_ledger(ctx: ToolContext) -> str:
+        """Reads the ledger file from another connection while running."""
+        conn = sqlite3.connect(db_path)
+        seen.extend(r[0] for r in conn.execute(
+            "SELECT kind FROM audit_log WHERE turn_id = ? ORDER BY seq", (ctx.turn_id,)))
+        return "ok"
+
+    model = ScriptedModel([{"tool_calls": [call("inspect_ledger")]}, "done"])
+    run(make_runtime(model, tools=[inspect_ledger]).respond(cli_message()))
+    assert seen == ["turn.started", "inference", "tool_call.started"]
+
+
+def test_no_tool_runs_when_its_intent_cannot_be_recorded(
+    make_runtime: RuntimeFactory, ledger: SqliteLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[bool] = []
+
+    @tool
+    async def effect() -> str:
+        """Has an effect."""
+        ran.append(True)
+        return "done"
+
+    original = ledger.record
+    async def failing(events: Any, contents: Any = None) -> Any:
+        if any(e.kind == "tool_call.started" for e in events):
+            raise LedgerError("disk full")
+        return await original(events, contents)
+
+    monkeypatch.setattr(ledger, "record", failing)
+    model = ScriptedModel([{"tool_calls": [call("effect")]}, "done"])
+    result = run(make_runtime(model, tools=[effect]).respond(cli_message()))
+    assert ran == [] and result.error is not None and result.error.startswith("ledger_error")
+    assert result.tools_used is None
+
+
+def test_a_secret_in_the_message_and_arguments_never_reaches_audit_rows_or_log_lines(
+    make_runtime: RuntimeFactory, db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    marker = "SECRET-7f3a9c"
+    caplog.set_level(logging.DEBUG)
+    model = ScriptedModel([
+        {"text": f"thinking about {marker}", "tool_calls": [
+            call("echo", text=marker), call("echo", text=marker, bogus=marker),
+            call("nope", x=marker)]},
+        f"the answer mentions {marker}",
+    ])
+    result = run(make_runtime(model, tools=[echo, *builtin_tools()]).respond(
+        cli_message(f"please remember {marker}")))
+    assert marker in result.text
+    conn = sqlite3.connect(db_path)
+    audit_tables = [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'content_%'")]
+    assert "audit_log" in audit_tables
+    for table in audit_tables:
+        for row in conn.execute(f"SELECT * FROM {table}"):
+            assert marker not in json.dumps(row), f"{table} holds the secret"
+    assert any(marker in r[0] for r in conn.execute("SELECT body FROM content_blobs"))
+    tool_lines = [r for r in caplog.records if r.getMessage().startswith("overt.tool_called")]
+    assert len(tool_lines) == 3
+    for record in caplog.records:
+        assert marker not in record.getMessage()
+
+
+def test_each_tool_call_emits_one_structured_log_line_with_the_record_fields(
+    make_runtime: RuntimeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="overt.audit")
+    model = ScriptedModel([{"tool_calls": [call("echo", text="a")]}, "done"])
+    run(make_runtime(model, tools=[echo]).respond(cli_message()))
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "overt.audit"]
+    fields = json.loads(line.removeprefix("overt.tool_called "))
+    assert fields["tool_name"] == "echo" and fields["tool_status"] == "ok"
+    assert fields["triggered_by"] == "cli" and fields["caller_session_id"] == "cli:s1"
+    assert {"tool_duration_ms", "exc_type", "args_sha256", "tool_call_id"} <= set(fields)

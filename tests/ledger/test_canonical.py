@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import hashlib
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from overt.ledger.canonical import (
+    GENESIS,
+    canonical_json,
+    chain_hash,
+    digest_text,
+    digest_value,
+    entry_payload,
+    verify_digest,
+)
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=20,
+)
+
+
+def test_canonical_json_sorts_keys_and_has_no_whitespace() -> None:
+    assert canonical_json({"b": 1, "a": [1, {"d": 2, "c": 3}]}) == '{"a":[1,{"c":3,"d":2}],"b":1}'
+
+
+def test_canonical_json_keeps_non_ascii_as_itself() -> None:
+    assert canonical_json({"k": "思考 é"}) == '{"k":"思考 é"}'
+
+
+def test_canonical_json_refuses_nan_and_infinity() -> None:
+    with pytest.raises(ValueError):
+        canonical_json({"x": math.nan})
+    with pytest.raises(ValueError):
+        canonical_json([math.inf])
+
+
+@given(json_values)
+def test_equal_values_give_equal_canonical_bytes(value: object) -> None:
+    import json
+
+    assert canonical_json(json.loads(canonical_json(value))) == canonical_json(value)
+
+
+def test_digests_are_tagged_with_their_algorithm() -> None:
+    assert digest_text("abc") == "sha256:" + hashlib.sha256(b"abc").hexdigest()
+    assert digest_value({"a": 1}) == digest_text('{"a":1}')
+
+
+def test_verify_digest_refuses_an_unknown_algorithm_tag() -> None:
+    assert verify_digest(digest_text("x"), "x")
+    assert not verify_digest("md5:" + hashlib.md5(b"x").hexdigest(), "x")
+    assert not verify_digest(digest_text("x"), "y")
+
+
+@given(
+    seq=st.integers(min_value=1, max_value=2**53),
+    entry_id=st.text(min_size=1),
+    kind=st.text(min_size=1),
+    at=st.text(),
+    turn_id=st.none() | st.text(),
+    session_id=st.none() | st.text(),
+    data=st.dictionaries(st.text(), json_values, max_size=5),
+)
+def test_entry_payload_is_the_canonical_json_of_the_seven_fields(
+    seq: int, entry_id: str, kind: str, at: str, turn_id: str | None, session_id: str | None,
+    data: dict[str, object],
+) -> None:
+    expected = canonical_json({"seq": seq, "id": entry_id, "kind": kind, "at": at,
+                               "turn_id": turn_id, "session_id": session_id, "data": data})
+    assert entry_payload(seq, entry_id, kind, at, turn_id, session_id,
+                         canonical_json(data)) == expected
+
+
+def test_each_hash_covers_the_previous_hash_and_the_payload() -> None:
+    first = chain_hash(GENESIS, "{}")
+    assert first == "sha256:" + hashlib.sha256((GENESIS + "\n{}").encode()).hexdigest()
+    assert chain_hash(first, "{}") != first
+    assert chain_hash(GENESIS, '{"a":1}') != first
