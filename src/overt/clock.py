@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime, timedelta
 
 from overt.errors import UsageError
 
 
+_second_prefix: tuple[int, str] = (-1, "")
+
+
 def now_iso() -> str:
-    """Now in UTC as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (sorts as text)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Now in UTC as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (sorts as text).
+
+    The part up to the second is formatted once per second: this runs for every
+    ledger record.
+    """
+    global _second_prefix
+    ns = time.time_ns()
+    second, micros = divmod(ns // 1000, 1_000_000)
+    if _second_prefix[0] != second:
+        _second_prefix = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{_second_prefix[1]}.{micros:06d}Z"
 
 
 def to_iso(moment: datetime) -> str:

@@ -29,9 +29,7 @@ class Event:
 
     def data(self) -> dict[str, Any]:
         """The event's fields as the ledger's ``data`` object (ids moved to columns)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        del out["turn_id"], out["session_id"]
-        return out
+        return {name: getattr(self, name) for name in _data_fields(type(self))}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,6 +122,18 @@ class TurnCompleted(Event):
     cost_usd: float
     duration_ms: float
     error_type: str | None = None
+
+
+_FIELDS: dict[type[Event], tuple[str, ...]] = {}
+
+
+def _data_fields(cls: type[Event]) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(cls)
+                      if f.name not in ("turn_id", "session_id"))
+        _FIELDS[cls] = names
+    return names
 
 
 AnyEvent = (

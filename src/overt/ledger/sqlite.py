@@ -10,7 +10,10 @@ at any point (the WAL is written before ``COMMIT`` returns); only a power loss
 can take the last commits, never corrupt earlier ones.
 
 Calls run inline on the caller's thread: a commit costs tens of microseconds,
-less than handing it to a worker thread would.
+less than handing it to a worker thread would. The chain head is cached
+between appends; when another process appended meanwhile, the cached ``seq``
+collides with the primary key, and the append re-reads the head and retries.
+WAL checkpoints run on a thread of their own (see :mod:`.checkpoint`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from overt.ledger.canonical import (
     digest_text,
     entry_payload,
 )
+from overt.ledger.checkpoint import Checkpointer
 from overt.ledger.sqlite_schema import FAILURE_CONDITION, MIGRATIONS, MIGRATIONS_TABLE
 
 BUSY_TIMEOUT_MS = 30_000
@@ -52,6 +56,9 @@ class SqliteLedger:
     def __init__(self, conn: sqlite3.Connection, path: str) -> None:
         self._conn = conn
         self._lock = threading.Lock()
+        self._head: tuple[int, str] | None = None
+        self._checkpointer: Checkpointer | None = None
+        self._closed = False
         self.path = path
         self.url = path
 
@@ -77,6 +84,9 @@ class SqliteLedger:
         ledger = cls(conn, p)
         if migrate:
             ledger.migrate()
+        if p != ":memory:":
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
+            ledger._checkpointer = Checkpointer(p)
         return ledger
 
     # -- schema -------------------------------------------------------------
@@ -143,39 +153,57 @@ class SqliteLedger:
             datas = [canonical_json(d[3]) for d in drafts]
         except (TypeError, ValueError) as exc:
             raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
-        entries: list[Entry] = []
         with self._lock:
-            try:
-                with self._write():
-                    head = self._conn.execute(
-                        "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"
-                    ).fetchone()
-                    seq, prev = (head[0], head[1]) if head else (0, GENESIS)
-                    rows = []
-                    for (kind, turn_id, session_id, data), data_json in zip(
-                        drafts, datas, strict=True
-                    ):
-                        seq += 1
-                        entry_id = new_ulid()
-                        digest = chain_hash(prev, entry_payload(
-                            seq, entry_id, kind, at, turn_id, session_id, data_json))
-                        rows.append((seq, entry_id, kind, at, turn_id, session_id, data_json,
-                                     prev, digest))
-                        entries.append(Entry(seq, entry_id, kind, at, turn_id, session_id,
-                                             data, prev, digest))
-                        prev = digest
-                    if contents:
-                        self._conn.executemany(
-                            "INSERT OR IGNORE INTO content_blobs VALUES (?, ?, ?)",
-                            [(d, body, at) for d, body in contents.items()],
-                        )
-                    self._conn.executemany(
-                        f"INSERT INTO audit_log ({_ENTRY_COLUMNS}) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        rows,
-                    )
-            except sqlite3.DatabaseError as exc:
-                raise LedgerError(f"cannot append to ledger {self.path}: {exc}") from exc
+            if self._closed:
+                raise LedgerError(f"ledger {self.path} is closed")
+            for attempt in (1, 2, 3):
+                try:
+                    entries = self._append(at, drafts, datas, contents)
+                except sqlite3.IntegrityError as exc:
+                    # Another writer moved the head since we cached it: re-read, retry.
+                    self._head = None
+                    if attempt == 3:
+                        raise LedgerError(f"cannot append to ledger {self.path}: {exc}") from exc
+                    continue
+                except sqlite3.DatabaseError as exc:
+                    self._head = None
+                    raise LedgerError(f"cannot append to ledger {self.path}: {exc}") from exc
+                break
+        if self._checkpointer is not None:
+            self._checkpointer.committed()
+        return entries
+
+    def _append(self, at: str, drafts: list[tuple[str, str | None, str | None, dict[str, Any]]],
+                datas: list[str], contents: Mapping[str, str] | None) -> list[Entry]:
+        """One transaction: content, then entries chained onto the head."""
+        entries: list[Entry] = []
+        with self._write():
+            if self._head is None:
+                row = self._conn.execute(
+                    "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
+                self._head = (row[0], row[1]) if row else (0, GENESIS)
+            seq, prev = self._head
+            rows = []
+            for (kind, turn_id, session_id, data), data_json in zip(drafts, datas, strict=True):
+                seq += 1
+                entry_id = new_ulid()
+                digest = chain_hash(prev, entry_payload(
+                    seq, entry_id, kind, at, turn_id, session_id, data_json))
+                rows.append((seq, entry_id, kind, at, turn_id, session_id, data_json, prev,
+                             digest))
+                entries.append(Entry(seq, entry_id, kind, at, turn_id, session_id, data, prev,
+                                     digest))
+                prev = digest
+            if contents:
+                self._conn.executemany(
+                    "INSERT OR IGNORE INTO content_blobs VALUES (?, ?, ?)",
+                    [(d, body, at) for d, body in contents.items()],
+                )
+            self._conn.executemany(
+                f"INSERT INTO audit_log ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        self._head = (seq, prev)
         return entries
 
     # -- reading ------------------------------------------------------------
@@ -285,7 +313,12 @@ class SqliteLedger:
 
     def close_sync(self) -> None:
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
             self._conn.close()
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
 
 
 def _verify_rows(rows: Iterator[Sequence[Any]]) -> VerifyReport:

@@ -1,0 +1,20 @@
+"""Small helpers every benchmark uses to measure and print."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def summary(samples_us: Sequence[float]) -> str:
+    return (f"median {statistics.median(samples_us):8.1f} µs   p90 {percentile(samples_us, 0.9):8.1f}"
+            f" µs   p99 {percentile(samples_us, 0.99):8.1f} µs   (n={len(samples_us)})")
+
+
+def row(label: str, text: str) -> None:
+    print(f"  {label:<44} {text}", flush=True)

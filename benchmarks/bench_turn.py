@@ -1,0 +1,101 @@
+"""Issue 2: overt's own overhead per turn.
+
+A turn of 2 model calls and 2 tool calls, driven by a function model (no
+inference cost), with every record committed to a real SQLite file in WAL
+mode, the transcript line written, and the audit log line emitted. Next to
+it, a bare Python loop doing the same model and tool calls with no record.
+Target: overt median at most 400 µs per turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks._stats import row, summary
+from overt.channels.transcript import Transcript
+from overt.ledger.sqlite import SqliteLedger
+from overt.models.fake import FunctionModel
+from overt.runtime import Runtime
+from overt.tools.base import tool
+from overt.types import IncomingMessage, Message, ModelRequest, ModelResponse, ToolCall, Usage
+
+TURNS = 3000
+WARMUP = 200
+
+_CALLS = (ToolCall("c1", "lookup", {"key": "alpha"}), ToolCall("c2", "lookup", {"key": "beta"}))
+_FIRST = ModelResponse("", _CALLS, Usage(120, 20), "bench", "tool_use")
+_FINAL = ModelResponse("alpha is 1, beta is 2", (), Usage(160, 12), "bench")
+
+
+def _reply(request: ModelRequest) -> ModelResponse:
+    return _FINAL if request.messages[-1].role == "tool" else _FIRST
+
+
+@tool(read_only=True)
+async def lookup(key: str) -> dict[str, object]:
+    """Look a key up."""
+    return {"key": key, "value": len(key)}
+
+
+async def _bare_loop(turns: int) -> list[float]:
+    """The same model and tool calls, no validation, no record."""
+    model = FunctionModel(_reply)
+    samples = []
+    for _ in range(turns):
+        start = time.perf_counter_ns()
+        messages = [Message("user", "q")]
+        response = await model.complete(ModelRequest(tuple(messages)))
+        for call in response.tool_calls:
+            result = await lookup.function(**call.arguments)
+            messages.append(Message("tool", str(result), tool_call_id=call.id))
+        await model.complete(ModelRequest(tuple(messages)))
+        model.requests.clear()
+        samples.append((time.perf_counter_ns() - start) / 1000)
+    return samples
+
+
+async def _overt(turns: int, directory: Path) -> tuple[list[float], SqliteLedger]:
+    ledger = SqliteLedger.open(directory / "bench.db")
+    model = FunctionModel(_reply)
+    runtime = Runtime(model=model, ledger=ledger, tools=[lookup],
+                      transcript=Transcript(directory / "transcript.jsonl"))
+    message = IncomingMessage("cli", "what are alpha and beta?", {"session_id": "bench"})
+    samples = []
+    for _ in range(turns):
+        start = time.perf_counter_ns()
+        result = await runtime.respond(message)
+        samples.append((time.perf_counter_ns() - start) / 1000)
+        model.requests.clear()
+        assert result.tools_used == ["lookup", "lookup"], result
+    return samples, ledger
+
+
+def main() -> dict[str, float]:
+    logging.getLogger("overt").setLevel(logging.WARNING)
+    print("turn overhead (2 model calls + 2 tool calls, scripted model, SQLite WAL file)")
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(_bare_loop(WARMUP))
+        bare = asyncio.run(_bare_loop(TURNS))
+        warm = Path(tmp) / "warm"
+        warm.mkdir()
+        asyncio.run(_overt(WARMUP, warm))[1].close_sync()
+        samples, ledger = asyncio.run(_overt(TURNS, Path(tmp)))
+        report = ledger.verify_sync()
+        ledger.close_sync()
+    row("bare Python loop, no record", summary(bare))
+    row("overt turn, every record committed", summary(samples))
+    overhead = statistics.median(samples) - statistics.median(bare)
+    row("overt's own overhead (median difference)", f"{overhead:8.1f} µs")
+    row("target", "median overt turn <= 400 µs")
+    row("ledger after the run", f"{report.entries} entries, verify ok={report.ok}")
+    return {"turn_median_us": statistics.median(samples),
+            "bare_median_us": statistics.median(bare)}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+"""Runs every benchmark and prints its figures: ``make bench``."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import bench_turn, bench_verify  # noqa: E402
+
+
+def main() -> None:
+    print(f"overt benchmarks on {platform.machine()}, Python {platform.python_version()}, "
+          f"{__import__('os').cpu_count()} CPUs\n")
+    for module in (bench_turn, bench_verify):
+        module.main()
+        print()
+
+
+if __name__ == "__main__":
+    main()
