@@ -12,8 +12,9 @@ def percentile(samples: Sequence[float], q: float) -> float:
 
 
 def summary(samples_us: Sequence[float]) -> str:
-    return (f"median {statistics.median(samples_us):8.1f} µs   p90 {percentile(samples_us, 0.9):8.1f}"
-            f" µs   p99 {percentile(samples_us, 0.99):8.1f} µs   (n={len(samples_us)})")
+    median = statistics.median(samples_us)
+    return (f"median {median:8.1f} µs   p90 {percentile(samples_us, 0.9):8.1f} µs   "
+            f"p99 {percentile(samples_us, 0.99):8.1f} µs   (n={len(samples_us)})")
 
 
 def row(label: str, text: str) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import bench_turn, bench_verify  # noqa: E402
+from benchmarks import bench_turn, bench_verify
 
 
 def main() -> None:

@@ -1,8 +1,14 @@
-"""Shared fixtures: a real ledger file, a runtime factory driven by fake models."""
+"""Shared fixtures: real ledgers on both backends, a runtime factory driven by fake models.
+
+Every test that takes ``ledger`` (or ``make_runtime``, ``raw``) runs once on a
+SQLite file and once on a fresh PostgreSQL schema (dropped afterwards). Outside
+CI, the PostgreSQL half is skipped when no server answers; in CI it fails.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,30 +17,57 @@ import pytest
 
 from overt.channels.transcript import Transcript
 from overt.engine.loop import EngineSettings
-from overt.ledger.sqlite import SqliteLedger
+from overt.ledger import open_ledger
+from overt.ledger.base import Ledger
 from overt.models.base import Model
 from overt.runtime import Runtime
 from overt.tools.base import Tool
 from overt.types import IncomingMessage
+from tests import backends
+
+_pg_checked: list[bool] = []
+
+
+@pytest.fixture(params=backends.BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    if name == "postgres":
+        if not _pg_checked:
+            _pg_checked.append(backends.pg_available())
+        if not _pg_checked[0]:
+            if os.environ.get("CI"):
+                pytest.fail(f"PostgreSQL is not reachable at {backends.PG_BASE}")
+            pytest.skip(f"PostgreSQL is not reachable at {backends.PG_BASE}")
+    return name
 
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "ledger.db"
+def ledger_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    url = backends.new_url(backend, tmp_path)
+    yield url
+    if backend == "postgres":
+        backends.drop(url)
 
 
 @pytest.fixture
-def ledger(db_path: Path) -> Iterator[SqliteLedger]:
-    opened = SqliteLedger.open(db_path)
+def ledger(ledger_url: str) -> Iterator[Any]:
+    opened = open_ledger(ledger_url)
     yield opened
-    opened.close_sync()
+    opened.close_sync()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def raw(ledger: Ledger, ledger_url: str) -> Iterator[backends.Raw]:
+    conn = backends.Raw(ledger_url)
+    yield conn
+    conn.close()
 
 
 RuntimeFactory = Callable[..., Runtime]
 
 
 @pytest.fixture
-def make_runtime(ledger: SqliteLedger, tmp_path: Path) -> RuntimeFactory:
+def make_runtime(ledger: Ledger, tmp_path: Path) -> RuntimeFactory:
     def make(model: Model, tools: Iterable[Tool] | None = None, **settings: Any) -> Runtime:
         return Runtime(model=model, ledger=ledger, tools=tools,
                        settings=EngineSettings(**settings),

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 
 from overt.errors import UsageError
 
-
 _second_prefix: tuple[int, str] = (-1, "")
 
 

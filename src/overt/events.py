@@ -124,6 +124,26 @@ class TurnCompleted(Event):
     error_type: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerPruned(Event):
+    """Retention removed the chain's prefix ``first_removed_seq..through_seq``.
+
+    Seals what it removed: ``last_removed_hash`` is the hash of entry
+    ``through_seq``, from which ``verify`` checks what remains.
+    """
+
+    kind: ClassVar[str] = "ledger.pruned"
+    cutoff: str
+    through_seq: int
+    first_removed_seq: int | None
+    removed_entries: int
+    removed_content: int
+    last_removed_hash: str | None
+    removed_from_at: str | None
+    removed_to_at: str | None
+    held_back_by_turn: str | None
+
+
 _FIELDS: dict[type[Event], tuple[str, ...]] = {}
 
 
@@ -138,11 +158,11 @@ def _data_fields(cls: type[Event]) -> tuple[str, ...]:
 
 AnyEvent = (
     RuntimeStarted | TurnStarted | InferenceRecorded | ToolCallStarted | ToolCallCompleted
-    | TurnCompleted
+    | TurnCompleted | LedgerPruned
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (RuntimeStarted, TurnStarted, InferenceRecorded, ToolCallStarted,
-                ToolCallCompleted, TurnCompleted)
+                ToolCallCompleted, TurnCompleted, LedgerPruned)
 }

@@ -3,18 +3,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from overt.errors import LedgerError, ModelError
-from overt.ledger.sqlite import SqliteLedger
 from overt.models.fake import FunctionModel, ScriptedModel
 from overt.tools.base import ToolContext, tool
 from overt.tools.builtin import builtin_tools
 from overt.types import ModelRequest
+from tests.backends import Raw
 from tests.conftest import RuntimeFactory, cli_message, run
 
 
@@ -41,16 +39,16 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"name": name, "arguments": arguments}
 
 
-def kinds(ledger: SqliteLedger) -> list[str]:
+def kinds(ledger: Any) -> list[str]:
     return [e.kind for e in run(ledger.entries())]
 
 
-def tool_records(ledger: SqliteLedger) -> list[dict[str, Any]]:
+def tool_records(ledger: Any) -> list[dict[str, Any]]:
     return [e.data for e in run(ledger.entries(kinds=["tool_call.completed"]))]
 
 
 def test_a_turn_with_two_tool_calls_is_recorded_step_by_step(
-    make_runtime: RuntimeFactory, ledger: SqliteLedger
+    make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
     model = ScriptedModel([{"tool_calls": [call("echo", text="a"), call("echo", text="b")]},
                            "both echoed"])
@@ -65,11 +63,11 @@ def test_a_turn_with_two_tool_calls_is_recorded_step_by_step(
     assert all(r["tool_status"] == "ok" for r in tool_records(ledger))
     second = model.requests[1].messages
     assert [m.content for m in second[-2:]] == ["echo:a", "echo:b"]
-    assert ledger.verify_sync().ok
+    assert run(ledger.verify()).ok
 
 
 def test_calls_past_the_cap_are_refused_and_the_model_answers_without_tools(
-    make_runtime: RuntimeFactory, ledger: SqliteLedger
+    make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
     model = ScriptedModel([{"tool_calls": [call("echo", text=str(i)) for i in range(7)]},
                            {"text": "answered", "tool_calls": [call("echo", text="again")]}])
@@ -84,7 +82,7 @@ def test_calls_past_the_cap_are_refused_and_the_model_answers_without_tools(
 
 
 def test_the_cap_counts_calls_across_responses_of_one_turn(
-    make_runtime: RuntimeFactory, ledger: SqliteLedger
+    make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
     model = ScriptedModel([{"tool_calls": [call("echo", text="x")] * 2}] * 2 + ["done"])
     result = run(make_runtime(model, tools=[echo], max_tool_calls=3).respond(cli_message()))
@@ -93,7 +91,7 @@ def test_the_cap_counts_calls_across_responses_of_one_turn(
 
 
 def test_an_invented_kwarg_is_a_type_error_the_model_reads_and_the_turn_completes(
-    make_runtime: RuntimeFactory, ledger: SqliteLedger
+    make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
     model = ScriptedModel([{"tool_calls": [call("echo", text="a", loudness=11)]},
                            "sorry, retried without it"])
@@ -108,7 +106,7 @@ def test_an_invented_kwarg_is_a_type_error_the_model_reads_and_the_turn_complete
 
 
 def test_a_tool_that_raises_is_fail_soft(make_runtime: RuntimeFactory,
-                                         ledger: SqliteLedger) -> None:
+                                         ledger: Any) -> None:
     model = ScriptedModel([{"tool_calls": [call("explode")]}, "it failed"])
     result = run(make_runtime(model, tools=[explode]).respond(cli_message()))
     assert model.requests[1].messages[-1].content == "tool_execution_error: RuntimeError: boom"
@@ -117,7 +115,7 @@ def test_a_tool_that_raises_is_fail_soft(make_runtime: RuntimeFactory,
 
 
 def test_an_unknown_tool_is_not_allowed_and_never_executed(
-    make_runtime: RuntimeFactory, ledger: SqliteLedger
+    make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
     model = ScriptedModel([{"tool_calls": [call("delete_everything")]}, "cannot"])
     result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
@@ -128,7 +126,7 @@ def test_an_unknown_tool_is_not_allowed_and_never_executed(
 
 
 def test_a_tool_past_its_timeout_is_recorded_as_timeout(
-    make_runtime: RuntimeFactory, ledger: SqliteLedger
+    make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
     model = ScriptedModel([{"tool_calls": [call("slow")]}, "too slow"])
     run(make_runtime(model, tools=[slow]).respond(cli_message()))
@@ -137,7 +135,7 @@ def test_a_tool_past_its_timeout_is_recorded_as_timeout(
 
 
 def test_a_malformed_tool_call_is_an_execution_error_and_nothing_runs(
-    make_runtime: RuntimeFactory, ledger: SqliteLedger
+    make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
     from overt.types import ModelResponse, ToolCall
 
@@ -150,7 +148,7 @@ def test_a_malformed_tool_call_is_an_execution_error_and_nothing_runs(
 
 
 def test_three_tool_errors_in_a_row_end_the_loop_with_a_clear_answer(
-    make_runtime: RuntimeFactory, ledger: SqliteLedger
+    make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
     model = ScriptedModel([{"tool_calls": [call("explode")] * 3}, "never asked"])
     result = run(make_runtime(model, tools=[explode]).respond(cli_message()))
@@ -168,7 +166,7 @@ def test_a_success_resets_the_error_streak(make_runtime: RuntimeFactory) -> None
 
 
 def test_a_model_error_ends_the_turn_with_error_set_and_tools_used_absent(
-    make_runtime: RuntimeFactory, ledger: SqliteLedger
+    make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
     model = ScriptedModel([{"tool_calls": [call("echo", text="a")]},
                            ModelError("provider unavailable")])
@@ -178,7 +176,7 @@ def test_a_model_error_ends_the_turn_with_error_set_and_tools_used_absent(
     failed = run(ledger.entries(kinds=["inference"]))[-1].data
     assert failed["error_type"] == "ModelError"
     assert run(ledger.entries(kinds=["turn.completed"]))[0].data["status"] == "model_error"
-    assert ledger.verify_sync().ok
+    assert run(ledger.verify()).ok
 
 
 def test_an_adapter_bug_is_recorded_as_a_model_error_not_a_crash(
@@ -197,16 +195,17 @@ def test_tools_used_is_empty_when_the_model_chose_no_tool(make_runtime: RuntimeF
 
 
 def test_the_intent_record_is_committed_before_the_tool_runs(
-    make_runtime: RuntimeFactory, db_path: Path
+    make_runtime: RuntimeFactory, ledger_url: str
 ) -> None:
     seen: list[str] = []
 
     @tool
     async def inspect_ledger(ctx: ToolContext) -> str:
-        """Reads the ledger file from another connection while running."""
-        conn = sqlite3.connect(db_path)
-        seen.extend(r[0] for r in conn.execute(
+        """Reads the ledger from another connection while running."""
+        other = Raw(ledger_url)
+        seen.extend(r[0] for r in other.query(
             "SELECT kind FROM audit_log WHERE turn_id = ? ORDER BY seq", (ctx.turn_id,)))
+        other.close()
         return "ok"
 
     model = ScriptedModel([{"tool_calls": [call("inspect_ledger")]}, "done"])
@@ -215,7 +214,7 @@ def test_the_intent_record_is_committed_before_the_tool_runs(
 
 
 def test_no_tool_runs_when_its_intent_cannot_be_recorded(
-    make_runtime: RuntimeFactory, ledger: SqliteLedger, monkeypatch: pytest.MonkeyPatch
+    make_runtime: RuntimeFactory, ledger: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ran: list[bool] = []
 
@@ -239,7 +238,7 @@ def test_no_tool_runs_when_its_intent_cannot_be_recorded(
 
 
 def test_a_secret_in_the_message_and_arguments_never_reaches_audit_rows_or_log_lines(
-    make_runtime: RuntimeFactory, db_path: Path, caplog: pytest.LogCaptureFixture
+    make_runtime: RuntimeFactory, raw: Raw, caplog: pytest.LogCaptureFixture
 ) -> None:
     marker = "SECRET-7f3a9c"
     caplog.set_level(logging.DEBUG)
@@ -252,14 +251,14 @@ def test_a_secret_in_the_message_and_arguments_never_reaches_audit_rows_or_log_l
     result = run(make_runtime(model, tools=[echo, *builtin_tools()]).respond(
         cli_message(f"please remember {marker}")))
     assert marker in result.text
-    conn = sqlite3.connect(db_path)
-    audit_tables = [r[0] for r in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'content_%'")]
+    audit_tables = [t for t in raw.tables() if not t.startswith("content_")]
     assert "audit_log" in audit_tables
     for table in audit_tables:
-        for row in conn.execute(f"SELECT * FROM {table}"):
-            assert marker not in json.dumps(row), f"{table} holds the secret"
-    assert any(marker in r[0] for r in conn.execute("SELECT body FROM content_blobs"))
+        for row in raw.query(f"SELECT * FROM {table}"):
+            assert marker not in json.dumps(row, default=str), f"{table} holds the secret"
+    bodies = [bytes(b).decode() if not isinstance(b, str) else b
+              for (b,) in raw.query("SELECT body FROM content_blobs")]
+    assert any(marker in b for b in bodies)
     tool_lines = [r for r in caplog.records if r.getMessage().startswith("overt.tool_called")]
     assert len(tool_lines) == 3
     for record in caplog.records:

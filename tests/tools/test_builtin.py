@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 
-from overt.ledger.sqlite import SqliteLedger
 from overt.models.fake import ScriptedModel
 from overt.types import ModelResponse, Usage
 from tests.conftest import RuntimeFactory, cli_message, run
@@ -40,7 +39,7 @@ def test_get_usage_refuses_an_unknown_period_as_an_argument_error(
 
 
 def test_get_operational_state_reports_turns_today_and_the_last_error(
-    make_runtime: RuntimeFactory, ledger: SqliteLedger,
+    make_runtime: RuntimeFactory,
 ) -> None:
     runtime = make_runtime(ScriptedModel([
         {"tool_calls": [{"name": "no_such_tool"}]}, "first",

@@ -33,6 +33,7 @@ from overt.events import (
 from overt.ids import new_ulid
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import canonical_json, digest_text
+from overt.ledger.chain import clean_text
 from overt.models.base import Model
 from overt.tools.base import ToolContext
 from overt.tools.registry import ToolRegistry
@@ -84,6 +85,7 @@ class _Recorder:
             self.contents[digest] = body
 
     def content(self, body: str) -> str:
+        body = clean_text(body)
         digest = digest_text(body)
         self.contents[digest] = body
         return digest

@@ -1,4 +1,4 @@
-"""The ledger: a hash-chained audit tier and a content tier, on SQLite (embedded default)."""
+"""The ledger: a hash-chained audit tier and a content tier, on SQLite or PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,16 +8,25 @@ from overt.ledger.sqlite import SqliteLedger
 
 
 def open_ledger(url: str) -> Ledger:
-    """Open the ledger named by ``url``: a SQLite file path, ``sqlite:///PATH`` or ``:memory:``.
+    """Open the ledger named by ``url``.
+
+    ``postgresql://…`` (or ``postgres://…``, optionally ``?schema=NAME``) is a
+    PostgreSQL ledger (needs ``overt[postgres]``); ``sqlite:///PATH``, a file
+    path or ``:memory:`` is a SQLite file.
 
     Raises:
         UsageError: the URL names a backend overt does not have.
+        ExtraMissingError: the backend's driver is not installed.
         LedgerError: the ledger cannot be opened.
     """
+    if url.startswith(("postgresql://", "postgres://")):
+        from overt.ledger.postgres import PostgresLedger
+
+        return PostgresLedger.open(url)
     if url.startswith("sqlite:///"):
         return SqliteLedger.open(url.removeprefix("sqlite:///"))
     if "://" in url:
-        raise UsageError(f"unsupported ledger URL {url!r}: give a SQLite file path")
+        raise UsageError(f"unsupported ledger URL {url!r}: a SQLite path or postgresql://…")
     return SqliteLedger.open(url)
 
 

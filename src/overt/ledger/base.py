@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from overt.events import Event
+from overt.events import Event, LedgerPruned
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +117,11 @@ class Ledger(Protocol):
     async def last_error(self) -> Entry | None:
         """The newest entry that records a failure: a turn that did not complete,
         a tool call whose status is not ``ok``, or an inference that failed."""
+        ...
+
+    async def prune(self, cutoff: str) -> LedgerPruned:
+        """Remove entries and content older than ``cutoff`` (see :mod:`.retention`);
+        the returned record is also appended to the chain."""
         ...
 
     async def verify(self, *, check_content: bool = True) -> VerifyReport:

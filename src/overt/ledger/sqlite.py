@@ -1,19 +1,19 @@
 """The embedded ledger: one SQLite file in WAL mode.
 
-One writer at a time: every append takes SQLite's write lock with
-``BEGIN IMMEDIATE``, reads the chain head, and commits its entries before
-releasing it, so several processes can share a file and the chain stays one
-sequence. A busy timeout makes a writer wait for the lock instead of failing.
+One writer at a time: every append takes SQLite's write lock (``BEGIN
+IMMEDIATE``), chains its entries onto the head and commits before releasing
+it, so several processes can share a file and the chain stays one sequence. A
+busy timeout makes a writer wait for the lock instead of failing; no
+``database is locked`` reaches a user unless the lock is held for 30 s.
 
 ``synchronous=NORMAL`` under WAL: a commit survives the process being killed
-at any point (the WAL is written before ``COMMIT`` returns); only a power loss
-can take the last commits, never corrupt earlier ones.
+at any point; only a power loss can take the last commits, never corrupt
+earlier ones. WAL checkpoints run on a thread of their own (:mod:`.checkpoint`).
 
 Calls run inline on the caller's thread: a commit costs tens of microseconds,
 less than handing it to a worker thread would. The chain head is cached
 between appends; when another process appended meanwhile, the cached ``seq``
 collides with the primary key, and the append re-reads the head and retries.
-WAL checkpoints run on a thread of their own (see :mod:`.checkpoint`).
 """
 
 from __future__ import annotations
@@ -21,37 +21,38 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from overt.clock import now_iso
 from overt.errors import LedgerError, MigrationError
-from overt.events import Event
-from overt.ids import new_ulid
+from overt.events import Event, LedgerPruned
+from overt.ledger import retention, sql
 from overt.ledger.base import Entry, TurnSummary, UsageRow, VerifyReport
-from overt.ledger.canonical import (
-    GENESIS,
-    canonical_json,
-    chain_hash,
-    digest_text,
-    entry_payload,
+from overt.ledger.canonical import GENESIS, digest_text
+from overt.ledger.chain import (
+    Draft,
+    chain,
+    clean_text,
+    drafts,
+    row_to_entry,
+    verify_rows,
+    with_content_check,
 )
 from overt.ledger.checkpoint import Checkpointer
-from overt.ledger.sqlite_schema import FAILURE_CONDITION, MIGRATIONS, MIGRATIONS_TABLE
+from overt.ledger.schema.sqlite import MIGRATIONS, MIGRATIONS_TABLE
+from overt.ledger.sql import SQLITE as D
 
 BUSY_TIMEOUT_MS = 30_000
-_ENTRY_COLUMNS = "seq, id, kind, at, turn_id, session_id, data, prev_hash, hash"
-
-
-def _entry(row: Sequence[Any]) -> Entry:
-    return Entry(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]), row[7],
-                 row[8])
+T = TypeVar("T")
 
 
 class SqliteLedger:
     """A ledger in one SQLite file. Open with :meth:`open`."""
+
+    backend = "sqlite"
 
     def __init__(self, conn: sqlite3.Connection, path: str) -> None:
         self._conn = conn
@@ -104,28 +105,22 @@ class SqliteLedger:
         with self._lock:
             try:
                 self._conn.executescript(MIGRATIONS_TABLE)
-                for version, name, sql in MIGRATIONS:
+                for version, name, script in MIGRATIONS:
                     with self._write():
-                        done = self._conn.execute(
-                            "SELECT 1 FROM overt_migrations WHERE version = ?", (version,)
-                        ).fetchone()
-                        if done:
+                        if self._conn.execute("SELECT 1 FROM overt_migrations WHERE version = ?",
+                                              (version,)).fetchone():
                             continue
-                        for statement in _split_sql(sql):
+                        for statement in _split_sql(script):
                             self._conn.execute(statement)
-                        self._conn.execute(
-                            "INSERT INTO overt_migrations VALUES (?, ?, ?)",
-                            (version, name, now_iso()),
-                        )
+                        self._conn.execute("INSERT INTO overt_migrations VALUES (?, ?, ?)",
+                                           (version, name, now_iso()))
                         applied.append(version)
             except sqlite3.DatabaseError as exc:
                 raise MigrationError(f"cannot migrate ledger {self.path}: {exc}") from exc
         return applied
 
     def schema_versions(self) -> list[int]:
-        with self._lock:
-            rows = self._conn.execute("SELECT version FROM overt_migrations ORDER BY version")
-            return [r[0] for r in rows]
+        return [r[0] for r in self._query("SELECT version FROM overt_migrations ORDER BY 1")]
 
     @contextmanager
     def _write(self) -> Iterator[None]:
@@ -147,138 +142,109 @@ class SqliteLedger:
     def record_sync(self, events: Sequence[Event],
                     contents: Mapping[str, str] | None = None) -> list[Entry]:
         """:meth:`record`, for callers without an event loop."""
-        at = now_iso()
-        drafts = [(ev.kind, ev.turn_id, ev.session_id, ev.data()) for ev in events]
         try:
-            datas = [canonical_json(d[3]) for d in drafts]
+            batch = drafts(events)
         except (TypeError, ValueError) as exc:
             raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
+        at = now_iso()
+        entries = self._locked_write(lambda: self._append(at, batch, contents))
+        if self._checkpointer is not None:
+            self._checkpointer.committed()
+        return entries
+
+    def _locked_write(self, work: Callable[[], T]) -> T:
         with self._lock:
             if self._closed:
                 raise LedgerError(f"ledger {self.path} is closed")
             for attempt in (1, 2, 3):
                 try:
-                    entries = self._append(at, drafts, datas, contents)
+                    with self._write():
+                        return work()
                 except sqlite3.IntegrityError as exc:
                     # Another writer moved the head since we cached it: re-read, retry.
                     self._head = None
                     if attempt == 3:
                         raise LedgerError(f"cannot append to ledger {self.path}: {exc}") from exc
-                    continue
                 except sqlite3.DatabaseError as exc:
                     self._head = None
-                    raise LedgerError(f"cannot append to ledger {self.path}: {exc}") from exc
-                break
-        if self._checkpointer is not None:
-            self._checkpointer.committed()
+                    raise LedgerError(f"cannot write ledger {self.path}: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    def _append(self, at: str, batch: list[Draft],
+                contents: Mapping[str, str] | None) -> list[Entry]:
+        """Inside a write transaction: content, then entries chained onto the head."""
+        if self._head is None:
+            row = self._conn.execute(sql.HEAD).fetchone()
+            self._head = (row[0], row[1]) if row else (0, GENESIS)
+        rows, entries, head = chain(self._head, at, batch)
+        if contents:
+            first = self._head[0] + 1
+            self._conn.executemany(sql.insert_content(D), [
+                (d, first, clean_text(body), at) for d, body in contents.items()])
+        self._conn.executemany(sql.insert_entries(D), rows)
+        self._head = head
         return entries
 
-    def _append(self, at: str, drafts: list[tuple[str, str | None, str | None, dict[str, Any]]],
-                datas: list[str], contents: Mapping[str, str] | None) -> list[Entry]:
-        """One transaction: content, then entries chained onto the head."""
-        entries: list[Entry] = []
-        with self._write():
-            if self._head is None:
-                row = self._conn.execute(
-                    "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
-                self._head = (row[0], row[1]) if row else (0, GENESIS)
-            seq, prev = self._head
-            rows = []
-            for (kind, turn_id, session_id, data), data_json in zip(drafts, datas, strict=True):
-                seq += 1
-                entry_id = new_ulid()
-                digest = chain_hash(prev, entry_payload(
-                    seq, entry_id, kind, at, turn_id, session_id, data_json))
-                rows.append((seq, entry_id, kind, at, turn_id, session_id, data_json, prev,
-                             digest))
-                entries.append(Entry(seq, entry_id, kind, at, turn_id, session_id, data, prev,
-                                     digest))
-                prev = digest
-            if contents:
-                self._conn.executemany(
-                    "INSERT OR IGNORE INTO content_blobs VALUES (?, ?, ?)",
-                    [(d, body, at) for d, body in contents.items()],
-                )
-            self._conn.executemany(
-                f"INSERT INTO audit_log ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-        self._head = (seq, prev)
-        return entries
+    async def prune(self, cutoff: str) -> LedgerPruned:
+        """Remove entries and content older than ``cutoff`` (see :mod:`.retention`)."""
+        return self.prune_sync(cutoff)
+
+    def prune_sync(self, cutoff: str) -> LedgerPruned:
+        def work() -> LedgerPruned:
+            self._head = None
+            head = self._conn.execute(sql.HEAD).fetchone()
+            record = retention.plan(lambda q, p: self._conn.execute(q, p).fetchone(), D,
+                                    cutoff, head[0] if head else 0)
+            self._append(now_iso(), drafts([record]), None)
+            if record.removed_entries:
+                self._conn.execute("INSERT INTO overt_prune_gate VALUES (?)",
+                                   (record.through_seq,))
+                self._conn.execute(sql.delete_through(D, "content_blobs"),
+                                   (record.through_seq,))
+                self._conn.execute(sql.delete_through(D, "audit_log"), (record.through_seq,))
+                self._conn.execute("DELETE FROM overt_prune_gate")
+            return record
+
+        return self._locked_write(work)
 
     # -- reading ------------------------------------------------------------
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
             try:
-                return self._conn.execute(sql, params).fetchall()
+                return self._conn.execute(statement, params).fetchall()
             except sqlite3.DatabaseError as exc:
                 raise LedgerError(f"cannot read ledger {self.path}: {exc}") from exc
 
     async def entries(self, *, turn_id: str | None = None, session_id: str | None = None,
                       kinds: Sequence[str] | None = None, since: str | None = None,
                       until: str | None = None, limit: int | None = None) -> list[Entry]:
-        where, params = [], []
-        for column, value in (("turn_id", turn_id), ("session_id", session_id)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        if kinds:
-            where.append(f"kind IN ({', '.join('?' * len(kinds))})")
-            params.extend(kinds)
-        if since is not None:
-            where.append("at >= ?")
-            params.append(since)
-        if until is not None:
-            where.append("at < ?")
-            params.append(until)
-        sql = f"SELECT {_ENTRY_COLUMNS} FROM audit_log"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY seq"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        return [_entry(r) for r in self._query(sql, params)]
+        statement, params = sql.select_entries(D, turn_id=turn_id, session_id=session_id,
+                                               kinds=kinds, since=since, until=until,
+                                               limit=limit)
+        return [row_to_entry(r) for r in self._query(statement, params)]
 
     async def content(self, digest: str) -> str | None:
-        rows = self._query("SELECT body FROM content_blobs WHERE digest = ?", (digest,))
+        rows = self._query(sql.select_content(D), (digest,))
         return rows[0][0] if rows else None
 
     async def recent_turns(self, limit: int = 20) -> list[TurnSummary]:
-        rows = self._query(
-            "SELECT turn_id, session_id, started_at, source, model, status, tools_used, "
-            "duration_ms FROM turns ORDER BY started_at DESC, turn_id DESC LIMIT ?",
-            (int(limit),),
-        )
         return [
             TurnSummary(r[0], r[1], r[2], r[3], r[4], r[5],
                         json.loads(r[6]) if r[6] is not None else None, r[7])
-            for r in rows
+            for r in self._query(sql.recent_turns(D), (int(limit),))
         ]
 
     async def usage(self, since: str | None = None, until: str | None = None) -> list[UsageRow]:
-        rows = self._query(
-            "SELECT json_extract(data, '$.route'), json_extract(data, '$.model'), count(*), "
-            "coalesce(sum(json_extract(data, '$.input_tokens')), 0), "
-            "coalesce(sum(json_extract(data, '$.output_tokens')), 0), "
-            "coalesce(sum(json_extract(data, '$.cost_usd')), 0.0) "
-            "FROM audit_log WHERE kind = 'inference' AND at >= ? AND at < ? "
-            "GROUP BY 1, 2 ORDER BY 6 DESC, 4 DESC",
-            (since or "", until or "\uffff"),
-        )
-        return [UsageRow(r[0], r[1], r[2], r[3], r[4], round(r[5], 10)) for r in rows]
+        rows = self._query(sql.usage(D), (since or "", until or "\uffff"))
+        return [UsageRow(r[0], r[1], r[2], int(r[3]), int(r[4]), round(r[5], 10)) for r in rows]
 
     async def count(self, kind: str, since: str | None = None) -> int:
-        rows = self._query("SELECT count(*) FROM audit_log WHERE kind = ? AND at >= ?",
-                           (kind, since or ""))
-        return int(rows[0][0])
+        return int(self._query(sql.count(D), (kind, since or ""))[0][0])
 
     async def last_error(self) -> Entry | None:
-        rows = self._query(
-            f"SELECT {_ENTRY_COLUMNS} FROM audit_log WHERE {FAILURE_CONDITION} "
-            "ORDER BY seq DESC LIMIT 1"
-        )
-        return _entry(rows[0]) if rows else None
+        rows = self._query(sql.last_error(D))
+        return row_to_entry(rows[0]) if rows else None
 
     # -- verification -------------------------------------------------------
 
@@ -289,8 +255,9 @@ class SqliteLedger:
         """:meth:`verify`, for callers without an event loop."""
         with self._lock:
             try:
-                report = _verify_rows(self._conn.execute(
-                    f"SELECT {_ENTRY_COLUMNS} FROM audit_log ORDER BY seq"))
+                anchors = {int(s): h for s, h in self._conn.execute(sql.prune_anchors(D))
+                           if s is not None and h is not None}
+                report = verify_rows(self._conn.execute(sql.VERIFY), anchors)
                 if not check_content or not report.ok:
                     return report
                 checked, bad = 0, []
@@ -300,13 +267,7 @@ class SqliteLedger:
                         bad.append(digest)
             except sqlite3.DatabaseError as exc:
                 raise LedgerError(f"cannot read ledger {self.path}: {exc}") from exc
-        if bad:
-            return VerifyReport(False, report.entries, report.first_seq, report.last_seq,
-                                report.head_hash, None,
-                                f"{len(bad)} content bodies do not match their digest",
-                                checked, bad)
-        return VerifyReport(True, report.entries, report.first_seq, report.last_seq,
-                            report.head_hash, content_checked=checked)
+        return with_content_check(report, checked, bad)
 
     async def close(self) -> None:
         self.close_sync()
@@ -319,32 +280,6 @@ class SqliteLedger:
             self._conn.close()
         if self._checkpointer is not None:
             self._checkpointer.stop()
-
-
-def _verify_rows(rows: Iterator[Sequence[Any]]) -> VerifyReport:
-    """Recompute the chain over ``rows`` (in seq order); see :mod:`overt.ledger.canonical`."""
-    prev = GENESIS
-    expected_seq = 1
-    count = 0
-    first: int | None = None
-    for seq, entry_id, kind, at, turn_id, session_id, data, prev_hash, digest in rows:
-        if first is None:
-            first = seq
-        if seq != expected_seq:
-            problem = "missing entry before it" if seq > expected_seq else "sequence out of order"
-            return VerifyReport(False, count, first, expected_seq - 1, prev, seq, problem)
-        if prev_hash != prev:
-            return VerifyReport(False, count, first, seq - 1, prev, seq,
-                                "prev_hash does not match the previous entry")
-        recomputed = chain_hash(prev, entry_payload(seq, entry_id, kind, at, turn_id,
-                                                    session_id, data))
-        if recomputed != digest:
-            return VerifyReport(False, count, first, seq - 1, prev, seq,
-                                "hash does not match the entry's contents")
-        prev = digest
-        expected_seq += 1
-        count += 1
-    return VerifyReport(True, count, first, expected_seq - 1 if count else None, prev)
 
 
 def _split_sql(script: str) -> list[str]:

@@ -1,23 +1,30 @@
 """Numbered migrations of the SQLite ledger.
 
-Each migration runs once, in its own transaction, and is recorded in
+Each migration runs once, in its own transaction, recorded in
 ``overt_migrations``; running them again is a no-op. Append-only is enforced
 by triggers: an ``UPDATE`` or ``DELETE`` on any ledger table is aborted by the
-database itself, whatever code issues it.
+database itself, whatever code issues it. The one exception is a prune: inside
+its transaction it opens ``overt_prune_gate`` for the seqs it removes, and
+closes it before committing.
 """
 
 from __future__ import annotations
 
-APPEND_ONLY_MESSAGE = "overt ledger is append-only"
+from overt.ledger.sql import SQLITE, failure_condition
+
+APPEND_ONLY = "overt ledger is append-only"
 
 
-def _append_only(table: str) -> str:
-    return f"""
-CREATE TRIGGER IF NOT EXISTS {table}_no_update BEFORE UPDATE ON {table}
-BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY_MESSAGE}: UPDATE on {table}'); END;
-CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table}
-BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY_MESSAGE}: DELETE on {table}'); END;
-"""
+def _no_update(table: str) -> str:
+    return (f"CREATE TRIGGER IF NOT EXISTS {table}_no_update BEFORE UPDATE ON {table} "
+            f"BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY}: UPDATE on {table}'); END;\n")
+
+
+def _no_delete(table: str, *, gated: bool) -> str:
+    when = (" WHEN OLD.seq > coalesce((SELECT max(through_seq) FROM overt_prune_gate), 0)"
+            if gated else "")
+    return (f"CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table}{when} "
+            f"BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY}: DELETE on {table}'); END;\n")
 
 
 MIGRATIONS_TABLE = """
@@ -26,17 +33,9 @@ CREATE TABLE IF NOT EXISTS overt_migrations (
     name       TEXT NOT NULL,
     applied_at TEXT NOT NULL
 );
-""" + _append_only("overt_migrations")
+""" + _no_update("overt_migrations") + _no_delete("overt_migrations", gated=False)
 
-
-# An entry that records a failure; shared by the partial index and its query.
-FAILURE_CONDITION = (
-    "(kind = 'turn.completed' AND json_extract(data, '$.status') != 'completed')"
-    " OR (kind = 'tool_call.completed' AND json_extract(data, '$.tool_status') != 'ok')"
-    " OR (kind = 'inference' AND json_extract(data, '$.error_type') IS NOT NULL)"
-)
-
-_INITIAL = """
+_INITIAL = f"""
 CREATE TABLE audit_log (
     seq        INTEGER PRIMARY KEY,
     id         TEXT NOT NULL UNIQUE,
@@ -51,14 +50,24 @@ CREATE TABLE audit_log (
 CREATE INDEX audit_log_turn ON audit_log (turn_id, seq);
 CREATE INDEX audit_log_session ON audit_log (session_id, seq);
 CREATE INDEX audit_log_kind_at ON audit_log (kind, at);
-CREATE INDEX audit_log_failures ON audit_log (seq) WHERE """ + FAILURE_CONDITION + """;
+CREATE INDEX audit_log_at ON audit_log (at);
+CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(SQLITE)};
 
+-- The content tier. seq is the first entry of the transaction that stored the
+-- body, so pruning the chain through N removes exactly the content of 1..N.
 CREATE TABLE content_blobs (
-    digest     TEXT PRIMARY KEY,
+    digest     TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
     body       TEXT NOT NULL,
-    created_at TEXT NOT NULL
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (digest, seq)
 );
-""" + _append_only("audit_log") + _append_only("content_blobs") + """
+CREATE INDEX content_blobs_seq ON content_blobs (seq);
+
+CREATE TABLE overt_prune_gate (through_seq INTEGER NOT NULL);
+""" + _no_update("audit_log") + _no_delete("audit_log", gated=True) \
+    + _no_update("content_blobs") + _no_delete("content_blobs", gated=True) \
+    + _no_update("overt_prune_gate") + """
 CREATE VIEW turns AS
 SELECT s.turn_id, s.session_id, s.at AS started_at,
        json_extract(s.data, '$.source') AS source,
@@ -100,5 +109,5 @@ FROM audit_log WHERE kind = 'tool_call.completed';
 """
 
 MIGRATIONS: list[tuple[int, str, str]] = [
-    (1, "initial: audit_log chain, content_blobs, views", _INITIAL),
+    (1, "initial: audit_log chain, content_blobs, prune gate, views", _INITIAL),
 ]

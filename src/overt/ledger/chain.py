@@ -1,0 +1,127 @@
+"""Building and checking the chain, the same for every backend.
+
+See :mod:`overt.ledger.canonical` for the contract. A backend hands rows in
+``seq`` order to :func:`verify_rows` and gets a :class:`VerifyReport`; it hands
+drafts and its current head to :func:`chain` and stores the rows it returns.
+
+Pruning removes a prefix ``1..N`` of the chain in the same transaction that
+appends a ``ledger.pruned`` entry naming ``N`` and the hash of entry ``N``.
+Verification of a pruned chain starts from that hash: the first remaining entry
+must have ``seq = N + 1`` and ``prev_hash`` equal to the sealed hash, and the
+seal itself is an entry of the chain it anchors, so forging one breaks the chain.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from overt.events import Event
+from overt.ids import new_ulid
+from overt.ledger.base import Entry, VerifyReport
+from overt.ledger.canonical import GENESIS, canonical_json, chain_hash, entry_payload
+
+Draft = tuple[str, str | None, str | None, dict[str, Any], str]
+"""(kind, turn_id, session_id, data, canonical data JSON)"""
+
+Row = tuple[int, str, str, str, str | None, str | None, str, str, str]
+"""(seq, id, kind, at, turn_id, session_id, data JSON, prev_hash, hash): the stored columns"""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+ENTRY_COLUMNS = "seq, id, kind, at, turn_id, session_id, data, prev_hash, hash"
+
+
+def clean_text(text: str) -> str:
+    """``text`` made storable: lone surrogates (not encodable as UTF-8) become U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def drafts(events: Sequence[Event]) -> list[Draft]:
+    """The events as drafts, their data canonicalised once, outside any lock.
+
+    Raises:
+        TypeError, ValueError: an event's data is not JSON (NaN, an object…).
+    """
+    out: list[Draft] = []
+    for ev in events:
+        data = ev.data()
+        out.append((ev.kind, ev.turn_id, ev.session_id, data, clean_text(canonical_json(data))))
+    return out
+
+
+def chain(head: tuple[int, str], at: str,
+          batch: Iterable[Draft]) -> tuple[list[Row], list[Entry], tuple[int, str]]:
+    """Rows and entries for ``batch`` chained onto ``head`` = (seq, hash); and the new head."""
+    seq, prev = head
+    rows: list[Row] = []
+    entries: list[Entry] = []
+    for kind, turn_id, session_id, data, data_json in batch:
+        seq += 1
+        entry_id = new_ulid()
+        digest = chain_hash(prev, entry_payload(seq, entry_id, kind, at, turn_id, session_id,
+                                                data_json))
+        rows.append((seq, entry_id, kind, at, turn_id, session_id, data_json, prev, digest))
+        entries.append(Entry(seq, entry_id, kind, at, turn_id, session_id, data, prev, digest))
+        prev = digest
+    return rows, entries, (seq, prev)
+
+
+def row_to_entry(row: Sequence[Any]) -> Entry:
+    return Entry(int(row[0]), row[1], row[2], row[3], row[4], row[5], json.loads(row[6]),
+                 row[7], row[8])
+
+
+def verify_rows(rows: Iterable[Sequence[Any]],
+                anchors: Mapping[int, str] | None = None) -> VerifyReport:
+    """Recompute the chain over ``rows`` (stored columns, in ``seq`` order).
+
+    ``anchors`` maps a pruned-through ``seq`` to the hash sealed for it (from
+    ``ledger.pruned`` entries); it is how a chain whose prefix was pruned is
+    verified from its first remaining entry.
+    """
+    prev = GENESIS
+    expected = 1
+    count = 0
+    first: int | None = None
+    for seq, entry_id, kind, at, turn_id, session_id, data, prev_hash, digest in rows:
+        seq = int(seq)
+        if first is None:
+            first = seq
+            if seq != 1:
+                sealed = (anchors or {}).get(seq - 1)
+                if sealed is None or sealed != prev_hash:
+                    return VerifyReport(False, 0, first, None, None, seq,
+                                        "chain starts after entries that no prune record seals")
+                prev, expected = sealed, seq
+        if seq != expected:
+            problem = "missing entry before it" if seq > expected else "sequence out of order"
+            return VerifyReport(False, count, first, expected - 1, prev, seq, problem)
+        if prev_hash != prev:
+            return VerifyReport(False, count, first, seq - 1, prev, seq,
+                                "prev_hash does not match the previous entry")
+        if chain_hash(prev, entry_payload(seq, entry_id, kind, at, turn_id, session_id,
+                                          data)) != digest:
+            return VerifyReport(False, count, first, seq - 1, prev, seq,
+                                "hash does not match the entry's contents")
+        prev = digest
+        expected += 1
+        count += 1
+    return VerifyReport(True, count, first, expected - 1 if count else None,
+                        prev if count else None)
+
+
+def with_content_check(report: VerifyReport, checked: int, bad: list[str]) -> VerifyReport:
+    """``report`` with the outcome of checking ``checked`` bodies, ``bad`` of which failed."""
+    if bad:
+        return VerifyReport(False, report.entries, report.first_seq, report.last_seq,
+                            report.head_hash, None,
+                            f"{len(bad)} content bodies do not match their digest", checked, bad)
+    return VerifyReport(True, report.entries, report.first_seq, report.last_seq,
+                        report.head_hash, content_checked=checked)

@@ -1,0 +1,1 @@
+"""Numbered migrations, one module per backend, with the same meaning on both."""

@@ -1,0 +1,120 @@
+"""Numbered migrations of the PostgreSQL ledger: the same tables and meaning as SQLite's.
+
+Differences, each for a reason: content bodies are ``bytea`` (PostgreSQL text
+cannot hold NUL, and a tool result may); ``data`` stays ``text`` because the
+chain hashes its exact bytes (``jsonb`` would reorder and reformat them), and
+queries read fields through ``data::json``. Append-only is enforced by a
+trigger function on every ledger table, for every role, plus a ``TRUNCATE``
+guard; a prune opens the gate for its own transaction only, with
+``SET LOCAL overt.prune_through``.
+"""
+
+from __future__ import annotations
+
+from overt.ledger.sql import POSTGRES, failure_condition
+
+FUNCTIONS = """
+CREATE OR REPLACE FUNCTION overt_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND TG_NARGS > 0 THEN
+        IF OLD.seq <= coalesce(
+                nullif(current_setting('overt.prune_through', true), '')::bigint, 0) THEN
+            RETURN OLD;
+        END IF;
+    END IF;
+    RAISE EXCEPTION 'overt ledger is append-only: % on %', TG_OP, TG_TABLE_NAME
+        USING ERRCODE = 'insufficient_privilege';
+END $$;
+"""
+
+
+def _guard(table: str, *, gated: bool) -> str:
+    arg = "'gated'" if gated else ""
+    return f"""
+CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table}
+    FOR EACH ROW EXECUTE FUNCTION overt_append_only({arg});
+CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}
+    FOR EACH STATEMENT EXECUTE FUNCTION overt_append_only();
+"""
+
+
+MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS overt_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+);
+"""
+
+_j = POSTGRES.text
+
+_INITIAL = FUNCTIONS + _guard("overt_migrations", gated=False) + f"""
+CREATE TABLE audit_log (
+    seq        BIGINT PRIMARY KEY,
+    id         TEXT NOT NULL UNIQUE,
+    kind       TEXT NOT NULL,
+    at         TEXT NOT NULL,
+    turn_id    TEXT,
+    session_id TEXT,
+    data       TEXT NOT NULL,
+    prev_hash  TEXT NOT NULL,
+    hash       TEXT NOT NULL
+);
+CREATE INDEX audit_log_turn ON audit_log (turn_id, seq);
+CREATE INDEX audit_log_session ON audit_log (session_id, seq);
+CREATE INDEX audit_log_kind_at ON audit_log (kind, at);
+CREATE INDEX audit_log_at ON audit_log (at);
+CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(POSTGRES)};
+
+CREATE TABLE content_blobs (
+    digest     TEXT NOT NULL,
+    seq        BIGINT NOT NULL,
+    body       BYTEA NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (digest, seq)
+);
+CREATE INDEX content_blobs_seq ON content_blobs (seq);
+""" + _guard("audit_log", gated=True) + _guard("content_blobs", gated=True) + f"""
+CREATE VIEW turns AS
+SELECT s.turn_id, s.session_id, s.at AS started_at,
+       {_j('source', 's.data')} AS source,
+       {_j('caller_session_id', 's.data')} AS caller_session_id,
+       {_j('model', 's.data')} AS model,
+       {_j('route', 's.data')} AS route,
+       c.at AS completed_at,
+       {_j('status', 'c.data')} AS status,
+       (c.data::json -> 'tools_used')::text AS tools_used,
+       ({_j('duration_ms', 'c.data')})::double precision AS duration_ms
+FROM audit_log s
+LEFT JOIN audit_log c ON c.turn_id = s.turn_id AND c.kind = 'turn.completed'
+WHERE s.kind = 'turn.started';
+
+CREATE VIEW inferences AS
+SELECT seq, at, turn_id, session_id,
+       {_j('inference_id')} AS inference_id,
+       {_j('model')} AS model,
+       {_j('route')} AS route,
+       ({_j('input_tokens')})::bigint AS input_tokens,
+       ({_j('output_tokens')})::bigint AS output_tokens,
+       ({_j('cost_usd')})::double precision AS cost_usd,
+       ({_j('duration_ms')})::double precision AS duration_ms,
+       ({_j('escalated')})::boolean AS escalated,
+       {_j('error_type')} AS error_type
+FROM audit_log WHERE kind = 'inference';
+
+CREATE VIEW tool_calls AS
+SELECT seq, at, turn_id, session_id,
+       {_j('tool_call_id')} AS tool_call_id,
+       {_j('tool_name')} AS tool_name,
+       {_j('triggered_by')} AS triggered_by,
+       {_j('caller_session_id')} AS caller_session_id,
+       {_j('tool_status')} AS tool_status,
+       ({_j('tool_duration_ms')})::double precision AS tool_duration_ms,
+       {_j('exc_type')} AS exc_type,
+       {_j('args_sha256')} AS args_sha256
+FROM audit_log WHERE kind = 'tool_call.completed';
+"""
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (1, "initial: audit_log chain, content_blobs, append-only guards, views", _INITIAL),
+]

@@ -1,0 +1,160 @@
+"""The ledger's queries, written once for SQLite and PostgreSQL.
+
+A :class:`Dialect` says how each backend spells a placeholder and a JSON field;
+the functions here build the statements from it. Both backends store ``data``
+as text (the exact canonical bytes the chain hashes) and read fields out of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from overt.ledger.chain import ENTRY_COLUMNS
+
+# Kinds that mean a turn is waiting on something outside it (an approval); a
+# turn whose latest such entry has no completion after it is never pruned.
+WAITING_KINDS = ("turn.paused", "approval.requested")
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    name: str
+    ph: str  # the placeholder: ? or %s
+
+    def text(self, field: str, column: str = "data") -> str:
+        """A JSON field of ``column`` as text."""
+        if self.name == "sqlite":
+            return f"json_extract({column}, '$.{field}')"
+        return f"({column}::json ->> '{field}')"
+
+    def number(self, field: str) -> str:
+        """A JSON field of ``data`` as a number."""
+        if self.name == "sqlite":
+            return f"json_extract(data, '$.{field}')"
+        return f"({self.text(field)})::double precision"
+
+    def phs(self, n: int) -> str:
+        return ", ".join([self.ph] * n)
+
+
+SQLITE = Dialect("sqlite", "?")
+POSTGRES = Dialect("postgres", "%s")
+
+
+def failure_condition(d: Dialect) -> str:
+    """An entry that records a failure (shared by the partial index and its query)."""
+    return (f"(kind = 'turn.completed' AND {d.text('status')} != 'completed')"
+            f" OR (kind = 'tool_call.completed' AND {d.text('tool_status')} != 'ok')"
+            f" OR (kind = 'inference' AND {d.text('error_type')} IS NOT NULL)")
+
+
+HEAD = "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"
+
+
+def insert_entries(d: Dialect) -> str:
+    return f"INSERT INTO audit_log ({ENTRY_COLUMNS}) VALUES ({d.phs(9)})"
+
+
+def insert_content(d: Dialect) -> str:
+    conflict = "ON CONFLICT DO NOTHING"
+    return (f"INSERT INTO content_blobs (digest, seq, body, created_at) VALUES ({d.phs(4)}) "
+            f"{conflict}")
+
+
+def select_entries(d: Dialect, *, turn_id: str | None, session_id: str | None,
+                   kinds: Sequence[str] | None, since: str | None, until: str | None,
+                   limit: int | None) -> tuple[str, list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    for column, value in (("turn_id", turn_id), ("session_id", session_id)):
+        if value is not None:
+            where.append(f"{column} = {d.ph}")
+            params.append(value)
+    if kinds:
+        where.append(f"kind IN ({d.phs(len(kinds))})")
+        params.extend(kinds)
+    if since is not None:
+        where.append(f"at >= {d.ph}")
+        params.append(since)
+    if until is not None:
+        where.append(f"at < {d.ph}")
+        params.append(until)
+    sql = f"SELECT {ENTRY_COLUMNS} FROM audit_log"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY seq"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return sql, params
+
+
+def select_content(d: Dialect) -> str:
+    return f"SELECT body FROM content_blobs WHERE digest = {d.ph} LIMIT 1"
+
+
+def recent_turns(d: Dialect) -> str:
+    return ("SELECT turn_id, session_id, started_at, source, model, status, tools_used, "
+            f"duration_ms FROM turns ORDER BY started_at DESC, turn_id DESC LIMIT {d.ph}")
+
+
+def usage(d: Dialect) -> str:
+    return (f"SELECT {d.text('route')}, {d.text('model')}, count(*), "
+            f"coalesce(sum({d.number('input_tokens')}), 0), "
+            f"coalesce(sum({d.number('output_tokens')}), 0), "
+            f"coalesce(sum({d.number('cost_usd')}), 0.0) "
+            f"FROM audit_log WHERE kind = 'inference' AND at >= {d.ph} AND at < {d.ph} "
+            "GROUP BY 1, 2 ORDER BY 6 DESC, 4 DESC")
+
+
+def count(d: Dialect) -> str:
+    return f"SELECT count(*) FROM audit_log WHERE kind = {d.ph} AND at >= {d.ph}"
+
+
+def last_error(d: Dialect) -> str:
+    return (f"SELECT {ENTRY_COLUMNS} FROM audit_log WHERE {failure_condition(d)} "
+            "ORDER BY seq DESC LIMIT 1")
+
+
+VERIFY = f"SELECT {ENTRY_COLUMNS} FROM audit_log ORDER BY seq"
+
+
+def prune_anchors(d: Dialect) -> str:
+    return (f"SELECT {d.text('through_seq')}, {d.text('last_removed_hash')} FROM audit_log "
+            "WHERE kind = 'ledger.pruned'")
+
+
+def first_newer(d: Dialect) -> str:
+    """The first entry at or after the cutoff: everything before it may be pruned."""
+    return f"SELECT min(seq) FROM audit_log WHERE at >= {d.ph}"
+
+
+def first_waiting(d: Dialect) -> str:
+    """The first entry of the oldest turn still waiting on something, up to a seq."""
+    kinds = ", ".join(f"'{k}'" for k in WAITING_KINDS)
+    return (
+        f"SELECT min(s.seq) FROM audit_log s WHERE s.kind = 'turn.started' AND s.seq <= {d.ph} "
+        f"AND EXISTS (SELECT 1 FROM audit_log w WHERE w.turn_id = s.turn_id "
+        f"AND w.kind IN ({kinds})) "
+        "AND NOT EXISTS (SELECT 1 FROM audit_log c WHERE c.turn_id = s.turn_id "
+        "AND c.kind = 'turn.completed')"
+    )
+
+
+def prune_range(d: Dialect) -> str:
+    """What a prune through ``seq`` removes: count, first and last seq and time."""
+    return (f"SELECT count(*), min(seq), max(seq), min(at), max(at) FROM audit_log "
+            f"WHERE seq <= {d.ph}")
+
+
+def hash_at(d: Dialect) -> str:
+    return f"SELECT hash FROM audit_log WHERE seq = {d.ph}"
+
+
+def count_content_through(d: Dialect) -> str:
+    return f"SELECT count(*) FROM content_blobs WHERE seq <= {d.ph}"
+
+
+def delete_through(d: Dialect, table: str) -> str:
+    return f"DELETE FROM {table} WHERE seq <= {d.ph}"

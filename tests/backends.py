@@ -1,0 +1,90 @@
+"""Both ledger backends for tests: URLs, and raw access for tampering as an attacker would."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from overt.ids import new_ulid
+
+BACKENDS = ("sqlite", "postgres")
+PG_BASE = os.environ.get("OVERT_TEST_PG", "postgresql://127.0.0.1:5432/test")
+
+
+def pg_available() -> bool:
+    try:
+        with psycopg.connect(PG_BASE, connect_timeout=3):
+            return True
+    except psycopg.Error:
+        return False
+
+
+def new_url(backend: str, tmp_path: Path, name: str = "ledger") -> str:
+    if backend == "sqlite":
+        return str(tmp_path / f"{name}.db")
+    return f"{PG_BASE}?schema=overt_test_{new_ulid().lower()}"
+
+
+def drop(url: str) -> None:
+    """Remove a test ledger's PostgreSQL schema (SQLite files go with tmp_path)."""
+    if "schema=" in url:
+        schema = url.rsplit("schema=", 1)[1]
+        with psycopg.connect(PG_BASE, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+class Raw:
+    """Plain SQL on a ledger's database, bypassing overt. SQL uses ``?`` placeholders."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.pg = "schema=" in url
+        if self.pg:
+            schema = url.rsplit("schema=", 1)[1]
+            self.conn: Any = psycopg.connect(PG_BASE, autocommit=True,
+                                             options=f"-c search_path={schema}")
+        else:
+            self.conn = sqlite3.connect(url, isolation_level=None)
+
+    def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        cur = self.conn.execute(self._sql(statement), params)
+        return [tuple(r) for r in cur.fetchall()] if cur.description else []
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
+        self.conn.execute(self._sql(statement), params)
+
+    def _sql(self, statement: str) -> str:
+        return statement.replace("?", "%s") if self.pg else statement
+
+    def tables(self) -> list[str]:
+        if self.pg:
+            rows = self.query("SELECT table_name FROM information_schema.tables "
+                              "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'")
+        else:
+            rows = self.query("SELECT name FROM sqlite_master WHERE type = 'table'")
+        return sorted(r[0] for r in rows)
+
+    def drop_guards(self) -> Raw:
+        """Drop the append-only triggers, as someone with database access could."""
+        if self.pg:
+            for table, trigger in self.query(
+                "SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c "
+                "ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = current_schema() AND NOT t.tgisinternal"):
+                self.execute(f'DROP TRIGGER "{trigger}" ON "{table}"')
+        else:
+            for (name,) in self.query("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
+                self.execute(f"DROP TRIGGER {name}")
+        return self
+
+    @property
+    def append_only_error(self) -> type[Exception]:
+        return psycopg.errors.InsufficientPrivilege if self.pg else sqlite3.IntegrityError
+
+    def close(self) -> None:
+        self.conn.close()
