@@ -3,6 +3,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from overt.cli import export_cmd
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import canonical_json
+from overt.ledger.sqlite import SqliteLedger
 from overt.models.fake import ScriptedModel
 from tests.conftest import RuntimeFactory, cli_message, run
 
@@ -26,6 +28,14 @@ def export(ledger: Ledger, *argv: str) -> int:
     args = parser().parse_args(["export", *argv])
     code: int = run(export_cmd.run(args, ledger))
     return code
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[SqliteLedger]:
+    """One backend is enough here: tests/ledger/test_export.py runs the export on both."""
+    opened = SqliteLedger.open(tmp_path / "ledger.db")
+    yield opened
+    opened.close_sync()
 
 
 @pytest.fixture

@@ -357,11 +357,45 @@ def test_missing_otel_packages_raise_an_error_naming_the_extra(
         run(otel_spans(ledger))
 
 
-def test_the_otlp_exporter_is_built_for_the_given_endpoint(memory: Any) -> None:
+def test_spans_are_sent_as_otlp_protobuf_to_the_given_endpoint(
+    make_runtime: RuntimeFactory, ledger: SqliteLedger, memory: Any
+) -> None:
     pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
-    exporter = make_span_exporter("otlp", endpoint="http://collector:4318/v1/traces")
-    assert type(exporter).__name__ == "OTLPSpanExporter"
-    exporter.shutdown()
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    received: list[tuple[str, bytes]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        one_tool_turn(make_runtime)
+        endpoint = f"http://127.0.0.1:{server.server_port}/v1/traces"
+        exporter = make_span_exporter("otlp", endpoint=endpoint)
+        result = run(export_otel(ledger, exporter))
+        exporter.shutdown()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (result.spans, result.failed) == (4, 0)
+    [(path, body)] = received
+    request = ExportTraceServiceRequest.FromString(body)
+    [resource_spans] = request.resource_spans
+    names = [span.name for scope in resource_spans.scope_spans for span in scope.spans]
+    assert path == "/v1/traces" and names[0] == "invoke_agent overt" and len(names) == 4
 
 
 # -- the live bridge ------------------------------------------------------------

@@ -24,7 +24,8 @@ from overt.cli import render
 from overt.config import Config
 from overt.errors import LedgerError, ModelError, NotFoundError, OvertError, UsageError
 from overt.ids import new_ulid
-from overt.ledger import open_ledger
+from overt.clock import period_start
+from overt.ledger import open_ledger, retention
 from overt.runtime import Runtime, run_sync
 from overt.types import IncomingMessage, Message
 
@@ -42,7 +43,8 @@ def _parser() -> argparse.ArgumentParser:
                                 epilog="Exit codes: 0 ok, 1 turn error, 2 usage, 3 verify "
                                        "failed, 4 not found, 5 backend error.")
     p.add_argument("--version", action="version", version=f"overt {__version__}")
-    p.add_argument("--db", help="ledger: a SQLite file (default: user data dir; env OVERT_DB)")
+    p.add_argument("--db", help="ledger: a SQLite file or postgresql://… URL "
+                                "(default: user data dir; env OVERT_DB)")
     p.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -68,6 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     lsub = ledger.add_subparsers(dest="ledger_command", required=True, metavar="COMMAND")
     verify = lsub.add_parser("verify", help="recompute the hash chain")
     verify.add_argument("--json", action="store_true")
+    lsub.add_parser("migrate", help="create or update the ledger's schema (idempotent)")
+    prune = lsub.add_parser("prune", help="remove entries and content older than a threshold")
+    prune.add_argument("--older-than", default=retention.DEFAULT_OLDER_THAN, metavar="AGE",
+                       help="a duration like 30d, 12h, 2w, or an ISO 8601 time "
+                            f"(default {retention.DEFAULT_OLDER_THAN})")
+    prune.add_argument("--json", action="store_true")
 
     model = sub.add_parser("model", help="model weights")
     msub = model.add_subparsers(dest="model_command", required=True, metavar="COMMAND")
@@ -112,6 +120,10 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
     if command == "show":
         return run_sync(_show(config, args.turn_id, args.content, args.json))
     if command == "ledger":
+        if args.ledger_command == "migrate":
+            return _migrate(config)
+        if args.ledger_command == "prune":
+            return run_sync(_prune(config, args.older_than, args.json))
         return run_sync(_verify(config, args.json))
     if command == "model":
         return _prepare(config, args.name)
@@ -233,6 +245,39 @@ async def _verify(config: Config, as_json: bool) -> int:
     else:
         print(render.verify_text(report))
     return EXIT_OK if report.ok else EXIT_VERIFY
+
+
+def _migrate(config: Config) -> int:
+    ledger = open_ledger(config.db)  # opening migrates; say what is there now
+    try:
+        versions = ledger.schema_versions()
+    finally:
+        run_sync(ledger.close())
+    print(f"ledger schema at version {max(versions)} ({len(versions)} migrations applied)")
+    return EXIT_OK
+
+
+async def _prune(config: Config, older_than: str, as_json: bool) -> int:
+    cutoff = period_start(older_than)
+    if cutoff is None:
+        raise UsageError("--older-than needs an age or a time, not 'all'")
+    ledger = open_ledger(config.db)
+    try:
+        record = await ledger.prune(cutoff)
+    finally:
+        await ledger.close()
+    if as_json:
+        print(json.dumps(record.data(), indent=2))
+    elif record.removed_entries:
+        print(f"pruned {record.removed_entries} entries (seq {record.first_removed_seq}.."
+              f"{record.through_seq}, {record.removed_from_at} .. {record.removed_to_at}) "
+              f"and {record.removed_content} content bodies older than {cutoff}")
+        print(f"sealed: entry {record.through_seq} had hash {record.last_removed_hash}")
+    else:
+        print(f"nothing older than {cutoff} to prune")
+    if record.held_back_by_turn:
+        print(f"kept from turn {record.held_back_by_turn} on: it is still waiting")
+    return EXIT_OK
 
 
 def _prepare(config: Config, name: str) -> int:

@@ -128,6 +128,14 @@ class Ledger(Protocol):
         """Recompute the whole chain; name the first entry that does not match."""
         ...
 
+    def migrate(self) -> list[int]:
+        """Apply pending schema migrations; the versions applied (idempotent)."""
+        ...
+
+    def schema_versions(self) -> list[int]:
+        """The migration versions applied to this ledger."""
+        ...
+
     async def close(self) -> None:
         """Release connections. Safe to call twice."""
         ...
