@@ -15,11 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from overt.ledger import open_ledger  # noqa: E402
-from overt.models.fake import FunctionModel  # noqa: E402
-from overt.runtime import Runtime  # noqa: E402
-from overt.tools.base import tool  # noqa: E402
-from overt.types import (  # noqa: E402
+from overt.ledger import open_ledger
+from overt.models.fake import FunctionModel
+from overt.runtime import Runtime
+from overt.tools.base import tool
+from overt.types import (
     IncomingMessage,
     ModelRequest,
     ModelResponse,

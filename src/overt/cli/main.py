@@ -6,7 +6,7 @@ Exit codes:
     2  usage or configuration error
     3  ``ledger verify`` found an entry that does not match
     4  no such turn
-    5  the ledger or the model could not be opened or used
+    5  the ledger or the model could not be opened or used, or a span exporter failed
     130 interrupted
 """
 
@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from overt import __version__
-from overt.cli import render
+from overt.cli import export_cmd, render
+from overt.clock import period_start
 from overt.config import Config
 from overt.errors import LedgerError, ModelError, NotFoundError, OvertError, UsageError
 from overt.ids import new_ulid
-from overt.clock import period_start
 from overt.ledger import open_ledger, retention
 from overt.runtime import Runtime, run_sync
 from overt.types import IncomingMessage, Message
@@ -70,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     lsub = ledger.add_subparsers(dest="ledger_command", required=True, metavar="COMMAND")
     verify = lsub.add_parser("verify", help="recompute the hash chain")
     verify.add_argument("--json", action="store_true")
+    export_cmd.add_parser(lsub)
     lsub.add_parser("migrate", help="create or update the ledger's schema (idempotent)")
     prune = lsub.add_parser("prune", help="remove entries and content older than a threshold")
     prune.add_argument("--older-than", default=retention.DEFAULT_OLDER_THAN, metavar="AGE",
@@ -122,6 +123,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
     if command == "ledger":
         if args.ledger_command == "migrate":
             return _migrate(config)
+        if args.ledger_command == "export":
+            return run_sync(_export(config, args))
         if args.ledger_command == "prune":
             return run_sync(_prune(config, args.older_than, args.json))
         return run_sync(_verify(config, args.json))
@@ -245,6 +248,14 @@ async def _verify(config: Config, as_json: bool) -> int:
     else:
         print(render.verify_text(report))
     return EXIT_OK if report.ok else EXIT_VERIFY
+
+
+async def _export(config: Config, args: argparse.Namespace) -> int:
+    ledger = open_ledger(config.db)
+    try:
+        return await export_cmd.run(args, ledger)
+    finally:
+        await ledger.close()
 
 
 def _migrate(config: Config) -> int:

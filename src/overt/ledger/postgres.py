@@ -40,6 +40,7 @@ from overt.ledger import retention, sql
 from overt.ledger.base import Entry, TurnSummary, UsageRow, VerifyReport
 from overt.ledger.canonical import GENESIS, digest_bytes
 from overt.ledger.chain import (
+    ENTRY_COLUMNS,
     Draft,
     Row,
     chain,
@@ -65,6 +66,15 @@ CHAIN_LOCK = 0x6F76657274  # "overt": the advisory lock that serializes the chai
 MIGRATE_LOCK = 0x6F76657275
 MAX_BATCH = 512
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+# Round trip 1 of an append: the chain lock, then the head it guards.
+_BEGIN_LOCK_HEAD = (f"BEGIN; SELECT pg_advisory_xact_lock({CHAIN_LOCK}); "
+                    "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
+# Then every content body and entry of the group, by COPY (the cheapest path
+# per row for client and server), and the commit.
+_COPY_CONTENT = "COPY content_blobs (digest, seq, body, created_at) FROM STDIN"
+_COPY_ENTRIES = f"COPY audit_log ({ENTRY_COLUMNS}) FROM STDIN"
 
 
 def parse_url(url: str) -> tuple[str, str]:
@@ -130,8 +140,8 @@ class PostgresLedger:
         ledger._writer.start()
         return ledger
 
-    def _connect(self) -> Any:
-        return psycopg.connect(self._conninfo, options=self._options)
+    def _connect(self, *, autocommit: bool = False) -> Any:
+        return psycopg.connect(self._conninfo, options=self._options, autocommit=autocommit)
 
     # -- schema -------------------------------------------------------------
 
@@ -218,7 +228,7 @@ class PostgresLedger:
         """Commit ``group`` in one transaction; on bad data, each set on its own."""
         try:
             if conn is None or conn.closed:
-                conn = self._connect()
+                conn = self._connect(autocommit=True)
             results = self._append(conn, group)
         except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError) as exc:
             if len(group) == 1:
@@ -240,27 +250,37 @@ class PostgresLedger:
         return conn
 
     def _append(self, conn: Any, group: list[_Pending]) -> list[list[Entry]]:
+        """One transaction: lock and read the head (one round trip); copy; commit."""
         at = now_iso()
         results: list[list[Entry]] = []
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (CHAIN_LOCK,))
-            row = conn.execute(sql.HEAD).fetchone()
+        cur = conn.execute(_BEGIN_LOCK_HEAD)
+        cur.nextset()
+        cur.nextset()
+        row = cur.fetchone()
+        try:
             head: tuple[int, str] = (int(row[0]), row[1]) if row else (0, GENESIS)
-            all_rows: list[Row] = []
+            entry_rows: list[Row] = []
             content_rows: list[tuple[str, int, bytes, str]] = []
             for pending in group:
                 if pending.contents:
-                    content_rows.extend(
-                        (d, head[0] + 1, clean_text(body).encode("utf-8"), at)
-                        for d, body in pending.contents.items())
+                    content_rows.extend((digest, head[0] + 1, clean_text(body).encode("utf-8"), at)
+                                        for digest, body in pending.contents.items())
                 rows, entries, head = chain(head, at, pending.batch)
-                all_rows.extend(rows)
+                entry_rows.extend(rows)
                 results.append(entries)
-            with conn.cursor() as cur:
+            with conn.cursor() as copy_cur:
                 if content_rows:
-                    cur.executemany(sql.insert_content(D), content_rows)
-                if all_rows:
-                    cur.executemany(sql.insert_entries(D), all_rows)
+                    with copy_cur.copy(_COPY_CONTENT) as copy:
+                        for content_row in content_rows:
+                            copy.write_row(content_row)
+                with copy_cur.copy(_COPY_ENTRIES) as copy:
+                    for entry_row in entry_rows:
+                        copy.write_row(entry_row)
+            conn.execute("COMMIT")
+        except BaseException:
+            if not conn.closed:
+                conn.execute("ROLLBACK")
+            raise
         return results
 
     async def prune(self, cutoff: str) -> LedgerPruned:

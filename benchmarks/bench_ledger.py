@@ -1,0 +1,129 @@
+"""Issue 3: the ledger on each backend.
+
+- audit records appended per second by one writer (4 entries per transaction,
+  each transaction committed: the shape of one turn step);
+- ``verify`` entries per second (target: SQLite at least 150,000/s);
+- PostgreSQL: aggregate turns per second with 8 worker processes sharing one
+  ledger (target: at least 400 turns/s), each worker with turns in flight at
+  once, as an ``overt serve`` worker has.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from benchmarks._stats import row
+from overt.events import ToolCallCompleted
+from overt.ids import new_ulid
+from overt.ledger import open_ledger
+
+PG = os.environ.get("OVERT_BENCH_PG", "postgresql://127.0.0.1:5432/test")
+WORKLOAD = Path(__file__).resolve().parent / "workload.py"
+APPEND_ENTRIES = 40_000
+VERIFY_ENTRIES = 200_000
+BATCH = 4
+
+
+def _event(n: int) -> ToolCallCompleted:
+    return ToolCallCompleted(
+        turn_id="01JBENCHTURN00000000000000", session_id="cli:bench",
+        tool_call_id=f"call-{n}", tool_name="lookup", triggered_by="cli",
+        caller_session_id="cli:bench", tool_status="ok", tool_duration_ms=0.1, exc_type=None,
+        args_sha256="sha256:" + "ab" * 32, result_digest="sha256:" + "cd" * 32)
+
+
+def _append_rate(ledger: Any, entries: int) -> float:
+    events = [_event(n) for n in range(BATCH)]
+    start = time.perf_counter()
+    for _ in range(entries // BATCH):
+        ledger.record_sync(events)
+    return entries / (time.perf_counter() - start)
+
+
+def _bulk(ledger: Any, entries: int) -> None:
+    events = [_event(n) for n in range(500)]
+    for _ in range(entries // 500):
+        ledger.record_sync(events)
+
+
+def _verify_rate(ledger: Any) -> tuple[float, int]:
+    start = time.perf_counter()
+    report = ledger.verify_sync(check_content=False)
+    assert report.ok
+    return report.entries / (time.perf_counter() - start), report.entries
+
+
+def _pg_url() -> tuple[str, str]:
+    schema = f"overt_bench_{new_ulid().lower()}"
+    return f"{PG}?schema={schema}", schema
+
+
+def _drop(schema: str) -> None:
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _workers(url: str, processes: int, turns: int, concurrency: int) -> float:
+    procs = [subprocess.Popen([sys.executable, str(WORKLOAD), url, str(turns), str(concurrency),
+                               f"w{n}"], stdout=subprocess.PIPE, text=True)
+             for n in range(processes)]
+    start = time.perf_counter()
+    for proc in procs:
+        out, _ = proc.communicate(timeout=600)
+        if proc.returncode != 0 or not out.startswith("done"):
+            raise RuntimeError(f"worker failed: {out}")
+    return processes * turns / (time.perf_counter() - start)
+
+
+def main() -> dict[str, float]:
+    print("ledger backends")
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        sqlite_ledger: Any = open_ledger(str(Path(tmp) / "bench.db"))
+        figures["sqlite_append"] = _append_rate(sqlite_ledger, APPEND_ENTRIES)
+        _bulk(sqlite_ledger, VERIFY_ENTRIES - APPEND_ENTRIES)
+        figures["sqlite_verify"], n = _verify_rate(sqlite_ledger)
+        sqlite_ledger.close_sync()
+    row("SQLite: audit records appended", f"{figures['sqlite_append']:10,.0f} entries/s")
+    row("SQLite: verify", f"{figures['sqlite_verify']:10,.0f} entries/s over {n:,} "
+        "(target >= 150,000)")
+
+    url, schema = _pg_url()
+    try:
+        pg_ledger: Any = open_ledger(url)
+        figures["pg_append"] = _append_rate(pg_ledger, APPEND_ENTRIES // 10)
+        _bulk(pg_ledger, VERIFY_ENTRIES - APPEND_ENTRIES // 10)
+        figures["pg_verify"], n = _verify_rate(pg_ledger)
+        pg_ledger.close_sync()
+    finally:
+        _drop(schema)
+    row("PostgreSQL: audit records appended, 1 writer",
+        f"{figures['pg_append']:10,.0f} entries/s (a commit each 4: fsync-bound)")
+    row("PostgreSQL: verify", f"{figures['pg_verify']:10,.0f} entries/s over {n:,}")
+
+    url, schema = _pg_url()
+    try:
+        open_ledger(url).close_sync()  # type: ignore[attr-defined]
+        figures["pg_turns"] = _workers(url, processes=8, turns=300, concurrency=16)
+        check: Any = open_ledger(url)
+        report = check.verify_sync(check_content=False)
+        check.close_sync()
+    finally:
+        _drop(schema)
+    row("PostgreSQL: 8 worker processes, aggregate",
+        f"{figures['pg_turns']:10,.0f} turns/s (target >= 400; 2 tool calls each, "
+        f"16 in flight per worker)")
+    row("PostgreSQL: after the run", f"{report.entries:,} entries, verify ok={report.ok}")
+    return figures
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,416 @@
+"""OpenTelemetry spans from the ledger, following the GenAI semantic conventions.
+
+One trace per turn::
+
+    invoke_agent overt               turn.started .. turn.completed
+    ├── chat {model}                 one per ``inference`` entry
+    └── execute_tool {tool_name}     tool_call.started .. tool_call.completed
+
+An entry records when it was committed (``at``) and how long its step took
+(``duration_ms``, ``tool_duration_ms``); a span whose start was not recorded
+starts at ``end - duration``. A turn with no ``turn.completed`` (the process
+was killed, or the turn is still running) still gives its spans: they end at
+the turn's last entry, with status error and ``error.type`` ``interrupted``. A
+turn is exported whole when any of its entries falls in the ``since``/``until``
+window.
+
+Ids are derived from the turn id, the inference id and the tool call id
+(SHA-256), so exporting the same turn twice gives the same trace and span ids,
+and a collector de-duplicates. overt's own fields are namespaced ``overt.*``;
+``overt.ledger.seq`` and ``overt.ledger.hash`` name the entry a span came from.
+Never a content attribute: the audit tier has no content to give.
+
+OpenTelemetry is an extra (``pip install 'overt[otel]'``), imported only when a
+function here needs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from overt import __version__
+from overt.clock import parse_iso
+from overt.errors import ExtraMissingError
+from overt.ledger.base import Entry, Ledger
+
+log = logging.getLogger("overt.telemetry")
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import SpanContext
+    from opentelemetry.util.types import AttributeValue
+
+AGENT_NAME = "overt"
+
+TURN_KINDS = frozenset({"turn.started", "inference", "tool_call.started",
+                         "tool_call.completed", "turn.completed"})
+_IN_PROCESS_PROVIDERS = frozenset({"local", "scripted", "function"})
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+INTERRUPTED = "interrupted"
+
+
+# -- JSON lines ---------------------------------------------------------------
+
+
+def require_sdk() -> None:
+    try:
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError as exc:
+        raise ExtraMissingError("otel", "opentelemetry-sdk") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class EntryRecord:
+    """An audit entry or a live event, as the span builder reads it."""
+
+    kind: str
+    at_ns: int
+    turn_id: str
+    session_id: str | None
+    data: Mapping[str, Any]
+    seq: int | None = None
+    hash: str | None = None
+
+    @classmethod
+    def of_entry(cls, entry: Entry) -> EntryRecord:
+        return cls(entry.kind, at_ns(entry.at), entry.turn_id or "", entry.session_id,
+                   entry.data, entry.seq, entry.hash)
+
+
+def at_ns(at: str) -> int:
+    """A ledger timestamp as integer nanoseconds since the Unix epoch (exact).
+
+    Raises:
+        UsageError: ``at`` is not an ISO 8601 time.
+    """
+    delta = parse_iso(at) - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+def _ms_ns(value: Any) -> int:
+    return round(float(value) * 1_000_000) if isinstance(value, int | float) else 0
+
+
+def _derived_id(key: str, size: int) -> int:
+    """A non-zero id of ``size`` bytes derived from ``key`` (the same key, the same id)."""
+    value = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:size], "big")
+    return value or 1
+
+
+def provider_of(model: str) -> str:
+    """``gen_ai.provider.name`` for an overt model name: the part before ``:``."""
+    return model.split(":", 1)[0] if model else "_OTHER"
+
+
+def _put(attrs: dict[str, AttributeValue], key: str, value: Any) -> None:
+    """Set ``key`` when ``value`` is a valid attribute value; lists become tuples of str
+    (as the SDK stores them)."""
+    if isinstance(value, str | bool | int | float):
+        attrs[key] = value
+    elif isinstance(value, list | tuple):
+        attrs[key] = tuple(str(v) for v in value)
+
+
+@functools.cache
+def _resource(service_name: str) -> Resource:
+    from opentelemetry.sdk.resources import Resource
+
+    return Resource({"service.name": service_name})
+
+
+@functools.cache
+def _scope() -> InstrumentationScope:
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    return InstrumentationScope("overt.ledger.export", __version__)
+
+
+@dataclass(slots=True)
+class TurnSpans:
+    """Builds the spans of one turn from its records, in ledger order.
+
+    Children are emitted as soon as their record arrives (their parent's id is
+    derived from the turn id); the ``invoke_agent`` span when the turn completes,
+    or at :meth:`close` for an interrupted turn.
+    """
+
+    turn_id: str
+    service_name: str
+    started: EntryRecord | None = None
+    completed: EntryRecord | None = None
+    session_id: str | None = None
+    first_ns: int | None = None
+    last_ns: int = 0
+    last: EntryRecord | None = None
+    open_tools: dict[str, list[EntryRecord]] = field(default_factory=dict)
+    tool_spans: dict[str, int] = field(default_factory=dict)
+
+    def add(self, rec: EntryRecord) -> list[ReadableSpan]:
+        """Take one record; return the spans it finished."""
+        if self.first_ns is None:
+            self.first_ns = rec.at_ns
+        self.last_ns = max(self.last_ns, rec.at_ns)
+        self.last = rec
+        self.session_id = self.session_id or rec.session_id
+        if rec.kind == "turn.started":
+            self.started = rec
+        elif rec.kind == "inference":
+            return [self._chat(rec)]
+        elif rec.kind == "tool_call.started":
+            self.open_tools.setdefault(str(rec.data.get("tool_call_id")), []).append(rec)
+        elif rec.kind == "tool_call.completed":
+            waiting = self.open_tools.get(str(rec.data.get("tool_call_id")))
+            began = waiting.pop(0) if waiting else None
+            return [self._tool(began, rec)]
+        elif rec.kind == "turn.completed":
+            self.completed = rec
+            return self._close()
+        return []
+
+    def close(self) -> list[ReadableSpan]:
+        """The spans still open: those of a turn that never completed."""
+        return [] if self.completed is not None else self._close()
+
+    # -- span construction --
+
+    def _close(self) -> list[ReadableSpan]:
+        spans = [self._tool(began, None) for waiting in self.open_tools.values()
+                 for began in waiting]
+        self.open_tools.clear()
+        spans.append(self._turn())
+        return spans
+
+    def _context(self, key: str) -> SpanContext:
+        from opentelemetry.trace import SpanContext, TraceFlags
+
+        return SpanContext(_derived_id(f"overt.trace/{self.turn_id}", 16),
+                           _derived_id(f"overt.span/{self.turn_id}/{key}", 8),
+                           is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+
+    def _start_after_turn(self, start: int) -> int:
+        # Entry times and durations come from two clocks; keep children inside the turn.
+        return max(start, self.started.at_ns) if self.started is not None else start
+
+    def _base(self, operation: str, rec: EntryRecord | None) -> dict[str, AttributeValue]:
+        attrs: dict[str, AttributeValue] = {"gen_ai.operation.name": operation,
+                                            "overt.turn_id": self.turn_id}
+        _put(attrs, "gen_ai.conversation.id", self.session_id)
+        if rec is not None:
+            _put(attrs, "overt.ledger.seq", rec.seq)
+            _put(attrs, "overt.ledger.hash", rec.hash)
+        return attrs
+
+    def _span(self, name: str, key: str, kind_name: str, attrs: dict[str, AttributeValue],
+              start: int, end: int, error: str | None) -> ReadableSpan:
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        if error is not None:
+            attrs["error.type"] = error
+        parent = None if key == "turn" else self._context("turn")
+        return ReadableSpan(
+            name, self._context(key), parent,
+            resource=_resource(self.service_name),
+            attributes=attrs, kind=SpanKind[kind_name],
+            status=Status(StatusCode.ERROR, error) if error else Status(StatusCode.UNSET),
+            start_time=min(start, end), end_time=end,
+            instrumentation_scope=_scope())
+
+    def _turn(self) -> ReadableSpan:
+        began, done = self.started, self.completed
+        b = began.data if began is not None else {}
+        d = done.data if done is not None else {}
+        end = done.at_ns if done is not None else self.last_ns
+        if began is not None:
+            start = began.at_ns
+        elif done is not None:
+            start = end - _ms_ns(d.get("duration_ms"))
+        else:
+            start = self.first_ns if self.first_ns is not None else end
+        attrs = self._base("invoke_agent", done or self.last)
+        attrs["gen_ai.agent.name"] = AGENT_NAME
+        model = b.get("model")
+        if isinstance(model, str):
+            attrs["gen_ai.provider.name"] = provider_of(model)
+            attrs["gen_ai.request.model"] = model
+        _put(attrs, "gen_ai.usage.input_tokens", d.get("input_tokens"))
+        _put(attrs, "gen_ai.usage.output_tokens", d.get("output_tokens"))
+        _put(attrs, "overt.channel", b.get("source"))
+        _put(attrs, "overt.caller_session_id", b.get("caller_session_id"))
+        _put(attrs, "overt.route", b.get("route"))
+        _put(attrs, "overt.max_tool_calls", b.get("max_tool_calls"))
+        _put(attrs, "overt.turn_status", d.get("status", INTERRUPTED))
+        _put(attrs, "overt.tool_calls", d.get("tool_calls"))
+        _put(attrs, "overt.model_calls", d.get("model_calls"))
+        _put(attrs, "overt.cost_usd", d.get("cost_usd"))
+        _put(attrs, "overt.tools_used", d.get("tools_used"))
+        if done is None:
+            error: str | None = INTERRUPTED
+        elif d.get("status") != "completed":
+            error = str(d.get("error_type") or d.get("status"))
+        else:
+            error = None
+        return self._span(f"invoke_agent {AGENT_NAME}", "turn", "INTERNAL", attrs, start, end,
+                          error)
+
+    def _chat(self, rec: EntryRecord) -> ReadableSpan:
+        d = rec.data
+        model = str(d.get("model") or "")
+        end = rec.at_ns
+        start = self._start_after_turn(end - _ms_ns(d.get("duration_ms")))
+        provider = provider_of(model)
+        attrs = self._base("chat", rec)
+        attrs["gen_ai.provider.name"] = provider
+        attrs["gen_ai.request.model"] = model
+        attrs["gen_ai.response.model"] = model
+        _put(attrs, "gen_ai.usage.input_tokens", d.get("input_tokens"))
+        _put(attrs, "gen_ai.usage.output_tokens", d.get("output_tokens"))
+        _put(attrs, "gen_ai.response.finish_reasons",
+             [d["stop_reason"]] if isinstance(d.get("stop_reason"), str) else None)
+        _put(attrs, "overt.inference_id", d.get("inference_id"))
+        _put(attrs, "overt.iteration", d.get("iteration"))
+        _put(attrs, "overt.route", d.get("route"))
+        _put(attrs, "overt.cost_usd", d.get("cost_usd"))
+        _put(attrs, "overt.escalated", d.get("escalated"))
+        _put(attrs, "overt.tools_offered", d.get("tools_offered"))
+        _put(attrs, "overt.tool_calls_requested", d.get("tool_calls_requested"))
+        error = d.get("error_type")
+        kind = "INTERNAL" if provider in _IN_PROCESS_PROVIDERS else "CLIENT"
+        key = f"chat/{d.get('inference_id') or rec.seq}"
+        return self._span(f"chat {model}".strip(), key, kind, attrs, start, end,
+                          str(error) if error else None)
+
+    def _tool(self, began: EntryRecord | None, done: EntryRecord | None) -> ReadableSpan:
+        source = done or began
+        assert source is not None  # one of the two is always given
+        d = source.data
+        call_id = str(d.get("tool_call_id"))
+        n = self.tool_spans.get(call_id, 0)
+        self.tool_spans[call_id] = n + 1
+        if done is not None:
+            end = done.at_ns
+            start = began.at_ns if began is not None else \
+                end - _ms_ns(done.data.get("tool_duration_ms"))
+        else:
+            end = self.completed.at_ns if self.completed is not None else self.last_ns
+            start = source.at_ns
+        name = str(d.get("tool_name") or "")
+        attrs = self._base("execute_tool", source)
+        attrs["gen_ai.tool.name"] = name
+        attrs["gen_ai.tool.call.id"] = call_id
+        attrs["gen_ai.tool.type"] = "function"
+        status = d.get("tool_status") if done is not None else INTERRUPTED
+        _put(attrs, "overt.tool_status", status)
+        _put(attrs, "overt.reason_code", d.get("reason_code"))
+        _put(attrs, "overt.channel", d.get("triggered_by"))
+        _put(attrs, "overt.caller_session_id", d.get("caller_session_id"))
+        error = None if status == "ok" else str(d.get("exc_type") or status)
+        return self._span(f"execute_tool {name}".strip(), f"tool/{call_id}/{n}", "INTERNAL",
+                          attrs, self._start_after_turn(start), end, error)
+
+
+def _by_turn(entries: Iterable[Entry]) -> dict[str, list[Entry]]:
+    """The entries spans are made from, grouped by turn in order of first appearance."""
+    turns: dict[str, list[Entry]] = {}
+    for entry in entries:
+        if entry.turn_id and entry.kind in TURN_KINDS:
+            turns.setdefault(entry.turn_id, []).append(entry)
+    return turns
+
+
+def _turn_order(span: ReadableSpan) -> tuple[int, int]:
+    return (0 if span.parent is None else 1, span.start_time or 0)
+
+
+def spans_from_entries(entries: Iterable[Entry], *,
+                       service_name: str = AGENT_NAME) -> list[ReadableSpan]:
+    """The spans of the turns in ``entries`` (any order; grouped by turn, each turn
+    read in ``seq`` order). Entries without a turn id, and kinds no span is made
+    from, are skipped. Each turn's spans come ``invoke_agent`` first, then by start.
+
+    Raises:
+        ExtraMissingError: opentelemetry-sdk is not installed.
+    """
+    require_sdk()
+    spans: list[ReadableSpan] = []
+    for turn_id, turn_entries in _by_turn(entries).items():
+        builder = TurnSpans(turn_id, service_name)
+        made: list[ReadableSpan] = []
+        for entry in sorted(turn_entries, key=lambda e: e.seq):
+            made += builder.add(EntryRecord.of_entry(entry))
+        made += builder.close()
+        spans += sorted(made, key=_turn_order)
+    return spans
+
+
+async def otel_spans(ledger: Ledger, *, session_id: str | None = None, since: str | None = None,
+                     until: str | None = None,
+                     service_name: str = AGENT_NAME) -> list[ReadableSpan]:
+    """The spans of every turn with an entry matching the filters, each turn whole.
+
+    Raises:
+        ExtraMissingError: opentelemetry-sdk is not installed.
+        LedgerError: the ledger cannot be read.
+    """
+    require_sdk()
+    entries = await ledger.entries(session_id=session_id, since=since, until=until)
+    whole: list[Entry] = []
+    for turn_id, turn_entries in _by_turn(entries).items():
+        kinds = {e.kind for e in turn_entries}
+        if "turn.started" not in kinds or "turn.completed" not in kinds:
+            # The window may have cut this turn: read all of it.
+            turn_entries = await ledger.entries(turn_id=turn_id)
+        whole += turn_entries
+    return spans_from_entries(whole, service_name=service_name)
+
+
+@dataclass(frozen=True, slots=True)
+class OtelExportResult:
+    """What :func:`export_otel` sent: turns, spans, and spans the exporter refused."""
+
+    turns: int
+    spans: int
+    failed: int = 0
+
+
+async def export_otel(ledger: Ledger, exporter: SpanExporter, *, session_id: str | None = None,
+                      since: str | None = None, until: str | None = None,
+                      batch_size: int = 512,
+                      service_name: str = AGENT_NAME) -> OtelExportResult:
+    """Export the spans of the matching turns through ``exporter``, in batches, on a
+    worker thread (an exporter may do network I/O). The caller shuts the exporter
+    down. A batch the exporter reports as failed is logged and counted, not raised.
+
+    Raises:
+        ExtraMissingError: opentelemetry-sdk is not installed.
+        LedgerError: the ledger cannot be read.
+    """
+    require_sdk()
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    spans = await otel_spans(ledger, session_id=session_id, since=since, until=until,
+                             service_name=service_name)
+    failed = 0
+    for i in range(0, len(spans), batch_size):
+        batch = spans[i:i + batch_size]
+        result: SpanExportResult = await asyncio.to_thread(exporter.export, batch)
+        if result is not SpanExportResult.SUCCESS:
+            failed += len(batch)
+            log.error("the span exporter refused a batch of %d spans", len(batch))
+    await asyncio.to_thread(exporter.force_flush)
+    turns = len({s.context.trace_id for s in spans if s.context is not None})
+    return OtelExportResult(turns, len(spans) - failed, failed)
+
+
+# -- exporters ----------------------------------------------------------------
+
