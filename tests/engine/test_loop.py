@@ -276,3 +276,16 @@ def test_each_tool_call_emits_one_structured_log_line_with_the_record_fields(
     assert fields["tool_name"] == "echo" and fields["tool_status"] == "ok"
     assert fields["triggered_by"] == "cli" and fields["caller_session_id"] == "cli:s1"
     assert {"tool_duration_ms", "exc_type", "args_sha256", "tool_call_id"} <= set(fields)
+
+
+def test_an_invented_tool_name_with_control_characters_is_recorded_printable_and_short(
+    make_runtime: RuntimeFactory, ledger: Any
+) -> None:
+    name = "evil\x00name\nINFO fake log line" + "x" * 500
+    model = ScriptedModel([{"tool_calls": [call(name)]}, "no"])
+    run(make_runtime(model, tools=[echo]).respond(cli_message()))
+    (record,) = tool_records(ledger)
+    assert record["tool_status"] == "not_allowed"
+    assert "\x00" not in record["tool_name"] and "\n" not in record["tool_name"]
+    assert len(record["tool_name"]) <= 128
+    assert run(ledger.verify()).ok

@@ -15,6 +15,7 @@ failed calls in a row end the loop with a plain answer saying so.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -242,8 +243,8 @@ class _Turn:
             outcome = checked
         else:
             rec.add(ToolCallStarted(
-                turn_id=self.turn_id, session_id=self.session_id, tool_call_id=call.id,
-                tool_name=call.name, triggered_by=self.message.source,
+                turn_id=self.turn_id, session_id=self.session_id, tool_call_id=audit_name(call.id),
+                tool_name=audit_name(call.name), triggered_by=self.message.source,
                 caller_session_id=self.caller_session_id, args_sha256=args_digest))
             await rec.flush()  # the intent is on the record before the effect
             context = ToolContext(engine.ledger, self.turn_id, self.session_id,
@@ -253,8 +254,8 @@ class _Turn:
             self.tools_used.append(call.name)
         self.tool_calls += 1
         event = ToolCallCompleted(
-            turn_id=self.turn_id, session_id=self.session_id, tool_call_id=call.id,
-            tool_name=call.name, triggered_by=self.message.source,
+            turn_id=self.turn_id, session_id=self.session_id, tool_call_id=audit_name(call.id),
+            tool_name=audit_name(call.name), triggered_by=self.message.source,
             caller_session_id=self.caller_session_id, tool_status=outcome.status,
             tool_duration_ms=outcome.duration_ms, exc_type=outcome.exc_type,
             args_sha256=args_digest, result_digest=rec.content(outcome.content),
@@ -293,6 +294,19 @@ def _jsonable(value: object) -> object:
     except (TypeError, ValueError):
         return repr(value)
     return value
+
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def audit_name(name: str) -> str:
+    """A model-chosen tool name as the audit tier records it: printable, at most 128 chars.
+
+    Registered names are already plain; this guards the record and the log line
+    against an invented name carrying control characters or a whole paragraph.
+    """
+    cleaned = _UNPRINTABLE.sub("?", name)
+    return cleaned if len(cleaned) <= 128 else cleaned[:127] + "…"
 
 
 def _canonical_or_repr(value: object) -> str:
