@@ -101,6 +101,8 @@ class Runtime:
 
     async def close(self) -> None:
         await self.ledger.close()
+        if self.transcript is not None:
+            self.transcript.close()
         closer = getattr(self.model, "close", None)
         if closer is not None:
             closer()

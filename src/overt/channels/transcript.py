@@ -44,10 +44,11 @@ def transcript_line(result: ResponseResult, *, source: str, caller_session_id: s
 
 
 class Transcript:
-    """Appends transcript lines to one file."""
+    """Appends transcript lines to one file, kept open for appending until :meth:`close`."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._fd: int | None = None
 
     def append(self, line: Mapping[str, Any]) -> None:
         """Append one line.
@@ -55,10 +56,13 @@ class Transcript:
         Raises:
             OSError: the file cannot be written.
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         data = (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
+        if self._fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.write(self._fd, data)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -261,8 +261,9 @@ class _Turn:
             args_sha256=args_digest, result_digest=rec.content(outcome.content),
             reason_code=outcome.reason_code)
         rec.add(event)
-        audit_log.info("overt.tool_called %s", canonical_json({
-            "turn_id": self.turn_id, "session_id": self.session_id, **event.data()}))
+        if audit_log.isEnabledFor(logging.INFO):
+            audit_log.info("overt.tool_called %s", canonical_json({
+                "turn_id": self.turn_id, "session_id": self.session_id, **event.data()}))
         return outcome
 
     async def _finish(self, messages: list[Message], status: TurnStatus,
