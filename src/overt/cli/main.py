@@ -226,7 +226,7 @@ async def _show(config: Config, turn_id: str, content: bool, as_json: bool) -> i
             for e in entries:
                 for key, value in e.data.items():
                     if key.endswith(("_digest", "_sha256")) and isinstance(value, str):
-                        bodies[value] = await ledger.content(value)
+                        bodies[value] = await ledger.content(value, seq=e.seq)
     finally:
         await ledger.close()
     if as_json:

@@ -98,8 +98,13 @@ class Ledger(Protocol):
         """Entries matching every given filter, in ``seq`` order."""
         ...
 
-    async def content(self, digest: str) -> str | None:
-        """The body stored under ``digest``, or ``None`` (never stored, or pruned)."""
+    async def content(self, digest: str, *, seq: int | None = None) -> str | None:
+        """The body stored under ``digest``, or ``None`` (never stored, or pruned).
+
+        ``seq``, the entry that references the body, makes the lookup a short
+        walk back through the content stored with it; without it the whole
+        content tier may be scanned.
+        """
         ...
 
     async def recent_turns(self, limit: int = 20) -> list[TurnSummary]:

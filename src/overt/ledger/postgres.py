@@ -73,7 +73,7 @@ _BEGIN_LOCK_HEAD = (f"BEGIN; SELECT pg_advisory_xact_lock({CHAIN_LOCK}); "
                     "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
 # Then every content body and entry of the group, by COPY (the cheapest path
 # per row for client and server), and the commit.
-_COPY_CONTENT = "COPY content_blobs (digest, seq, body, created_at) FROM STDIN"
+_COPY_CONTENT = "COPY content_blobs (seq, digest, body, created_at) FROM STDIN"
 _COPY_ENTRIES = f"COPY audit_log ({ENTRY_COLUMNS}) FROM STDIN"
 
 
@@ -260,10 +260,10 @@ class PostgresLedger:
         try:
             head: tuple[int, str] = (int(row[0]), row[1]) if row else (0, GENESIS)
             entry_rows: list[Row] = []
-            content_rows: list[tuple[str, int, bytes, str]] = []
+            content_rows: list[tuple[int, str, bytes, str]] = []
             for pending in group:
                 if pending.contents:
-                    content_rows.extend((digest, head[0] + 1, clean_text(body).encode("utf-8"), at)
+                    content_rows.extend((head[0] + 1, digest, clean_text(body).encode("utf-8"), at)
                                         for digest, body in pending.contents.items())
                 rows, entries, head = chain(head, at, pending.batch)
                 entry_rows.extend(rows)
@@ -330,8 +330,12 @@ class PostgresLedger:
         rows = await self._aread(lambda c: c.execute(statement, params).fetchall())
         return [row_to_entry(r) for r in rows]
 
-    async def content(self, digest: str) -> str | None:
-        row = await self._aread(lambda c: c.execute(sql.select_content(D), (digest,)).fetchone())
+    async def content(self, digest: str, *, seq: int | None = None) -> str | None:
+        if seq is None:
+            statement, params = sql.select_content(D, near_seq=False), (digest,)
+        else:
+            statement, params = sql.select_content(D, near_seq=True), (seq, digest)
+        row = await self._aread(lambda c: c.execute(statement, params).fetchone())
         return bytes(row[0]).decode("utf-8") if row else None
 
     async def recent_turns(self, limit: int = 20) -> list[TurnSummary]:

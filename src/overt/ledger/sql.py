@@ -58,9 +58,8 @@ def insert_entries(d: Dialect) -> str:
 
 
 def insert_content(d: Dialect) -> str:
-    conflict = "ON CONFLICT DO NOTHING"
-    return (f"INSERT INTO content_blobs (digest, seq, body, created_at) VALUES ({d.phs(4)}) "
-            f"{conflict}")
+    return (f"INSERT INTO content_blobs (seq, digest, body, created_at) VALUES ({d.phs(4)}) "
+            "ON CONFLICT DO NOTHING")
 
 
 def select_entries(d: Dialect, *, turn_id: str | None, session_id: str | None,
@@ -90,7 +89,11 @@ def select_entries(d: Dialect, *, turn_id: str | None, session_id: str | None,
     return sql, params
 
 
-def select_content(d: Dialect) -> str:
+def select_content(d: Dialect, *, near_seq: bool) -> str:
+    """A body by digest; with ``near_seq``, searching back from the referencing entry."""
+    if near_seq:
+        return (f"SELECT body FROM content_blobs WHERE seq <= {d.ph} AND digest = {d.ph} "
+                "ORDER BY seq DESC LIMIT 1")
     return f"SELECT body FROM content_blobs WHERE digest = {d.ph} LIMIT 1"
 
 

@@ -46,6 +46,7 @@ from overt.ledger.schema.sqlite import MIGRATIONS, MIGRATIONS_TABLE
 from overt.ledger.sql import SQLITE as D
 
 BUSY_TIMEOUT_MS = 30_000
+CACHE_KIB = 32 * 1024  # the default 2 MiB cache re-reads index pages from disk on every turn
 T = TypeVar("T")
 
 
@@ -80,6 +81,7 @@ class SqliteLedger:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA cache_size = {-CACHE_KIB}")
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"cannot open ledger {p}: {exc}") from exc
         ledger = cls(conn, p)
@@ -180,7 +182,7 @@ class SqliteLedger:
         if contents:
             first = self._head[0] + 1
             self._conn.executemany(sql.insert_content(D), [
-                (d, first, clean_text(body), at) for d, body in contents.items()])
+                (first, d, clean_text(body), at) for d, body in contents.items()])
         self._conn.executemany(sql.insert_entries(D), rows)
         self._head = head
         return entries
@@ -224,8 +226,11 @@ class SqliteLedger:
                                                limit=limit)
         return [row_to_entry(r) for r in self._query(statement, params)]
 
-    async def content(self, digest: str) -> str | None:
-        rows = self._query(sql.select_content(D), (digest,))
+    async def content(self, digest: str, *, seq: int | None = None) -> str | None:
+        if seq is None:
+            rows = self._query(sql.select_content(D, near_seq=False), (digest,))
+        else:
+            rows = self._query(sql.select_content(D, near_seq=True), (seq, digest))
         return rows[0][0] if rows else None
 
     async def recent_turns(self, limit: int = 20) -> list[TurnSummary]:

@@ -27,24 +27,28 @@ it calls a tool again instead of answering, round after round. So:
    (:func:`overt.models.qwen_chat.answer_messages`). One tool round per
    question, with every call of that round answered.
 
-Measured on this 2-core CPU box (greedy, repeat penalty 1.05, the shipped
-system prompt and the two built-in tools; 6 questions that need a tool, 3 that
-do not):
+Measured on a 2-core x86 CPU (AVX2), greedy, repeat penalty 1.05, with the
+shipped system prompt and the two built-in tools; 6 questions that need a
+tool, 3 that do not:
 
-- valid calls (offered name, arguments that pass the tool's schema): 6/6 with
-  the grammar, 2/6 without it (the other four invented arguments);
-- 5/6 tool questions made a call (one wrong tool: "approvals pending" called
-  ``get_usage``; one answered without a tool); 1/3 plain questions called a
-  tool it did not need; no false call on a ``package.json`` request;
-- answer turns: 6/6 plain answers citing the returned values with the folded
-  user message; 0/6 with the native rendering (every one called a tool
-  again); 0/6 with tools dropped but results left in ``<tool_response>``
-  (it echoed the JSON back);
-- time: ~1.6 s to load; the first tool turn ~9 s (≈770 prompt tokens at
-  ≈80 tokens/s), later ones 2-4 s (shared system prompt prefix cached in the
-  KV cache), answer turns 2-4 s; generation ≈25 tokens/s.
+- valid calls (an offered name, arguments that fit the tool's schema): every
+  call with the grammar (6/6); 1/6 without it (the others invented arguments
+  such as ``{"type": "string"}`` or echoed the schema itself);
+- decisions: 5/6 tool questions made a call (one answered without a tool; one
+  picked the wrong tool; one asked "this week" got ``period: "today"``); 1/3
+  plain questions ("what is 2+2?") made a needless call; a ``package.json``
+  request was not taken for a call;
+- answer turns: 6/6 plain answers citing returned values with the folded user
+  message; 0/6 with the native rendering (each called a tool again); 0/6 with
+  tools dropped but results left in ``<tool_response>`` blocks (it echoed
+  the JSON or invented values);
+- time: ~1.6 s to load; a tool turn 5-9 s (≈680 prompt tokens at ≈80
+  tokens/s; the system prompt's prefix is reused from the KV cache between
+  calls), an answer turn 2-4 s; generation ≈25 tokens/s.
 
-Usage counts llama tokens (prompt, generated); cost is 0. ``info`` carries the
+Template markup is tokenized with special tokens parsed, message content and
+tool results without: a tool result holding ``<|im_start|>`` stays text and
+cannot open a turn. Usage counts llama tokens (prompt, generated); cost is 0. ``info`` carries the
 weights' digest, the llama-cpp-python version, the sampling parameters (with
 ``grammar``: whether a grammar shaped this reply) and ``n_ctx``.
 """
@@ -70,11 +74,12 @@ from overt.models.assets import (
     known_sha256,
 )
 from overt.models.qwen_chat import (
+    Segment,
     answer_messages,
     call_schema,
     has_tool_results,
     loose_call_schema,
-    render_chatml,
+    render_segments,
 )
 from overt.models.toolcall_parse import parse_tool_calls, split_reasoning
 from overt.types import Message, ModelRequest, ModelResponse, ToolSpec, Usage
@@ -86,6 +91,10 @@ _CALL_START = re.compile(
     r'(?:^|\n)[ \t]*(?:```[a-z_]*[ \t]*\n[ \t]*)?'
     r'\{\s*"name"\s*:\s*"(?:[^"\\\n]|\\.)*"\s*,\s*"(?:arguments|parameters)"'
 )
+
+
+def _joined(segments: Sequence[Segment]) -> str:
+    return "".join(text for text, _ in segments)
 
 
 class LocalModel:
@@ -237,7 +246,7 @@ class LocalModel:
         offered: Sequence[ToolSpec] = request.tools
         if has_tool_results(messages) and self.answer_style == "user_message":
             messages, offered = answer_messages(messages), ()
-        prompt = self._tokens(llm, render_chatml(messages, offered))
+        prompt = self._tokens(llm, render_segments(messages, offered))
         room = self.n_ctx - len(prompt)
         if room < 16:
             raise ModelError(f"{self.name}: the prompt is {len(prompt)} tokens; it does not fit "
@@ -291,25 +300,25 @@ class LocalModel:
         Returns the raw reply, tokens generated, why decoding stopped
         (``"stop"`` or ``"length"``), and whether the grammar was used.
         """
-        reply = ""
+        reply: list[Segment] = []  # the model's text is content; what we force is markup
         generated = 0
         calls = 0
         while True:
             watch = grammar is not None and calls < _MAX_CALLS_PER_REPLY
-            tokens = prompt + self._tokens(llm, reply)
-            text, n, why = self._generate(llm, tokens, budget - generated, None, watch)
+            text, n, why = self._generate(llm, prompt + self._tokens(llm, reply),
+                                          budget - generated, None, watch)
             generated += n
             if why != "call":
-                return reply + text, generated, why, calls > 0
-            head = (reply + text).rstrip()
-            reply = (head + "\n" if head else "") + "<tool_call>\n"
-            tokens = prompt + self._tokens(llm, reply)
-            text, n, why = self._generate(llm, tokens, budget - generated, grammar, False)
+                return _joined([*reply, (text, False)]), generated, why, calls > 0
+            reply.append((text.rstrip(), False))
+            reply.append(("\n<tool_call>\n" if _joined(reply) else "<tool_call>\n", True))
+            text, n, why = self._generate(llm, prompt + self._tokens(llm, reply),
+                                          budget - generated, grammar, False)
             generated += n
             calls += 1
-            reply += text.strip() + "\n</tool_call>"
+            reply += [(text.strip(), False), ("\n</tool_call>", True)]
             if why == "length":
-                return reply, generated, why, True
+                return _joined(reply), generated, why, True
 
     def _generate(self, llm: Any, tokens: list[int], max_new: int, grammar: Any,
                   watch: bool) -> tuple[str, int, str]:
@@ -338,10 +347,13 @@ class LocalModel:
         return self._text(llm, out), len(out), "stop"
 
     @staticmethod
-    def _tokens(llm: Any, text: str) -> list[int]:
-        if not text:
-            return []
-        return list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+    def _tokens(llm: Any, segments: Sequence[Segment]) -> list[int]:
+        """Tokens of ``segments``: special tokens are parsed in markup only."""
+        tokens: list[int] = []
+        for text, markup in segments:
+            if text:
+                tokens += llm.tokenize(text.encode("utf-8"), add_bos=False, special=markup)
+        return tokens
 
     @staticmethod
     def _text(llm: Any, tokens: list[int]) -> str:

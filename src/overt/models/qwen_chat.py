@@ -52,40 +52,70 @@ def _call_json(call: ToolCall) -> str:
     return f"{{\"name\": {json.dumps(call.name, ensure_ascii=False)}, \"arguments\": {args}}}"
 
 
+Segment = tuple[str, bool]
+"""A piece of prompt and whether it is template markup (``True``) or content (``False``).
+
+Markup is tokenized with special tokens parsed; content is not, so a message or
+tool result holding ``<|im_start|>`` cannot open a turn of its own.
+"""
+
+
+def render_segments(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[Segment]:
+    """The prompt of :func:`render_chatml`, split into markup and content segments."""
+    out: list[Segment] = []
+
+    def markup(text: str) -> None:
+        out.append((text, True))
+
+    def content(text: str) -> None:
+        if text:
+            out.append((text, False))
+
+    rest = list(messages)
+    system = DEFAULT_SYSTEM
+    if rest and rest[0].role == "system":
+        system = rest.pop(0).content
+    markup("<|im_start|>system\n")
+    content(system)
+    if tools:
+        markup(_TOOLS_HEADER)
+        content("".join("\n" + _tool_json(t) for t in tools))
+        markup(_TOOLS_FOOTER)
+    markup("<|im_end|>\n")
+    for i, m in enumerate(rest):
+        if m.role == "tool":
+            if i == 0 or rest[i - 1].role != "tool":
+                markup("<|im_start|>user")
+            markup("\n<tool_response>\n")
+            content(m.content)
+            markup("\n</tool_response>")
+            if i == len(rest) - 1 or rest[i + 1].role != "tool":
+                markup("<|im_end|>\n")
+        elif m.role == "assistant" and m.tool_calls:
+            markup("<|im_start|>assistant")
+            if m.content:
+                markup("\n")
+                content(m.content)
+            for call in m.tool_calls:
+                markup("\n<tool_call>\n")
+                content(_call_json(call))
+                markup("\n</tool_call>")
+            markup("<|im_end|>\n")
+        else:
+            markup(f"<|im_start|>{m.role}\n")
+            content(m.content)
+            markup("<|im_end|>\n")
+    markup("<|im_start|>assistant\n")
+    return out
+
+
 def render_chatml(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
     """The prompt the Qwen2.5 chat template renders, ending with the generation prompt.
 
     ``tools`` empty renders no ``# Tools`` section (the template's branch
     without tools).
     """
-    out: list[str] = []
-    rest = list(messages)
-    system = DEFAULT_SYSTEM
-    if rest and rest[0].role == "system":
-        system = rest.pop(0).content
-    if tools:
-        body = "".join("\n" + _tool_json(t) for t in tools)
-        out.append(f"<|im_start|>system\n{system}{_TOOLS_HEADER}{body}{_TOOLS_FOOTER}<|im_end|>\n")
-    else:
-        out.append(f"<|im_start|>system\n{system}<|im_end|>\n")
-    for i, m in enumerate(rest):
-        if m.role == "tool":
-            if i == 0 or rest[i - 1].role != "tool":
-                out.append("<|im_start|>user")
-            out.append(f"\n<tool_response>\n{m.content}\n</tool_response>")
-            if i == len(rest) - 1 or rest[i + 1].role != "tool":
-                out.append("<|im_end|>\n")
-        elif m.role == "assistant" and m.tool_calls:
-            out.append("<|im_start|>assistant")
-            if m.content:
-                out.append("\n" + m.content)
-            for call in m.tool_calls:
-                out.append(f"\n<tool_call>\n{_call_json(call)}\n</tool_call>")
-            out.append("<|im_end|>\n")
-        else:
-            out.append(f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n")
-    out.append("<|im_start|>assistant\n")
-    return "".join(out)
+    return "".join(text for text, _ in render_segments(messages, tools))
 
 
 def _last_user(messages: Sequence[Message]) -> int:

@@ -51,7 +51,7 @@ _j = POSTGRES.text
 _INITIAL = FUNCTIONS + _guard("overt_migrations", gated=False) + f"""
 CREATE TABLE audit_log (
     seq        BIGINT PRIMARY KEY,
-    id         TEXT NOT NULL UNIQUE,
+    id         TEXT NOT NULL,
     kind       TEXT NOT NULL,
     at         TEXT NOT NULL,
     turn_id    TEXT,
@@ -63,17 +63,15 @@ CREATE TABLE audit_log (
 CREATE INDEX audit_log_turn ON audit_log (turn_id, seq);
 CREATE INDEX audit_log_session ON audit_log (session_id, seq);
 CREATE INDEX audit_log_kind_at ON audit_log (kind, at);
-CREATE INDEX audit_log_at ON audit_log (at);
 CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(POSTGRES)};
 
 CREATE TABLE content_blobs (
-    digest     TEXT NOT NULL,
     seq        BIGINT NOT NULL,
+    digest     TEXT NOT NULL,
     body       BYTEA NOT NULL,
     created_at TEXT NOT NULL,
-    PRIMARY KEY (digest, seq)
+    PRIMARY KEY (seq, digest)
 );
-CREATE INDEX content_blobs_seq ON content_blobs (seq);
 """ + _guard("audit_log", gated=True) + _guard("content_blobs", gated=True) + f"""
 CREATE VIEW turns AS
 SELECT s.turn_id, s.session_id, s.at AS started_at,

@@ -38,7 +38,7 @@ CREATE TABLE IF NOT EXISTS overt_migrations (
 _INITIAL = f"""
 CREATE TABLE audit_log (
     seq        INTEGER PRIMARY KEY,
-    id         TEXT NOT NULL UNIQUE,
+    id         TEXT NOT NULL,
     kind       TEXT NOT NULL,
     at         TEXT NOT NULL,
     turn_id    TEXT,
@@ -50,19 +50,20 @@ CREATE TABLE audit_log (
 CREATE INDEX audit_log_turn ON audit_log (turn_id, seq);
 CREATE INDEX audit_log_session ON audit_log (session_id, seq);
 CREATE INDEX audit_log_kind_at ON audit_log (kind, at);
-CREATE INDEX audit_log_at ON audit_log (at);
 CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(SQLITE)};
 
 -- The content tier. seq is the first entry of the transaction that stored the
 -- body, so pruning the chain through N removes exactly the content of 1..N.
+-- Keyed by (seq, digest), not by digest: rows arrive in seq order, so a commit
+-- dirties one page at the end of one b-tree instead of a random page per body.
+-- A lookup starts from the seq of the entry that references the body.
 CREATE TABLE content_blobs (
-    digest     TEXT NOT NULL,
     seq        INTEGER NOT NULL,
+    digest     TEXT NOT NULL,
     body       TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    PRIMARY KEY (digest, seq)
-);
-CREATE INDEX content_blobs_seq ON content_blobs (seq);
+    PRIMARY KEY (seq, digest)
+) WITHOUT ROWID;
 
 CREATE TABLE overt_prune_gate (through_seq INTEGER NOT NULL);
 """ + _no_update("audit_log") + _no_delete("audit_log", gated=True) \
