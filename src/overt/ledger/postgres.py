@@ -331,10 +331,8 @@ class PostgresLedger:
         return [row_to_entry(r) for r in rows]
 
     async def content(self, digest: str, *, seq: int | None = None) -> str | None:
-        if seq is None:
-            statement, params = sql.select_content(D, near_seq=False), (digest,)
-        else:
-            statement, params = sql.select_content(D, near_seq=True), (seq, digest)
+        params: tuple[Any, ...] = (digest,) if seq is None else (seq, digest)
+        statement = sql.select_content(D, near_seq=seq is not None)
         row = await self._aread(lambda c: c.execute(statement, params).fetchone())
         return bytes(row[0]).decode("utf-8") if row else None
 
