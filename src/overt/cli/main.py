@@ -31,7 +31,7 @@ from overt.types import IncomingMessage, Message
 
 EXIT_OK, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_VERIFY, EXIT_NOT_FOUND, EXIT_BACKEND = 0, 1, 2, 3, 4, 5
 
-DEMO_QUESTION = "How many turns has the agent run today, and what is my token burn today?"
+DEMO_QUESTION = "How many tokens have I used today?"
 
 
 def _progress(line: str) -> None:

@@ -45,12 +45,15 @@ def exc_type_name(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+_RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, separators=(", ", ": "))
+
+
 def render_result(value: Any) -> str:
     """A tool's return value as the text a model reads."""
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
+        return _RESULT_ENCODER.encode(value)
     except (TypeError, ValueError):
         return repr(value)
 

@@ -306,6 +306,8 @@ def audit_name(name: str) -> str:
     Registered names are already plain; this guards the record and the log line
     against an invented name carrying control characters or a whole paragraph.
     """
+    if name.isidentifier() and len(name) <= 128:
+        return name  # the usual case: a plain name, nothing to clean
     cleaned = _UNPRINTABLE.sub("?", name)
     return cleaned if len(cleaned) <= 128 else cleaned[:127] + "…"
 

@@ -47,6 +47,10 @@ ALGORITHM = "sha256"
 GENESIS = "sha256:" + "0" * 64
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                            allow_nan=False)
+
+
 def canonical_json(value: Any) -> str:
     """The canonical JSON text of ``value`` (see the module docstring).
 
@@ -54,8 +58,7 @@ def canonical_json(value: Any) -> str:
         ValueError: ``value`` holds NaN or an infinity.
         TypeError: ``value`` holds something JSON cannot represent.
     """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
+    return _ENCODER.encode(value)
 
 
 def digest_bytes(data: bytes) -> str:
