@@ -26,8 +26,8 @@ pid=$!
 start=$(date +%s)
 while kill -0 "$pid" 2>/dev/null; do
   sleep 20
-  step=$(grep -aoE '\[ *[0-9]+%\][^\r]*' "$log" | tail -n 1 | cut -c1-90 || true)
-  echo "overt: still building ($(( $(date +%s) - start ))s) ${step}" >&2
+  step=$(grep -aoE '\[[0-9]+/[0-9]+\]' "$log" | tail -n 1 || true)
+  echo "overt: still building ($(( $(date +%s) - start ))s) ${step:+compiled $step}" >&2
 done
 if ! wait "$pid"; then
   echo "overt: llama-cpp-python build failed; the last lines of $log:" >&2
