@@ -16,7 +16,8 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from overt import __version__
@@ -26,6 +27,7 @@ from overt.config import Config
 from overt.errors import LedgerError, ModelError, NotFoundError, OvertError, UsageError
 from overt.ids import new_ulid
 from overt.ledger import open_ledger, retention
+from overt.ledger.base import Ledger
 from overt.runtime import Runtime, run_sync
 from overt.types import IncomingMessage, Message
 
@@ -133,6 +135,16 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
     raise UsageError(f"unknown command {command}")
 
 
+@asynccontextmanager
+async def _opened(config: Config) -> AsyncIterator[Ledger]:
+    """The configured ledger, closed afterwards whatever happens."""
+    ledger = open_ledger(config.db)
+    try:
+        yield ledger
+    finally:
+        await ledger.close()
+
+
 def _cli_message(text: str, session_id: str) -> IncomingMessage:
     return IncomingMessage("cli", text, {"session_id": session_id})
 
@@ -198,11 +210,8 @@ async def _chat(config: Config) -> int:
 
 
 async def _runs(config: Config, limit: int, as_json: bool) -> int:
-    ledger = open_ledger(config.db)
-    try:
+    async with _opened(config) as ledger:
         turns = await ledger.recent_turns(limit)
-    finally:
-        await ledger.close()
     if as_json:
         print(json.dumps([_slots(t) for t in turns],
                          indent=2))
@@ -216,8 +225,7 @@ def _slots(obj: Any) -> dict[str, Any]:
 
 
 async def _show(config: Config, turn_id: str, content: bool, as_json: bool) -> int:
-    ledger = open_ledger(config.db)
-    try:
+    async with _opened(config) as ledger:
         entries = await ledger.entries(turn_id=turn_id)
         if not entries:
             raise NotFoundError(f"no turn {turn_id!r} in {config.db}")
@@ -227,8 +235,6 @@ async def _show(config: Config, turn_id: str, content: bool, as_json: bool) -> i
                 for key, value in e.data.items():
                     if key.endswith(("_digest", "_sha256")) and isinstance(value, str):
                         bodies[value] = await ledger.content(value, seq=e.seq)
-    finally:
-        await ledger.close()
     if as_json:
         print(json.dumps({"entries": [e.to_dict() for e in entries],
                           "content": bodies if content else None}, ensure_ascii=False, indent=2))
@@ -238,11 +244,8 @@ async def _show(config: Config, turn_id: str, content: bool, as_json: bool) -> i
 
 
 async def _verify(config: Config, as_json: bool) -> int:
-    ledger = open_ledger(config.db)
-    try:
+    async with _opened(config) as ledger:
         report = await ledger.verify()
-    finally:
-        await ledger.close()
     if as_json:
         print(json.dumps(_slots(report), indent=2))
     else:
@@ -251,11 +254,8 @@ async def _verify(config: Config, as_json: bool) -> int:
 
 
 async def _export(config: Config, args: argparse.Namespace) -> int:
-    ledger = open_ledger(config.db)
-    try:
+    async with _opened(config) as ledger:
         return await export_cmd.run(args, ledger)
-    finally:
-        await ledger.close()
 
 
 def _migrate(config: Config) -> int:
@@ -272,11 +272,8 @@ async def _prune(config: Config, older_than: str, as_json: bool) -> int:
     cutoff = period_start(older_than)
     if cutoff is None:
         raise UsageError("--older-than needs an age or a time, not 'all'")
-    ledger = open_ledger(config.db)
-    try:
+    async with _opened(config) as ledger:
         record = await ledger.prune(cutoff)
-    finally:
-        await ledger.close()
     if as_json:
         print(json.dumps(record.data(), indent=2))
     elif record.removed_entries:

@@ -64,6 +64,17 @@ def reply_from_mapping(data: Mapping[str, Any], *, model: str) -> ModelResponse:
     )
 
 
+def to_response(reply: Reply, *, model: str) -> ModelResponse:
+    """A reply as a :class:`ModelResponse`; an exception instance is raised."""
+    if isinstance(reply, BaseException):
+        raise reply
+    if isinstance(reply, ModelResponse):
+        return reply
+    if isinstance(reply, str):
+        return reply_from_mapping({"text": reply}, model=model)
+    return reply_from_mapping(reply, model=model)
+
+
 class ScriptedModel:
     """Answers from a queue of replies, one per call, in order.
 
@@ -108,14 +119,7 @@ class ScriptedModel:
         self.requests.append(request)
         if not self._replies:
             raise ModelError(f"{self.name}: no scripted reply left")
-        reply = self._replies.popleft()
-        if isinstance(reply, BaseException):
-            raise reply
-        if isinstance(reply, ModelResponse):
-            return reply
-        if isinstance(reply, str):
-            return reply_from_mapping({"text": reply}, model=self.name)
-        return reply_from_mapping(reply, model=self.name)
+        return to_response(self._replies.popleft(), model=self.name)
 
 
 ReplyFunction = Callable[[ModelRequest], Awaitable[Reply] | Reply]
@@ -134,10 +138,4 @@ class FunctionModel:
         reply = self._function(request)
         if isinstance(reply, Awaitable):
             reply = await reply
-        if isinstance(reply, BaseException):
-            raise reply
-        if isinstance(reply, ModelResponse):
-            return reply
-        if isinstance(reply, str):
-            return reply_from_mapping({"text": reply}, model=self.name)
-        return reply_from_mapping(reply, model=self.name)
+        return to_response(reply, model=self.name)
