@@ -1,9 +1,12 @@
 """A worker process for concurrency tests and benchmarks.
 
-``python benchmarks/workload.py URL TURNS CONCURRENCY [SESSION]`` runs TURNS turns
-(scripted model: 2 tool calls, then an answer) against the ledger at URL, with
-CONCURRENCY turns in flight at once, as one ``overt serve`` worker would, then
-prints ``done TURNS SECONDS``.
+``python benchmarks/workload.py URL TURNS CONCURRENCY [SESSION] [--wait]`` runs TURNS
+turns (scripted model: 2 tool calls, then an answer) against the ledger at URL,
+with CONCURRENCY turns in flight at once, as one ``overt serve`` worker would, then
+prints ``done TURNS SECONDS START END`` (wall-clock times of its first and last turn).
+With ``--wait`` it prints ``ready`` once imported and connected, and starts only
+when a line arrives on standard input, so several workers start together and
+their start-up is not timed.
 """
 
 from __future__ import annotations
@@ -42,10 +45,14 @@ def _reply(request: ModelRequest) -> ModelResponse:
                          Usage(100, 20), "scripted", "tool_use")
 
 
-async def work(url: str, turns: int, concurrency: int, session: str) -> float:
+async def work(url: str, turns: int, concurrency: int, session: str,
+               wait: bool = False) -> tuple[float, float, float]:
     ledger = open_ledger(url)
     runtime = Runtime(model=FunctionModel(_reply), ledger=ledger, tools=[lookup])
     await runtime.start()
+    if wait:
+        print("ready", flush=True)
+        await asyncio.to_thread(sys.stdin.readline)
     queue: asyncio.Queue[int] = asyncio.Queue()
     for n in range(turns):
         queue.put_nowait(n)
@@ -58,15 +65,18 @@ async def work(url: str, turns: int, concurrency: int, session: str) -> float:
             if result.error or result.tools_used != ["lookup", "lookup"]:
                 raise SystemExit(f"turn {n} failed: {result}")
 
-    start = time.perf_counter()
+    start_wall, start = time.time(), time.perf_counter()
     await asyncio.gather(*(one_worker() for _ in range(concurrency)))
     elapsed = time.perf_counter() - start
+    end_wall = time.time()
     await runtime.close()
-    return elapsed
+    return elapsed, start_wall, end_wall
 
 
 if __name__ == "__main__":
-    url, turns, concurrency = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    session = sys.argv[4] if len(sys.argv) > 4 else "load"
-    seconds = asyncio.run(work(url, turns, concurrency, session))
-    print(f"done {turns} {seconds:.4f}", flush=True)
+    args = [a for a in sys.argv[1:] if a != "--wait"]
+    url, turns, concurrency = args[0], int(args[1]), int(args[2])
+    session = args[3] if len(args) > 3 else "load"
+    seconds, began, ended = asyncio.run(work(url, turns, concurrency, session,
+                                             wait="--wait" in sys.argv))
+    print(f"done {turns} {seconds:.4f} {began:.6f} {ended:.6f}", flush=True)

@@ -183,3 +183,34 @@ def test_queries_read_turns_usage_counts_and_errors(ledger: Any) -> None:
     assert run(ledger.last_error()) is None
     assert [t.turn_id for t in run(ledger.recent_turns(2))] == ["T2", "T1"]
     assert run(ledger.usage()) == []
+
+
+def test_sqlite_builds_the_same_payloads_python_does_for_awkward_strings(tmp_path: Any) -> None:
+    import sqlite3
+
+    from overt.ledger import sql
+    from overt.ledger.canonical import entry_payload
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE audit_log (seq INTEGER PRIMARY KEY, id, kind, at, turn_id, "
+                 "session_id, data, prev_hash, hash)")
+    awkward = ["".join(chr(c) for c in range(32)), 'q"uote\\back', "é思考\u2028𝄞", "\x7f"]
+    for n, text in enumerate(awkward, start=1):
+        conn.execute("INSERT INTO audit_log VALUES (?, ?, ?, ?, ?, ?, ?, '', '')",
+                     (n, text, text, text, text if n % 2 else None, text, '{"k":1}'))
+    rows = conn.execute(sql.SQLITE_VERIFY_PAYLOADS).fetchall()
+    for (seq, preimage, _, _), text in zip(rows, awkward, strict=True):
+        assert preimage == ("\n" + entry_payload(seq, text, text, text,
+                                                 text if seq % 2 else None, text,
+                                                 '{"k":1}')).encode()
+
+
+def test_a_column_rewritten_as_a_blob_is_named_by_verify(ledger: Any, raw: Raw) -> None:
+    _fill(ledger)
+    raw.drop_guards()
+    if raw.pg:
+        raw.execute("UPDATE audit_log SET kind = 'x' || kind WHERE seq = 3")
+    else:
+        raw.execute("UPDATE audit_log SET kind = CAST(kind AS BLOB) WHERE seq = 3")
+    report = run(ledger.verify())
+    assert not report.ok and report.bad_seq == 3

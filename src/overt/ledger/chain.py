@@ -13,9 +13,10 @@ seal itself is an entry of the chain it anchors, so forging one breaks the chain
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from overt.events import Event
@@ -80,18 +81,40 @@ def row_to_entry(row: Sequence[Any]) -> Entry:
 
 def verify_rows(rows: Iterable[Sequence[Any]],
                 anchors: Mapping[int, str] | None = None) -> VerifyReport:
-    """Recompute the chain over ``rows`` (stored columns, in ``seq`` order).
+    """Recompute the chain over ``rows`` (the nine stored columns, in ``seq`` order).
 
     ``anchors`` maps a pruned-through ``seq`` to the hash sealed for it (from
     ``ledger.pruned`` entries); it is how a chain whose prefix was pruned is
     verified from its first remaining entry.
     """
+    return verify_payloads(_payloads(rows), anchors)
+
+
+def _payloads(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[Any, bytes | None, Any, Any]]:
+    for seq, entry_id, kind, at, turn_id, session_id, data, prev_hash, digest in rows:
+        try:
+            preimage: bytes | None = (f"{prev_hash}\n" + entry_payload(
+                int(seq), entry_id, kind, at, turn_id, session_id, data)).encode("utf-8")
+        except (TypeError, ValueError):
+            preimage = None  # a column of the wrong type: the entry cannot match
+        yield seq, preimage, prev_hash, digest
+
+
+def verify_payloads(rows: Iterable[Sequence[Any]],
+                    anchors: Mapping[int, str] | None = None) -> VerifyReport:
+    """:func:`verify_rows` over (seq, preimage, prev_hash, hash) rows.
+
+    ``preimage`` is the UTF-8 of ``prev_hash + "\\n" + payload`` built from the
+    stored columns (``None`` if they could not be). Hashing it checks the entry
+    once its stored ``prev_hash`` has been checked against the running hash.
+    """
     prev = GENESIS
     expected = 1
     count = 0
     first: int | None = None
-    for seq, entry_id, kind, at, turn_id, session_id, data, prev_hash, digest in rows:
-        seq = int(seq)
+    sha256 = hashlib.sha256
+    for raw_seq, preimage, prev_hash, digest in rows:
+        seq = int(raw_seq)
         if first is None:
             first = seq
             if seq != 1:
@@ -106,8 +129,7 @@ def verify_rows(rows: Iterable[Sequence[Any]],
         if prev_hash != prev:
             return VerifyReport(False, count, first, seq - 1, prev, seq,
                                 "prev_hash does not match the previous entry")
-        if chain_hash(prev, entry_payload(seq, entry_id, kind, at, turn_id, session_id,
-                                          data)) != digest:
+        if preimage is None or "sha256:" + sha256(preimage).hexdigest() != digest:
             return VerifyReport(False, count, first, seq - 1, prev, seq,
                                 "hash does not match the entry's contents")
         prev = digest

@@ -122,6 +122,17 @@ def last_error(d: Dialect) -> str:
 
 VERIFY = f"SELECT {ENTRY_COLUMNS} FROM audit_log ORDER BY seq"
 
+# SQLite builds each entry's hash preimage (prev_hash, a newline, the payload) as
+# bytes itself (json_quote escapes exactly as Python's json does; a test holds
+# them equal), so verify only hashes in Python.
+SQLITE_VERIFY_PAYLOADS = (
+    "SELECT seq, CAST(prev_hash || char(10) || '{\"at\":' || json_quote(at) || ',\"data\":' || data"
+    " || ',\"id\":' || json_quote(id) || ',\"kind\":' || json_quote(kind)"
+    " || ',\"seq\":' || seq || ',\"session_id\":' || json_quote(session_id)"
+    " || ',\"turn_id\":' || json_quote(turn_id) || '}' AS BLOB), prev_hash, hash"
+    " FROM audit_log ORDER BY seq"
+)
+
 
 def prune_anchors(d: Dialect) -> str:
     return (f"SELECT {d.text('through_seq')}, {d.text('last_removed_hash')} FROM audit_log "
