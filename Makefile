@@ -26,13 +26,13 @@ demo: install
 	$(BIN)/overt demo
 
 lint: install-dev
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 
 typecheck: install-dev
 	$(BIN)/mypy
 
 test: install-dev
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/overt model prepare local
 	$(BIN)/python -m pytest

@@ -11,7 +11,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def test_the_python_example_in_the_readme_runs(tmp_path: Path) -> None:
-    (block,) = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    block = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[0]
     out = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -29,6 +29,11 @@ class Config:
     ``db`` is a SQLite file path (or ``:memory:``). ``model`` is a model spec:
     ``local``, ``scripted:PATH``. ``transcript`` is the outbound JSONL file
     (``None``: beside the ledger; ``""``: no transcript).
+
+    Plugins: none runs unless ``plugins_enabled`` names it; ``plugins_disabled``
+    always wins (``builtin`` there removes overt's own tools). ``plugin_files``
+    are Python files to offer as plugins, each named by its file stem.
+    ``pre_tool_call_timeout_s`` bounds each plugin's ``pre_tool_call``.
     """
 
     db: str
@@ -40,8 +45,19 @@ class Config:
     transcript: str | None = None
     system_prompt: str | None = None
     cache_dir: str | None = None
+    plugins_enabled: tuple[str, ...] = ()
+    plugins_disabled: tuple[str, ...] = ()
+    plugin_files: tuple[str, ...] = ()
+    pre_tool_call_timeout_s: float = 5.0
 
     def __post_init__(self) -> None:
+        for name in ("plugins_enabled", "plugins_disabled", "plugin_files"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{name} must be a list of strings, got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        if self.pre_tool_call_timeout_s <= 0:
+            raise ConfigError("pre_tool_call_timeout_s must be positive")
         if self.max_tool_calls < 1:
             raise ConfigError(f"max_tool_calls must be at least 1, got {self.max_tool_calls}")
         if self.max_consecutive_tool_errors < 1:
@@ -69,7 +85,9 @@ class Config:
         """Build from ``OVERT_*`` variables (entry points only); ``overrides`` win when not None.
 
         ``OVERT_DB``, ``OVERT_MODEL``, ``OVERT_TRANSCRIPT``, ``OVERT_SYSTEM_PROMPT``,
-        ``OVERT_MAX_TOOL_CALLS``, ``OVERT_TOOL_TIMEOUT_S``, ``OVERT_CACHE_DIR``.
+        ``OVERT_MAX_TOOL_CALLS``, ``OVERT_TOOL_TIMEOUT_S``, ``OVERT_CACHE_DIR``,
+        ``OVERT_PRE_TOOL_CALL_TIMEOUT_S``; comma lists ``OVERT_PLUGINS_ENABLED``,
+        ``OVERT_PLUGINS_DISABLED``, ``OVERT_PLUGIN_FILES``.
 
         Raises:
             ConfigError: a variable holds a malformed value.
@@ -82,8 +100,14 @@ class Config:
             "system_prompt": env.get("OVERT_SYSTEM_PROMPT"),
             "cache_dir": env.get("OVERT_CACHE_DIR"),
         }
+        for key, name in (("plugins_enabled", "OVERT_PLUGINS_ENABLED"),
+                          ("plugins_disabled", "OVERT_PLUGINS_DISABLED"),
+                          ("plugin_files", "OVERT_PLUGIN_FILES")):
+            values[key] = comma_list(env.get(name, ""))
         for key, name, kind in (("max_tool_calls", "OVERT_MAX_TOOL_CALLS", int),
-                                ("tool_timeout_s", "OVERT_TOOL_TIMEOUT_S", float)):
+                                ("tool_timeout_s", "OVERT_TOOL_TIMEOUT_S", float),
+                                ("pre_tool_call_timeout_s", "OVERT_PRE_TOOL_CALL_TIMEOUT_S",
+                                 float)):
             raw = env.get(name)
             if raw:
                 try:
@@ -92,3 +116,8 @@ class Config:
                     raise ConfigError(f"{name}={raw!r} is not a valid {kind.__name__}") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
+
+
+def comma_list(text: str) -> tuple[str, ...]:
+    """``"a, b,,c"`` as ``("a", "b", "c")``."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())

@@ -6,7 +6,10 @@ Catch by type, never by message::
     OvertError
     ├── UsageError              a developer or operator used overt wrongly
     │   ├── ConfigError         a config value is missing or malformed
-    │   └── ExtraMissingError   an optional dependency (an extra) is not installed
+    │   ├── ExtraMissingError   an optional dependency (an extra) is not installed
+    │   └── PluginError         an enabled plugin cannot be found, loaded or registered
+    ├── HookTimeout             a hook implementation ran past its time limit (also a
+    │                           TimeoutError); recorded by the engine, never raised out of a turn
     ├── ToolError               something a model can see and recover from
     │   ├── ToolNotFound        the model named a tool that is not offered
     │   ├── ToolArgumentError   arguments failed validation (also a TypeError)
@@ -48,6 +51,14 @@ class ExtraMissingError(UsageError):
         )
         self.extra = extra
         self.module = module
+
+
+class PluginError(UsageError):
+    """An enabled plugin cannot be found, loaded or registered."""
+
+
+class HookTimeout(OvertError, TimeoutError):
+    """A hook implementation ran past its time limit."""
 
 
 class ToolError(OvertError):

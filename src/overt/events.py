@@ -105,6 +105,8 @@ class ToolCallCompleted(Event):
     args_sha256: str
     result_digest: str | None
     reason_code: str | None = None
+    provided_by: str | None = None
+    """The plugin whose ``pre_tool_call_can_provide_result`` gave the result, if one did."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,6 +146,109 @@ class LedgerPruned(Event):
     held_back_by_turn: str | None
 
 
+HookErrorConsequence = Literal["blocked", "fell_through", "ignored", "no_tools", "no_models"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookBlocked(Event):
+    """A ``pre_tool_call`` implementation blocked a tool call (it was not executed)."""
+
+    kind: ClassVar[str] = "hook.blocked"
+    plugin: str
+    hook: str
+    tool_call_id: str
+    tool_name: str
+    reason_code: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookProvided(Event):
+    """A plugin provided a tool call's result; the registry's tool did not run."""
+
+    kind: ClassVar[str] = "hook.provided"
+    plugin: str
+    hook: str
+    tool_call_id: str
+    tool_name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookRequestRewritten(Event):
+    """A ``pre_api_request`` implementation replaced the request sent to the model.
+
+    Says what changed in shape (message counts, tool names), never the text.
+    """
+
+    kind: ClassVar[str] = "hook.request_rewritten"
+    plugin: str
+    hook: str
+    iteration: int
+    messages_before: int
+    messages_after: int
+    tools_before: list[str]
+    tools_after: list[str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookToolsNarrowed(Event):
+    """A ``pre_tool_list_finalized`` implementation changed the tools offered this turn."""
+
+    kind: ClassVar[str] = "hook.tools_narrowed"
+    plugin: str
+    hook: str
+    tools_before: list[str]
+    tools_after: list[str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookReissued(Event):
+    """A ``post_llm_call_can_reissue`` implementation had the model call made again."""
+
+    kind: ClassVar[str] = "hook.reissued"
+    plugin: str
+    hook: str
+    iteration: int
+    from_model: str
+    to_model: str
+    reason_code: str
+    context_digest: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookTransformed(Event):
+    """A transform hook replaced text the model or the operator reads.
+
+    ``before_digest`` and ``after_digest`` name both bodies in the content tier.
+    """
+
+    kind: ClassVar[str] = "hook.transformed"
+    plugin: str
+    hook: str
+    tool_call_id: str | None
+    before_digest: str
+    after_digest: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookError(Event):
+    """A hook implementation raised, timed out or answered with something unusable.
+
+    ``consequence`` says what overt did about it: ``blocked`` the tool call
+    (``pre_tool_call`` fails closed), ``fell_through`` to the next plugin,
+    ``ignored`` the answer, or took ``no_tools`` / ``no_models`` from the plugin.
+    The exception's message is content (it may quote arguments): only its
+    digest is here.
+    """
+
+    kind: ClassVar[str] = "hook.error"
+    plugin: str
+    hook: str
+    error_type: str
+    consequence: HookErrorConsequence
+    tool_call_id: str | None = None
+    error_digest: str | None = None
+
+
 _FIELDS: dict[type[Event], tuple[str, ...]] = {}
 
 
@@ -158,11 +263,14 @@ def _data_fields(cls: type[Event]) -> tuple[str, ...]:
 
 AnyEvent = (
     RuntimeStarted | TurnStarted | InferenceRecorded | ToolCallStarted | ToolCallCompleted
-    | TurnCompleted | LedgerPruned
+    | TurnCompleted | LedgerPruned | HookBlocked | HookProvided | HookRequestRewritten
+    | HookToolsNarrowed | HookReissued | HookTransformed | HookError
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (RuntimeStarted, TurnStarted, InferenceRecorded, ToolCallStarted,
-                ToolCallCompleted, TurnCompleted, LedgerPruned)
+                ToolCallCompleted, TurnCompleted, LedgerPruned, HookBlocked, HookProvided,
+                HookRequestRewritten, HookToolsNarrowed, HookReissued, HookTransformed,
+                HookError)
 }

@@ -1,4 +1,4 @@
-"""The composition root: wires a model, tools, the ledger and a transcript into a runtime.
+"""The composition root: wires a model, tools, plugins, the ledger and a transcript.
 
 Only this module (and the entry points) choose concrete pieces; the engine
 speaks to protocols.
@@ -18,16 +18,16 @@ from overt.channels.transcript import Transcript, transcript_line
 from overt.clock import now_iso
 from overt.config import Config
 from overt.engine.loop import Engine, EngineSettings
-from overt.events import RuntimeStarted
+from overt.events import Event, RuntimeStarted
+from overt.hooks.manager import PluginHost
 from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
 from overt.models.base import Model
-from overt.models.resolve import Progress, resolve_model
+from overt.models.resolve import ModelCatalog, ModelOptions, Progress
 from overt.prompts import load_template, render
 from overt.tools.base import Tool
-from overt.tools.builtin import builtin_tools
 from overt.tools.registry import ToolRegistry
-from overt.types import IncomingMessage, Message, ResponseResult
+from overt.types import IncomingMessage, Message, ResponseResult, ToolSpec
 
 log = logging.getLogger("overt.runtime")
 T = TypeVar("T")
@@ -38,51 +38,82 @@ class Runtime:
 
     def __init__(self, *, model: Model, ledger: Ledger, tools: Iterable[Tool] | None = None,
                  settings: EngineSettings | None = None, transcript: Transcript | None = None,
-                 system_prompt_template: str | None = None) -> None:
+                 system_prompt_template: str | None = None,
+                 plugins: PluginHost | None = None, models: ModelCatalog | None = None) -> None:
+        """``tools``: the tools to offer besides the plugins' (``None``: overt's built-in
+        tools, through its built-in plugin). ``plugins``: the registered plugins
+        (``None``: the built-in plugin alone when ``tools`` is None, else none).
+        ``models``: where a ``Reissue`` finds the model it names (``None``: the
+        plugins' models and providers). The plugins' tools and hooks are taken
+        here, once: a plugin registered on the host later is not seen.
+
+        Raises:
+            UsageError: two tools share a name.
+        """
         self.model = model
         self.ledger = ledger
-        self.tools = ToolRegistry(builtin_tools() if tools is None else tools)
+        self.plugins = plugins if plugins is not None else (
+            PluginHost.builtin_only() if tools is None else PluginHost())
+        self.tools = ToolRegistry(tools or ())
+        self.plugins.add_tools(self.tools)
+        self.models = models if models is not None else ModelCatalog(self.plugins.models())
         self.settings = settings or EngineSettings()
         self.transcript = transcript
         self.started_at = now_iso()
         template = system_prompt_template if system_prompt_template is not None \
             else load_template(None)
+        max_calls = self.settings.max_tool_calls
+
+        def system_prompt_for(specs: tuple[ToolSpec, ...]) -> str:
+            return render(template, specs, max_calls)
+
         self.engine = Engine(
-            model, self.tools, ledger,
-            system_prompt=render(template, self.tools.specs(), self.settings.max_tool_calls),
-            settings=self.settings, runtime_started_at=self.started_at)
+            model, self.tools, ledger, system_prompt=system_prompt_for(self.tools.specs()),
+            settings=self.settings, runtime_started_at=self.started_at,
+            hooks=self.plugins.hooks, models=self._model, system_prompt_for=system_prompt_for)
         self._started = False
+
+    def _model(self, spec: str) -> Model:
+        return self.model if spec == self.model.name else self.models.get(spec)
 
     @classmethod
     def from_config(cls, config: Config, *, model: Model | None = None,
                     tools: Iterable[Tool] | None = None,
                     progress: Progress | None = None) -> Runtime:
-        """Compose a runtime from ``config``.
+        """Compose a runtime from ``config``: its plugins, then its model, ledger and tools.
 
         Raises:
             UsageError, LedgerError, ModelError: a piece cannot be built.
+            PluginError: an enabled plugin is not installed or cannot be loaded.
         """
-        chosen = model or resolve_model(config.model, cache_dir=config.cache_dir,
-                                        progress=progress)
+        plugins = PluginHost.load(
+            config.plugins_enabled, config.plugins_disabled, config.plugin_files,
+            timeouts={"pre_tool_call": config.pre_tool_call_timeout_s})
+        catalog = ModelCatalog(plugins.models(), options=ModelOptions(
+            cache_dir=config.cache_dir, progress=progress))
+        chosen = model or catalog.get(config.model)
         ledger = open_ledger(config.db)
         path = config.transcript_path
         return cls(
-            model=chosen, ledger=ledger, tools=tools,
+            model=chosen, ledger=ledger, tools=tools if tools is not None else (),
             settings=EngineSettings(
                 max_tool_calls=config.max_tool_calls,
                 max_consecutive_tool_errors=config.max_consecutive_tool_errors,
                 tool_timeout_s=config.tool_timeout_s, route=config.route),
             transcript=Transcript(path) if path else None,
-            system_prompt_template=load_template(config.system_prompt))
+            system_prompt_template=load_template(config.system_prompt), plugins=plugins,
+            models=catalog)
 
     async def start(self) -> None:
-        """Record that this runtime started (once)."""
+        """Record that this runtime started (once), with any plugin that failed to register."""
         if self._started:
             return
         self._started = True
-        await self.ledger.record([RuntimeStarted(
+        events: list[Event] = [RuntimeStarted(
             overt_version=__version__, pid=os.getpid(), host=socket.gethostname(),
-            model=self.model.name)])
+            model=self.model.name)]
+        events.extend(self.plugins.problems)
+        await self.ledger.record(events, self.plugins.problem_contents)
 
     async def respond(self, message: IncomingMessage, *, session_id: str | None = None,
                       history: Sequence[Message] = ()) -> ResponseResult:

@@ -25,6 +25,7 @@ from overt.cli import export_cmd, render
 from overt.clock import period_start
 from overt.config import Config
 from overt.errors import LedgerError, ModelError, NotFoundError, OvertError, UsageError
+from overt.hooks.manager import list_plugins
 from overt.ids import new_ulid
 from overt.ledger import open_ledger, retention
 from overt.ledger.base import Ledger
@@ -48,6 +49,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--db", help="ledger: a SQLite file or postgresql://… URL "
                                 "(default: user data dir; env OVERT_DB)")
     p.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
+    p.add_argument("--enable-plugin", action="append", default=[], metavar="NAME",
+                   help="enable a plugin (repeatable; adds to env OVERT_PLUGINS_ENABLED)")
+    p.add_argument("--disable-plugin", action="append", default=[], metavar="NAME",
+                   help="disable a plugin, even if enabled (repeatable; env "
+                        "OVERT_PLUGINS_DISABLED)")
+    p.add_argument("--plugin-file", action="append", default=[], metavar="PATH",
+                   help="offer a Python file as a plugin named by its stem (repeatable; env "
+                        "OVERT_PLUGIN_FILES); it runs only if enabled")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     ask = sub.add_parser("ask", help="ask the agent one question")
@@ -87,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="ask the embedded model a question that needs a tool")
     demo.add_argument("--model")
+
+    plugins = sub.add_parser("plugins", help="installed plugins, whether enabled, their hooks")
+    plugins.add_argument("--json", action="store_true")
     return p
 
 
@@ -96,6 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
     try:
         config = Config.from_env(db=args.db, model=getattr(args, "model", None))
+        config = config.with_(
+            plugins_enabled=(*config.plugins_enabled, *args.enable_plugin),
+            plugins_disabled=(*config.plugins_disabled, *args.disable_plugin),
+            plugin_files=(*config.plugin_files, *args.plugin_file))
         return int(_dispatch(args, config))
     except KeyboardInterrupt:
         return 130
@@ -132,6 +148,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return run_sync(_verify(config, args.json))
     if command == "model":
         return _prepare(config, args.name)
+    if command == "plugins":
+        return _plugins(config, args.json)
     raise UsageError(f"unknown command {command}")
 
 
@@ -285,6 +303,15 @@ async def _prune(config: Config, older_than: str, as_json: bool) -> int:
         print(f"nothing older than {cutoff} to prune")
     if record.held_back_by_turn:
         print(f"kept from turn {record.held_back_by_turn} on: it is still waiting")
+    return EXIT_OK
+
+
+def _plugins(config: Config, as_json: bool) -> int:
+    infos = list_plugins(config.plugins_enabled, config.plugins_disabled, config.plugin_files)
+    if as_json:
+        print(json.dumps([_slots(i) for i in infos], indent=2))
+    else:
+        print(render.plugins_table(infos))
     return EXIT_OK
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from overt.hooks.manager import PluginInfo
 from overt.ledger.base import Entry, TurnSummary, VerifyReport
 
 
@@ -62,8 +63,9 @@ def turn_record(entries: list[Entry], contents: dict[str, str | None]) -> str:
         elif e.kind == "tool_call.completed":
             exc = f" ({d['exc_type']})" if d.get("exc_type") else ""
             reason = f" [{d['reason_code']}]" if d.get("reason_code") else ""
+            by = f"  provided by plugin {d['provided_by']}" if d.get("provided_by") else ""
             out.append(f"  [{e.seq}] tool call {d['tool_call_id']} {d['tool_name']} -> "
-                       f"{d['tool_status']}{exc}{reason}  {_ms(d['tool_duration_ms'])}")
+                       f"{d['tool_status']}{exc}{reason}  {_ms(d['tool_duration_ms'])}{by}")
             if d["tool_status"] != "ok" or not any(
                 x.kind == "tool_call.started" and x.data.get("tool_call_id") == d["tool_call_id"]
                 for x in entries
@@ -94,3 +96,19 @@ def verify_text(report: VerifyReport) -> str:
         return (f"FAILED at entry seq {report.bad_seq}: {report.problem} "
                 f"({report.entries} entries before it verified)")
     return f"FAILED: {report.problem}"
+
+
+def plugins_table(infos: list[PluginInfo]) -> str:
+    """``overt plugins``: one block per plugin."""
+    if not infos:
+        return "no plugins installed"
+    lines = []
+    for p in infos:
+        lines.append(f"{p.name}  [{p.status}]  {p.source}")
+        if p.error:
+            lines.append(f"    cannot be loaded: {p.error}")
+        else:
+            lines.append(f"    hooks: {', '.join(p.hooks) or '(none)'}")
+    lines.append("")
+    lines.append("enable with OVERT_PLUGINS_ENABLED=NAME,... or --enable-plugin NAME")
+    return "\n".join(lines)

@@ -64,8 +64,13 @@ def refuse(reason_code: str, message: str, status: ToolStatus = "not_allowed") -
 
 
 def precheck(call: ToolCall, registry: ToolRegistry, offered: frozenset[str],
-             calls_so_far: int, cap: int) -> ToolOutcome | Tool:
-    """The tool to run, or the outcome of a call that must not run."""
+             calls_so_far: int, cap: int, *,
+             can_provide: bool = False) -> ToolOutcome | Tool | None:
+    """The tool to run, or the outcome of a call that must not run.
+
+    ``None`` when the tool is offered but has nothing to dispatch to (a plugin
+    added it) and ``can_provide`` says a plugin may provide its result.
+    """
     if calls_so_far >= cap:
         return refuse("tool_call_limit_exceeded",
                       f"at most {cap} tool calls per response; answer with what you have")
@@ -74,10 +79,15 @@ def precheck(call: ToolCall, registry: ToolRegistry, offered: frozenset[str],
         return ToolOutcome("execution_error", content, True, 0.0, exc_type="TypeError",
                            reason_code="malformed_tool_call")
     tool = registry.get(call.name)
-    if tool is None or call.name not in offered:
-        available = ", ".join(sorted(offered)) or "none"
-        return refuse("not_allowed", f"unknown tool {call.name!r}; available tools: {available}")
+    if call.name not in offered or (tool is None and not can_provide):
+        return unknown_tool(call, offered)
     return tool
+
+
+def unknown_tool(call: ToolCall, offered: frozenset[str]) -> ToolOutcome:
+    """The outcome of a call to a tool that is not offered, or that nothing answered."""
+    available = ", ".join(sorted(offered)) or "none"
+    return refuse("not_allowed", f"unknown tool {call.name!r}; available tools: {available}")
 
 
 async def execute(tool: Tool, call: ToolCall, context: ToolContext,

@@ -10,18 +10,25 @@ Limits: at most ``max_tool_calls`` tool calls per response (calls past it get
 ``tool_call_limit_exceeded`` and are recorded ``not_allowed``; the model then
 gets one last call without tools to answer); ``max_consecutive_tool_errors``
 failed calls in a row end the loop with a plain answer saying so.
+
+Hooks (see :mod:`overt.hooks.specs`) are asked only when a plugin implements
+them: a runtime without plugins runs exactly the loop above. Per tool call the
+order is ``pre_tool_call -> tool_call.started committed ->
+pre_tool_call_can_provide_result -> (dispatch) -> post_tool_call ->
+transform_tool_result``.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from overt.engine.dispatch import ToolOutcome, execute, precheck
-from overt.errors import LedgerError
+from overt.engine.dispatch import ToolOutcome, execute, precheck, unknown_tool
+from overt.engine.hooked import TurnHooks
+from overt.engine.record import Recorder, audit_name, canonical_or_repr, jsonable
+from overt.errors import LedgerError, OvertError
 from overt.events import (
     Event,
     InferenceRecorded,
@@ -31,12 +38,12 @@ from overt.events import (
     TurnStarted,
     TurnStatus,
 )
+from overt.hooks.calls import NO_HOOKS, HookSet
 from overt.ids import new_ulid
 from overt.ledger.base import Ledger
-from overt.ledger.canonical import canonical_json, digest_text
-from overt.ledger.chain import clean_text
+from overt.ledger.canonical import canonical_json
 from overt.models.base import Model
-from overt.tools.base import ToolContext
+from overt.tools.base import Tool, ToolContext
 from overt.tools.registry import ToolRegistry
 from overt.types import (
     IncomingMessage,
@@ -45,6 +52,7 @@ from overt.types import (
     ModelResponse,
     ResponseResult,
     ToolCall,
+    ToolSpec,
     Usage,
 )
 
@@ -71,44 +79,20 @@ class TurnOutcome:
     messages: list[Message] = field(default_factory=list)
 
 
-class _Recorder:
-    """Events waiting for the next commit, and the content they reference."""
-
-    def __init__(self, ledger: Ledger, observers: Sequence[Callable[[Event], None]]) -> None:
-        self.ledger = ledger
-        self.observers = observers
-        self.events: list[Event] = []
-        self.contents: dict[str, str] = {}
-
-    def add(self, event: Event, **contents: str) -> None:
-        self.events.append(event)
-        for digest, body in contents.items():
-            self.contents[digest] = body
-
-    def content(self, body: str) -> str:
-        body = clean_text(body)
-        digest = digest_text(body)
-        self.contents[digest] = body
-        return digest
-
-    async def flush(self) -> None:
-        if not self.events and not self.contents:
-            return
-        events, contents = self.events, self.contents
-        self.events, self.contents = [], {}
-        await self.ledger.record(events, contents)
-        for event in events:
-            for observer in self.observers:
-                observer(event)
-
-
 class Engine:
     """Runs turns. Holds no per-turn state: one engine serves concurrent turns."""
 
     def __init__(self, model: Model, tools: ToolRegistry, ledger: Ledger, *,
                  system_prompt: str = "", settings: EngineSettings | None = None,
                  runtime_started_at: str = "",
-                 observers: Sequence[Callable[[Event], None]] = ()) -> None:
+                 observers: Sequence[Callable[[Event], None]] = (),
+                 hooks: HookSet | None = None,
+                 models: Callable[[str], Model] | None = None,
+                 system_prompt_for: Callable[[tuple[ToolSpec, ...]], str] | None = None,
+                 ) -> None:
+        """``hooks``: the plugins' implementations (none by default). ``models``
+        resolves a model a ``Reissue`` names. ``system_prompt_for`` renders the
+        system prompt again when a plugin changed the tools offered."""
         self.model = model
         self.tools = tools
         self.ledger = ledger
@@ -116,6 +100,9 @@ class Engine:
         self.settings = settings or EngineSettings()
         self.runtime_started_at = runtime_started_at
         self.observers = list(observers)
+        self.hooks = hooks or NO_HOOKS
+        self.models = models
+        self.system_prompt_for = system_prompt_for
 
     async def run_turn(self, message: IncomingMessage, *, session_id: str | None = None,
                        history: Sequence[Message] = ()) -> TurnOutcome:
@@ -143,7 +130,10 @@ class _Turn:
         self.turn_id = new_ulid()
         self.started = time.perf_counter()
         self.usage = Usage()
-        self.recorder = _Recorder(engine.ledger, engine.observers)
+        self.recorder = Recorder(engine.ledger, engine.observers, engine.hooks.on_event)
+        self.hooks = TurnHooks(engine.hooks, self.recorder, self.turn_id, session_id,
+                               engine.settings.route) if engine.hooks.per_turn else None
+        self.can_provide = bool(engine.hooks.pre_tool_call_can_provide_result)
         self.tools_used: list[str] = []
         self.tool_calls = 0
         self.model_calls = 0
@@ -156,31 +146,45 @@ class _Turn:
 
     async def run(self, history: Sequence[Message]) -> TurnOutcome:
         engine, settings = self.engine, self.engine.settings
-        rec = self.recorder
+        rec, hooks = self.recorder, self.hooks
         rec.add(TurnStarted(
             turn_id=self.turn_id, session_id=self.session_id, source=self.message.source,
             caller_session_id=self.caller_session_id,
             message_digest=rec.content(self.message.text), model=engine.model.name,
             route=settings.route, max_tool_calls=settings.max_tool_calls))
+        specs = engine.tools.specs()
+        system_prompt = engine.system_prompt
+        if hooks is not None and hooks.has.pre_tool_list_finalized:
+            chosen = await hooks.tools(specs)
+            if chosen != specs and engine.system_prompt_for is not None:
+                system_prompt = engine.system_prompt_for(chosen)
+            specs = chosen
         messages: list[Message] = []
-        if engine.system_prompt:
-            messages.append(Message("system", engine.system_prompt))
+        if system_prompt:
+            messages.append(Message("system", system_prompt))
         messages.extend(history)
         messages.append(Message("user", self.message.text))
-        specs = engine.tools.specs()
         offered = frozenset(s.name for s in specs)
         error_streak = 0
         last_error = ""
         tools_allowed = True
+        iteration = 0
         while True:
             request = ModelRequest(tuple(messages), specs if tools_allowed else (),
                                    settings.max_output_tokens)
-            response = await self._infer(request)
+            if hooks is None:
+                response = await self._infer(request, engine.model)
+            else:
+                response = await self._ask(hooks, request, iteration)
+            iteration += 1
             if response is None:
                 return await self._finish(messages, "model_error")
             calls = response.tool_calls if tools_allowed else ()
             if not calls:
-                return await self._finish(messages, "completed", response.text)
+                text = response.text
+                if hooks is not None and hooks.has.transform_llm_output:
+                    text = await hooks.output(text, response.model or engine.model.name)
+                return await self._finish(messages, "completed", text)
             messages.append(Message("assistant", response.text, tool_calls=calls))
             for call in calls:
                 outcome = await self._tool_call(call, offered)
@@ -198,7 +202,45 @@ class _Turn:
             if self.tool_calls >= settings.max_tool_calls:
                 tools_allowed = False  # the cap is reached: one last call, without tools
 
-    async def _infer(self, request: ModelRequest) -> ModelResponse | None:
+    async def _ask(self, hooks: TurnHooks, request: ModelRequest,
+                   iteration: int) -> ModelResponse | None:
+        """One loop iteration's model call with its hooks: rewrite, at most one reissue, observe."""
+        model = self.engine.model
+        if hooks.has.pre_api_request:
+            request = await hooks.request(request, model.name, iteration)
+        response = await self._infer(request, model)
+        if response is None:
+            return None
+        reissued = False
+        if hooks.has.post_llm_call_can_reissue:
+            answer = await hooks.reissue(request, response, iteration, model.name)
+            if answer is not None:
+                directive, plugin = answer
+                target = model
+                try:
+                    if directive.model is not None:
+                        if self.engine.models is None:
+                            raise OvertError("this runtime resolves no other models")
+                        target = self.engine.models(directive.model)
+                except Exception as exc:  # noqa: BLE001  an unknown model: the first answer stands
+                    hooks.reissue_failed(plugin, exc)
+                else:
+                    again = hooks.reissued(directive, plugin, request, iteration, model.name,
+                                           target.name)
+                    if hooks.has.pre_api_request:
+                        again = await hooks.request(again, target.name, iteration)
+                    second = await self._infer(again, target, escalated=True)
+                    if second is not None:
+                        request, response, model, reissued = again, second, target, True
+                    else:
+                        self.error = None  # the reissue failed, recorded; the first answer stands
+        if hooks.has.post_api_request:
+            await hooks.responded(request, response, response.model or model.name, iteration,
+                                  reissued)
+        return response
+
+    async def _infer(self, request: ModelRequest, model: Model, *,
+                     escalated: bool = False) -> ModelResponse | None:
         """One model call, recorded; ``None`` if the model failed (recorded too)."""
         engine, rec = self.engine, self.recorder
         await rec.flush()
@@ -207,51 +249,49 @@ class _Turn:
         offered = [t.name for t in request.tools]
         self.model_calls += 1
         try:
-            response = await engine.model.complete(request)
+            response = await model.complete(request)
         except Exception as exc:  # noqa: BLE001  any adapter failure ends the turn, recorded
             self.error = f"model_error: {type(exc).__name__}: {exc}"
             rec.add(InferenceRecorded(
                 turn_id=self.turn_id, session_id=self.session_id, inference_id=inference_id,
-                iteration=self.model_calls - 1, model=engine.model.name,
+                iteration=self.model_calls - 1, model=model.name,
                 route=engine.settings.route, input_tokens=0, output_tokens=0, cost_usd=0.0,
                 duration_ms=_ms_since(started), tools_offered=offered,
                 tool_calls_requested=0, stop_reason="error", response_digest=None,
-                error_type=type(exc).__name__))
+                escalated=escalated, error_type=type(exc).__name__))
             return None
         self.usage = self.usage + response.usage
         body = canonical_json({
             "text": response.text, "reasoning": response.reasoning,
-            "tool_calls": [{"id": c.id, "name": c.name, "arguments": _jsonable(c.arguments),
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": jsonable(c.arguments),
                             "malformed": c.malformed} for c in response.tool_calls],
         })
         rec.add(InferenceRecorded(
             turn_id=self.turn_id, session_id=self.session_id, inference_id=inference_id,
-            iteration=self.model_calls - 1, model=response.model or engine.model.name,
+            iteration=self.model_calls - 1, model=response.model or model.name,
             route=engine.settings.route, input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens, cost_usd=response.usage.cost_usd,
             duration_ms=_ms_since(started), tools_offered=offered,
             tool_calls_requested=len(response.tool_calls), stop_reason=response.stop_reason,
-            response_digest=rec.content(body), info=dict(response.info)))
+            response_digest=rec.content(body), escalated=escalated, info=dict(response.info)))
         return response
 
     async def _tool_call(self, call: ToolCall, offered: frozenset[str]) -> ToolOutcome:
-        engine, rec = self.engine, self.recorder
-        args_digest = rec.content(_canonical_or_repr(call.arguments))
+        engine, rec, hooks = self.engine, self.recorder, self.hooks
+        args_digest = rec.content(canonical_or_repr(call.arguments))
         checked = precheck(call, engine.tools, offered, self.tool_calls,
-                           engine.settings.max_tool_calls)
+                           engine.settings.max_tool_calls, can_provide=self.can_provide)
+        provided_by = model_reads = None
         if isinstance(checked, ToolOutcome):
             outcome = checked
-        else:
-            rec.add(ToolCallStarted(
-                turn_id=self.turn_id, session_id=self.session_id, tool_call_id=audit_name(call.id),
-                tool_name=audit_name(call.name), triggered_by=self.message.source,
-                caller_session_id=self.caller_session_id, args_sha256=args_digest))
+        elif hooks is None:  # no plugin: the plain path
+            assert checked is not None  # (None only when a plugin can provide results)
+            rec.add(self._intent(call, args_digest))
             await rec.flush()  # the intent is on the record before the effect
-            context = ToolContext(engine.ledger, self.turn_id, self.session_id,
-                                  self.message.source, self.caller_session_id, call.id,
-                                  engine.runtime_started_at)
-            outcome = await execute(checked, call, context, engine.settings.tool_timeout_s)
-            self.tools_used.append(call.name)
+            outcome = await self._dispatch(checked, call)
+        else:
+            outcome, provided_by, model_reads = await self._hooked(hooks, checked, call,
+                                                                   args_digest)
         self.tool_calls += 1
         event = ToolCallCompleted(
             turn_id=self.turn_id, session_id=self.session_id, tool_call_id=audit_name(call.id),
@@ -259,12 +299,58 @@ class _Turn:
             caller_session_id=self.caller_session_id, tool_status=outcome.status,
             tool_duration_ms=outcome.duration_ms, exc_type=outcome.exc_type,
             args_sha256=args_digest, result_digest=rec.content(outcome.content),
-            reason_code=outcome.reason_code)
+            reason_code=outcome.reason_code, provided_by=provided_by)
         rec.add(event)
         if audit_log.isEnabledFor(logging.INFO):
             audit_log.info("overt.tool_called %s", canonical_json({
                 "turn_id": self.turn_id, "session_id": self.session_id, **event.data()}))
+        if model_reads is not None and model_reads != outcome.content:
+            return replace(outcome, content=model_reads)
         return outcome
+
+    def _intent(self, call: ToolCall, args_digest: str) -> ToolCallStarted:
+        return ToolCallStarted(
+            turn_id=self.turn_id, session_id=self.session_id, tool_call_id=audit_name(call.id),
+            tool_name=audit_name(call.name), triggered_by=self.message.source,
+            caller_session_id=self.caller_session_id, args_sha256=args_digest)
+
+    async def _dispatch(self, tool: Tool, call: ToolCall) -> ToolOutcome:
+        engine = self.engine
+        context = ToolContext(engine.ledger, self.turn_id, self.session_id,
+                              self.message.source, self.caller_session_id, call.id,
+                              engine.runtime_started_at)
+        outcome = await execute(tool, call, context, engine.settings.tool_timeout_s)
+        self.tools_used.append(call.name)
+        return outcome
+
+    async def _hooked(self, hooks: TurnHooks, tool: Tool | None, call: ToolCall,
+                      args_digest: str) -> tuple[ToolOutcome, str | None, str | None]:
+        """A tool call with its hooks: (outcome, provided by, text the model reads instead).
+
+        ``pre_tool_call`` -> intent committed -> ``pre_tool_call_can_provide_result``
+        -> dispatch -> ``post_tool_call`` -> ``transform_tool_result``.
+        """
+        args = dict(call.arguments)  # hooks get a copy: what they do to it changes nothing
+        if hooks.has.pre_tool_call:
+            blocked = await hooks.check(call, args)
+            if blocked is not None:
+                return blocked, None, None
+        self.recorder.add(self._intent(call, args_digest))
+        await self.recorder.flush()  # the intent is on the record before the effect
+        provided = None
+        if hooks.has.pre_tool_call_can_provide_result:
+            provided = await hooks.provide(call, args, self.engine.settings.tool_timeout_s)
+        if provided is not None:
+            outcome, provided_by = provided
+            self.tools_used.append(call.name)
+        elif tool is None:  # offered by a plugin, and no plugin answered it
+            outcome, provided_by = unknown_tool(call, frozenset(self.engine.tools.names)), None
+        else:
+            outcome, provided_by = await self._dispatch(tool, call), None
+        model_reads = None
+        if hooks.has.post_tool_call or hooks.has.transform_tool_result:
+            model_reads = await hooks.after(call, args, outcome, provided_by)
+        return outcome, provided_by, model_reads
 
     async def _finish(self, messages: list[Message], status: TurnStatus,
                       text: str = "") -> TurnOutcome:
@@ -283,40 +369,11 @@ class _Turn:
             cost_usd=self.usage.cost_usd, duration_ms=_ms_since(self.started),
             error_type=error.split(":")[1].strip() if error else None))
         await self.recorder.flush()
+        if self.recorder.events:  # on_event failures on the last batch, recorded too
+            await self.recorder.flush()
         if not failed:
             messages.append(Message("assistant", text))
         return TurnOutcome(self.result(text, tools_used, error), messages)
-
-
-def _jsonable(value: object) -> object:
-    """``value`` if it is JSON as it is, else its repr (malformed model output)."""
-    try:
-        canonical_json(value)
-    except (TypeError, ValueError):
-        return repr(value)
-    return value
-
-
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def audit_name(name: str) -> str:
-    """A model-chosen tool name as the audit tier records it: printable, at most 128 chars.
-
-    Registered names are already plain; this guards the record and the log line
-    against an invented name carrying control characters or a whole paragraph.
-    """
-    if name.isidentifier() and len(name) <= 128:
-        return name  # the usual case: a plain name, nothing to clean
-    cleaned = _UNPRINTABLE.sub("?", name)
-    return cleaned if len(cleaned) <= 128 else cleaned[:127] + "…"
-
-
-def _canonical_or_repr(value: object) -> str:
-    try:
-        return canonical_json(value)
-    except (TypeError, ValueError):
-        return canonical_json(repr(value))
 
 
 def _ms_since(started: float) -> float:

@@ -1,8 +1,15 @@
-"""Model specs (``local``, ``scripted:FILE``) to model instances."""
+"""Model specs (``local``, ``scripted:FILE``, ``NAME``) to model instances.
+
+A spec is ``SCHEME`` or ``SCHEME:ARG``. Each scheme is a :class:`ModelProvider`;
+overt's own (``local``, ``scripted``) arrive through the built-in plugin's
+``register_models`` hook like any plugin's, and a plugin may also register a
+ready :class:`~overt.models.base.Model`, addressed by its ``name``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from overt.errors import UsageError
@@ -11,9 +18,104 @@ from overt.models.base import Model
 Progress = Callable[[str], None]
 
 
+@dataclass(frozen=True, slots=True)
+class ModelOptions:
+    """What a provider may need to build a model."""
+
+    cache_dir: str | Path | None = None
+    progress: Progress | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelProvider:
+    """Builds the models of one spec scheme: ``build(ARG, options)`` for ``SCHEME:ARG``."""
+
+    scheme: str
+    build: Callable[[str, ModelOptions], Model]
+    description: str = ""
+
+
+def _scripted(arg: str, options: ModelOptions) -> Model:
+    if not arg:
+        raise UsageError("scripted model needs a file: --model scripted:FILE")
+    from overt.models.fake import ScriptedModel
+
+    return ScriptedModel.from_jsonl(arg)
+
+
+def _local(arg: str, options: ModelOptions) -> Model:
+    from overt.models.local import LocalModel
+
+    return LocalModel.from_asset(arg or "default", cache_dir=options.cache_dir,
+                                 progress=options.progress)
+
+
+def builtin_providers() -> list[ModelProvider]:
+    """overt's own model schemes."""
+    return [
+        ModelProvider("local", _local, "the embedded default model (llama.cpp)"),
+        ModelProvider("scripted", _scripted, "replies replayed from a JSONL file"),
+    ]
+
+
+class ModelCatalog:
+    """Models by spec: registered instances by name, then providers by scheme.
+
+    Built models are kept, so one spec names one instance for the runtime's life.
+    """
+
+    def __init__(self, entries: Iterable[Model | ModelProvider] = (), *,
+                 options: ModelOptions | None = None) -> None:
+        self.options = options or ModelOptions()
+        self._models: dict[str, Model] = {}
+        self._providers: dict[str, ModelProvider] = {}
+        for entry in entries:
+            self.add(entry)
+
+    def add(self, entry: Model | ModelProvider) -> None:
+        """Register a model instance or a provider.
+
+        Raises:
+            UsageError: it is neither, or its name or scheme is taken.
+        """
+        if isinstance(entry, ModelProvider):
+            if entry.scheme in self._providers:
+                raise UsageError(f"a model provider for {entry.scheme!r} is already registered")
+            self._providers[entry.scheme] = entry
+        elif isinstance(entry, Model):
+            if entry.name in self._models:
+                raise UsageError(f"a model named {entry.name!r} is already registered")
+            self._models[entry.name] = entry
+        else:
+            raise UsageError(f"not a model or a model provider: {type(entry).__name__}")
+
+    @property
+    def schemes(self) -> list[str]:
+        return list(self._providers)
+
+    def get(self, spec: str) -> Model:
+        """The model ``spec`` names.
+
+        Raises:
+            UsageError: no registered model or provider matches.
+            ExtraMissingError, ModelAssetError: the provider cannot build it.
+        """
+        model = self._models.get(spec)
+        if model is not None:
+            return model
+        scheme, _, arg = spec.partition(":")
+        provider = self._providers.get(scheme)
+        if provider is None:
+            known = sorted([*self._providers, *self._models]) or ["none"]
+            raise UsageError(f"unknown model {spec!r}: use one of {', '.join(known)}")
+        model = provider.build(arg, self.options)
+        self._models[spec] = model
+        return model
+
+
 def resolve_model(spec: str, *, cache_dir: str | Path | None = None,
                   progress: Progress | None = None) -> Model:
-    """The model named by ``spec``.
+    """The model named by ``spec``, from overt's own providers.
 
     ``local`` is the embedded default (Qwen2.5-Coder-0.5B-Instruct on llama.cpp;
     weights assembled on first use). ``scripted:FILE`` replays a JSONL file of
@@ -24,15 +126,6 @@ def resolve_model(spec: str, *, cache_dir: str | Path | None = None,
         ExtraMissingError: the model needs an extra that is not installed.
         ModelAssetError: the local weights cannot be assembled or fail their hash.
     """
-    kind, _, arg = spec.partition(":")
-    if kind == "scripted":
-        if not arg:
-            raise UsageError("scripted model needs a file: --model scripted:FILE")
-        from overt.models.fake import ScriptedModel
-
-        return ScriptedModel.from_jsonl(arg)
-    if kind == "local":
-        from overt.models.local import LocalModel
-
-        return LocalModel.from_asset(arg or "default", cache_dir=cache_dir, progress=progress)
-    raise UsageError(f"unknown model {spec!r}: use local or scripted:FILE")
+    catalog = ModelCatalog(builtin_providers(),
+                           options=ModelOptions(cache_dir=cache_dir, progress=progress))
+    return catalog.get(spec)

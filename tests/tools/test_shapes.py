@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from overt.errors import UsageError
+from overt.tools import shapes
+from overt.tools.builtin import get_usage
+from overt.types import ToolSpec
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+ANTHROPIC = {"name": "weather", "description": "The weather in a city.", "input_schema": SCHEMA}
+OPENAI = {"type": "function", "function": {
+    "name": "weather", "description": "The weather in a city.", "parameters": SCHEMA}}
+
+
+def test_an_anthropic_descriptor_converts_to_openai_and_back_unchanged() -> None:
+    assert shapes.anthropic_to_openai(ANTHROPIC) == OPENAI
+    assert shapes.openai_to_anthropic(shapes.anthropic_to_openai(ANTHROPIC)) == ANTHROPIC
+
+
+def test_an_openai_descriptor_converts_to_anthropic_and_back_unchanged() -> None:
+    assert shapes.openai_to_anthropic(OPENAI) == ANTHROPIC
+    assert shapes.anthropic_to_openai(shapes.openai_to_anthropic(OPENAI)) == OPENAI
+
+
+def test_a_spec_round_trips_through_both_shapes() -> None:
+    spec = get_usage.spec
+    assert shapes.from_anthropic(shapes.to_anthropic(spec)) == spec
+    assert shapes.from_openai(shapes.to_openai(spec)) == spec
+
+
+def test_to_spec_tells_the_shapes_apart() -> None:
+    expected = ToolSpec("weather", "The weather in a city.", SCHEMA)
+    assert shapes.to_spec(ANTHROPIC) == shapes.to_spec(OPENAI) == expected
+    assert shapes.to_spec(expected) is expected
+
+
+def test_an_openai_function_without_parameters_takes_no_arguments() -> None:
+    spec = shapes.from_openai({"type": "function", "function": {"name": "ping"}})
+    assert spec.input_schema == {"type": "object", "properties": {}} and spec.description == ""
+
+
+@pytest.mark.parametrize("bad", [
+    "weather", {"description": "no name", "input_schema": SCHEMA},
+    {"name": "bad name!", "input_schema": SCHEMA}, {"name": "x", "input_schema": "schema"},
+    {"name": "x", "input_schema": {"type": "array"}}, {"type": "tool", "function": {"name": "x"}},
+    {"type": "function", "function": "x"}, {"name": "x", "description": 3, "input_schema": SCHEMA},
+])
+def test_a_malformed_descriptor_is_a_usage_error(bad: Any) -> None:
+    with pytest.raises(UsageError):
+        shapes.to_spec(bad)
