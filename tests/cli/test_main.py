@@ -117,3 +117,16 @@ def test_the_console_script_reads_overt_db_from_the_environment(tmp_path: Path,
         env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "You used 0 tokens today."
     assert (tmp_path / "env.db").exists() and (tmp_path / "transcript.jsonl").exists()
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path, script: Path) -> None:
+    db = tmp_path / "l.db"
+    for _ in range(60):  # an export of well over the pipe's 64 KiB buffer
+        _ask(db, script)
+    proc = subprocess.Popen([sys.executable, "-m", "overt.cli.main", "--db", str(db), "ledger",
+                             "export"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    proc.stdout.close()
+    assert proc.wait(timeout=30) == 0
+    assert proc.stderr is not None and b"Traceback" not in proc.stderr.read()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -115,6 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(_dispatch(args, config))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`overt runs | head`): nothing left to say to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except UsageError as exc:
         print(f"overt: {exc}", file=sys.stderr)
         return EXIT_USAGE
