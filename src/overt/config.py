@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -22,6 +23,15 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("overt", appauthor=False))
 
 
+# The providers' conventional variables, read by entry points only.
+_PROVIDER_ENV = (
+    ("anthropic", "api_key", "ANTHROPIC_API_KEY"),
+    ("anthropic", "base_url", "ANTHROPIC_BASE_URL"),
+    ("openai", "api_key", "OPENAI_API_KEY"),
+    ("openai", "base_url", "OPENAI_BASE_URL"),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     """Everything a runtime needs to be composed.
@@ -34,6 +44,11 @@ class Config:
     always wins (``builtin`` there removes overt's own tools). ``plugin_files``
     are Python files to offer as plugins, each named by its file stem.
     ``pre_tool_call_timeout_s`` bounds each plugin's ``pre_tool_call``.
+
+    ``providers`` holds each model provider's settings by scheme
+    (``{"anthropic": {"api_key": ..., "base_url": ...}, "openai": {...}}``);
+    providers read them from :class:`overt.models.resolve.ModelOptions`, never
+    from the environment.
     """
 
     db: str
@@ -49,6 +64,7 @@ class Config:
     plugins_disabled: tuple[str, ...] = ()
     plugin_files: tuple[str, ...] = ()
     pre_tool_call_timeout_s: float = 5.0
+    providers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("plugins_enabled", "plugins_disabled", "plugin_files"):
@@ -114,6 +130,11 @@ class Config:
                     values[key] = kind(raw)
                 except ValueError:
                     raise ConfigError(f"{name}={raw!r} is not a valid {kind.__name__}") from None
+        providers: dict[str, dict[str, Any]] = {}
+        for scheme, key, name in _PROVIDER_ENV:
+            if env.get(name):
+                providers.setdefault(scheme, {})[key] = env[name]
+        values["providers"] = providers
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
 

@@ -90,7 +90,7 @@ class Runtime:
             config.plugins_enabled, config.plugins_disabled, config.plugin_files,
             timeouts={"pre_tool_call": config.pre_tool_call_timeout_s})
         catalog = ModelCatalog(plugins.models(), options=ModelOptions(
-            cache_dir=config.cache_dir, progress=progress))
+            cache_dir=config.cache_dir, progress=progress, provider_settings=config.providers))
         chosen = model or catalog.get(config.model)
         ledger = open_ledger(config.db)
         path = config.transcript_path

@@ -8,9 +8,10 @@ ready :class:`~overt.models.base.Model`, addressed by its ``name``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from overt.errors import UsageError
 from overt.models.base import Model
@@ -24,6 +25,12 @@ class ModelOptions:
 
     cache_dir: str | Path | None = None
     progress: Progress | None = None
+    # Each provider's settings by scheme (API keys, base URLs, timeouts), from config.
+    provider_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def settings(self, scheme: str) -> Mapping[str, Any]:
+        """The settings of the provider of ``scheme`` (empty if none were given)."""
+        return self.provider_settings.get(scheme, {})
 
 
 @dataclass(frozen=True, slots=True)
