@@ -23,6 +23,28 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("overt", appauthor=False))
 
 
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Spending limits, each optional: tokens (input + output) and US dollars,
+    per session and per UTC day. Checked before every model call."""
+
+    session_tokens: int | None = None
+    day_tokens: int | None = None
+    session_usd: float | None = None
+    day_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("session_tokens", "day_tokens", "session_usd", "day_usd"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or value < 0):
+                raise ConfigError(f"budget {name} must be a non-negative number, got {value!r}")
+
+    @property
+    def empty(self) -> bool:
+        return all(getattr(self, n) is None for n in
+                   ("session_tokens", "day_tokens", "session_usd", "day_usd"))
+
+
 # The providers' conventional variables, read by entry points only.
 _PROVIDER_ENV = (
     ("anthropic", "api_key", "ANTHROPIC_API_KEY"),
@@ -65,6 +87,9 @@ class Config:
     plugin_files: tuple[str, ...] = ()
     pre_tool_call_timeout_s: float = 5.0
     providers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # USD per million (input, output) tokens by model name; overrides the shipped table.
+    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    budget: Budget = field(default_factory=Budget)
 
     def __post_init__(self) -> None:
         for name in ("plugins_enabled", "plugins_disabled", "plugin_files"):
