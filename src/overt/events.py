@@ -16,7 +16,8 @@ from typing import Any, ClassVar, Literal
 ToolStatus = Literal["ok", "not_allowed", "execution_error", "timeout"]
 TOOL_STATUSES: tuple[str, ...] = ("ok", "not_allowed", "execution_error", "timeout")
 
-TurnStatus = Literal["completed", "tool_error_streak", "model_error", "ledger_error"]
+TurnStatus = Literal["completed", "tool_error_streak", "model_error", "ledger_error",
+                     "budget_exceeded"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,13 +16,15 @@ from typing import Any, TypeVar
 from overt import __version__
 from overt.channels.transcript import Transcript, transcript_line
 from overt.clock import now_iso
-from overt.config import Config
+from overt.config import Budget, Config
+from overt.engine.budget import BudgetGuard
 from overt.engine.loop import Engine, EngineSettings
 from overt.events import Event, RuntimeStarted
 from overt.hooks.manager import PluginHost
 from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
 from overt.models.base import Model
+from overt.models.pricing import PriceTable
 from overt.models.resolve import ModelCatalog, ModelOptions, Progress
 from overt.prompts import load_template, render
 from overt.tools.base import Tool
@@ -39,7 +41,8 @@ class Runtime:
     def __init__(self, *, model: Model, ledger: Ledger, tools: Iterable[Tool] | None = None,
                  settings: EngineSettings | None = None, transcript: Transcript | None = None,
                  system_prompt_template: str | None = None,
-                 plugins: PluginHost | None = None, models: ModelCatalog | None = None) -> None:
+                 plugins: PluginHost | None = None, models: ModelCatalog | None = None,
+                 prices: PriceTable | None = None, budget: Budget | None = None) -> None:
         """``tools``: the tools to offer besides the plugins' (``None``: overt's built-in
         tools, through its built-in plugin). ``plugins``: the registered plugins
         (``None``: the built-in plugin alone when ``tools`` is None, else none).
@@ -67,10 +70,14 @@ class Runtime:
         def system_prompt_for(specs: tuple[ToolSpec, ...]) -> str:
             return render(template, specs, max_calls)
 
+        self.prices = prices or PriceTable()
         self.engine = Engine(
             model, self.tools, ledger, system_prompt=system_prompt_for(self.tools.specs()),
             settings=self.settings, runtime_started_at=self.started_at,
-            hooks=self.plugins.hooks, models=self._model, system_prompt_for=system_prompt_for)
+            hooks=self.plugins.hooks, models=self._model, system_prompt_for=system_prompt_for,
+            prices=self.prices,
+            budget=None if budget is None or budget.empty else BudgetGuard(budget, ledger,
+                                                                           self.prices))
         self._started = False
 
     def _model(self, spec: str) -> Model:
@@ -102,7 +109,7 @@ class Runtime:
                 tool_timeout_s=config.tool_timeout_s, route=config.route),
             transcript=Transcript(path) if path else None,
             system_prompt_template=load_template(config.system_prompt), plugins=plugins,
-            models=catalog)
+            models=catalog, prices=PriceTable(config.prices), budget=config.budget)
 
     async def start(self) -> None:
         """Record that this runtime started (once), with any plugin that failed to register."""

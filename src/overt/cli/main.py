@@ -65,6 +65,14 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--model", help="local (default) | scripted:FILE (env OVERT_MODEL)")
     ask.add_argument("--json", action="store_true", help="print the ResponseResult as JSON")
 
+    usage = sub.add_parser("usage", help="tokens and money spent (the burn)")
+    usage.add_argument("--since", default="today",
+                       help="today (default), all, a duration like 24h or 7d, or an ISO time")
+    usage.add_argument("--by", default="route,model",
+                       help="group by route, model and/or day, comma separated "
+                            "(default route,model)")
+    usage.add_argument("--json", action="store_true")
+
     chat = sub.add_parser("chat", help="a conversation in one session (empty line or EOF ends)")
     chat.add_argument("--model")
 
@@ -139,6 +147,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return run_sync(_demo(config))
     if command == "chat":
         return run_sync(_chat(config))
+    if command == "usage":
+        return run_sync(_usage(config, args.since, args.by, args.json))
     if command == "runs":
         return run_sync(_runs(config, args.limit, args.json))
     if command == "show":
@@ -229,6 +239,22 @@ async def _chat(config: Config) -> int:
                 history += [Message("user", text), Message("assistant", result.text)]
     finally:
         await runtime.close()
+    return EXIT_OK
+
+
+async def _usage(config: Config, since: str, by: str, as_json: bool) -> int:
+    groups = tuple(g.strip() for g in by.split(",") if g.strip())
+    unknown = set(groups) - {"route", "model", "day"}
+    if unknown or not groups:
+        raise UsageError(f"--by takes route, model and/or day, not {by!r}")
+    start = period_start(since)
+    async with _opened(config) as ledger:
+        rows = await ledger.usage(since=start, by=groups)
+    if as_json:
+        print(json.dumps({"since": start, "by": list(groups), "rows": [_slots(r) for r in rows]},
+                         indent=2))
+    else:
+        print(render.usage_table(rows, groups, since=start))
     return EXIT_OK
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from overt.hooks.manager import PluginInfo
-from overt.ledger.base import Entry, TurnSummary, VerifyReport
+from overt.ledger.base import Entry, TurnSummary, UsageRow, VerifyReport
 
 
 def _ms(value: Any) -> str:
@@ -111,4 +111,25 @@ def plugins_table(infos: list[PluginInfo]) -> str:
             lines.append(f"    hooks: {', '.join(p.hooks) or '(none)'}")
     lines.append("")
     lines.append("enable with OVERT_PLUGINS_ENABLED=NAME,... or --enable-plugin NAME")
+    return "\n".join(lines)
+
+
+def usage_table(rows: list[UsageRow], groups: tuple[str, ...], *, since: str | None) -> str:
+    """The burn: one line per group, and a total."""
+    header = f"usage since {since or 'the start of the ledger'}"
+    if not rows:
+        return f"{header}: no model calls"
+    names = {"route": 14, "model": 44, "day": 10}
+    lines = [header, "  ".join(f"{g:<{names[g]}}" for g in groups)
+             + f"  {'calls':>6}  {'tokens in':>10}  {'tokens out':>10}  {'cost USD':>12}"]
+    for r in rows:
+        lines.append("  ".join(f"{getattr(r, g):<{names[g]}}" for g in groups)
+                     + f"  {r.inferences:>6}  {r.input_tokens:>10,}  {r.output_tokens:>10,}"
+                     f"  {r.cost_usd:>12.6f}")
+    total_in = sum(r.input_tokens for r in rows)
+    total_out = sum(r.output_tokens for r in rows)
+    width = sum(names[g] for g in groups) + 2 * (len(groups) - 1)
+    lines.append(f"{'total':>{width}}  "
+                 f"{sum(r.inferences for r in rows):>6}  {total_in:>10,}  {total_out:>10,}"
+                 f"  {sum(r.cost_usd for r in rows):>12.6f}")
     return "\n".join(lines)

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from overt.engine.budget import BudgetGuard
 from overt.engine.dispatch import ToolOutcome, execute, precheck, unknown_tool
 from overt.engine.hooked import TurnHooks
 from overt.engine.record import Recorder, audit_name, canonical_or_repr, jsonable
@@ -43,6 +44,7 @@ from overt.ids import new_ulid
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import canonical_json
 from overt.models.base import Model
+from overt.models.pricing import PriceTable
 from overt.tools.base import Tool, ToolContext
 from overt.tools.registry import ToolRegistry
 from overt.types import (
@@ -89,6 +91,7 @@ class Engine:
                  hooks: HookSet | None = None,
                  models: Callable[[str], Model] | None = None,
                  system_prompt_for: Callable[[tuple[ToolSpec, ...]], str] | None = None,
+                 prices: PriceTable | None = None, budget: BudgetGuard | None = None,
                  ) -> None:
         """``hooks``: the plugins' implementations (none by default). ``models``
         resolves a model a ``Reissue`` names. ``system_prompt_for`` renders the
@@ -103,6 +106,8 @@ class Engine:
         self.hooks = hooks or NO_HOOKS
         self.models = models
         self.system_prompt_for = system_prompt_for
+        self.prices = prices or PriceTable()
+        self.budget = budget
 
     async def run_turn(self, message: IncomingMessage, *, session_id: str | None = None,
                        history: Sequence[Message] = ()) -> TurnOutcome:
@@ -159,6 +164,9 @@ class _Turn:
             if chosen != specs and engine.system_prompt_for is not None:
                 system_prompt = engine.system_prompt_for(chosen)
             specs = chosen
+        if engine.budget is not None:
+            note = await engine.budget.describe(self.session_id)
+            system_prompt = f"{system_prompt}\n\n{note}" if system_prompt else note
         messages: list[Message] = []
         if system_prompt:
             messages.append(Message("system", system_prompt))
@@ -172,6 +180,12 @@ class _Turn:
         while True:
             request = ModelRequest(tuple(messages), specs if tools_allowed else (),
                                    settings.max_output_tokens)
+            if engine.budget is not None:
+                await rec.flush()  # what was spent so far is on the record first
+                refusal = await engine.budget.check(self.session_id, request, engine.model.name)
+                if refusal is not None:
+                    self.error = f"budget_exceeded: {refusal.limit}"
+                    return await self._finish(messages, "budget_exceeded", refusal.text)
             if hooks is None:
                 response = await self._infer(request, engine.model)
             else:
@@ -260,7 +274,11 @@ class _Turn:
                 tool_calls_requested=0, stop_reason="error", response_digest=None,
                 escalated=escalated, error_type=type(exc).__name__))
             return None
-        self.usage = self.usage + response.usage
+        usage = response.usage
+        if not usage.cost_usd and (usage.input_tokens or usage.output_tokens):
+            cost = engine.prices.cost(response.model or model.name, usage)
+            usage = Usage(usage.input_tokens, usage.output_tokens, cost)
+        self.usage = self.usage + usage
         body = canonical_json({
             "text": response.text, "reasoning": response.reasoning,
             "tool_calls": [{"id": c.id, "name": c.name, "arguments": jsonable(c.arguments),
@@ -270,7 +288,7 @@ class _Turn:
             turn_id=self.turn_id, session_id=self.session_id, inference_id=inference_id,
             iteration=self.model_calls - 1, model=response.model or model.name,
             route=engine.settings.route, input_tokens=response.usage.input_tokens,
-            output_tokens=response.usage.output_tokens, cost_usd=response.usage.cost_usd,
+            output_tokens=usage.output_tokens, cost_usd=usage.cost_usd,
             duration_ms=_ms_since(started), tools_offered=offered,
             tool_calls_requested=len(response.tool_calls), stop_reason=response.stop_reason,
             response_digest=rec.content(body), escalated=escalated, info=dict(response.info)))
@@ -354,10 +372,10 @@ class _Turn:
 
     async def _finish(self, messages: list[Message], status: TurnStatus,
                       text: str = "") -> TurnOutcome:
-        failed = status == "model_error"
+        failed = status in ("model_error", "budget_exceeded")
         tools_used = None if failed else list(self.tools_used)
         error = self.error if failed else None
-        if failed:
+        if status == "model_error":
             text = "The model could not answer this time; the error is on the record."
         elif not text.strip():
             text = "(the model gave an empty answer)"

@@ -69,7 +69,7 @@ class TurnSummary:
 
 @dataclass(frozen=True, slots=True)
 class UsageRow:
-    """Tokens and money per route and model over a period."""
+    """Tokens and money per route, model and/or UTC day over a period (``*``: not grouped)."""
 
     route: str
     model: str
@@ -77,6 +77,7 @@ class UsageRow:
     input_tokens: int
     output_tokens: int
     cost_usd: float
+    day: str = "*"
 
 
 class Ledger(Protocol):
@@ -111,8 +112,13 @@ class Ledger(Protocol):
         """The latest turns, newest first."""
         ...
 
-    async def usage(self, since: str | None = None, until: str | None = None) -> list[UsageRow]:
-        """Tokens and cost per (route, model) of inferences in ``[since, until)``."""
+    async def usage(self, since: str | None = None, until: str | None = None,
+                    by: Sequence[str] = ("route", "model")) -> list[UsageRow]:
+        """Tokens and cost of inferences in ``[since, until)`` grouped ``by`` route, model, day."""
+        ...
+
+    async def spent(self, *, since: str, session_id: str | None = None) -> tuple[int, float]:
+        """Tokens (input + output) and dollars of inferences since ``since`` (of one session)."""
         ...
 
     async def count(self, kind: str, since: str | None = None) -> int:

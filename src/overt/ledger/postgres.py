@@ -345,11 +345,19 @@ class PostgresLedger:
             for r in rows
         ]
 
-    async def usage(self, since: str | None = None, until: str | None = None) -> list[UsageRow]:
+    async def usage(self, since: str | None = None, until: str | None = None,
+                    by: Sequence[str] = ("route", "model")) -> list[UsageRow]:
+        statement = sql.usage(D, by)
         rows = await self._aread(lambda c: c.execute(
-            sql.usage(D), (since or "", until or "\uffff")).fetchall())
-        return [UsageRow(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), round(float(r[5]), 10))
-                for r in rows]
+            statement, (since or "", until or "\uffff")).fetchall())
+        return [UsageRow(r[0], r[1], int(r[3]), int(r[4]), int(r[5]), round(float(r[6]), 10),
+                         r[2]) for r in rows]
+
+    async def spent(self, *, since: str, session_id: str | None = None) -> tuple[int, float]:
+        params = (since,) if session_id is None else (since, session_id)
+        statement = sql.spent(D, session=session_id is not None)
+        row = await self._aread(lambda c: c.execute(statement, params).fetchone())
+        return int(row[0]), round(float(row[1]), 10)
 
     async def count(self, kind: str, since: str | None = None) -> int:
         row = await self._aread(lambda c: c.execute(sql.count(D), (kind, since or "")).fetchone())

@@ -102,13 +102,35 @@ def recent_turns(d: Dialect) -> str:
             f"duration_ms FROM turns ORDER BY started_at DESC, turn_id DESC LIMIT {d.ph}")
 
 
-def usage(d: Dialect) -> str:
-    return (f"SELECT {d.text('route')}, {d.text('model')}, count(*), "
+USAGE_GROUPS = ("route", "model", "day")
+
+
+def usage(d: Dialect, by: Sequence[str] = ("route", "model")) -> str:
+    """Inference totals per group; ungrouped columns read ``*``.
+
+    Raises:
+        ValueError: ``by`` names something other than route, model, day.
+    """
+    unknown = set(by) - set(USAGE_GROUPS)
+    if unknown or not by:
+        raise ValueError(f"usage groups by {USAGE_GROUPS}, not {sorted(unknown) or 'nothing'}")
+    columns = {"route": d.text("route"), "model": d.text("model"), "day": "substr(at, 1, 10)"}
+    selected = [columns[g] if g in by else "'*'" for g in USAGE_GROUPS]
+    return (f"SELECT {', '.join(selected)}, count(*), "
             f"coalesce(sum({d.number('input_tokens')}), 0), "
             f"coalesce(sum({d.number('output_tokens')}), 0), "
             f"coalesce(sum({d.number('cost_usd')}), 0.0) "
             f"FROM audit_log WHERE kind = 'inference' AND at >= {d.ph} AND at < {d.ph} "
-            "GROUP BY 1, 2 ORDER BY 6 DESC, 4 DESC")
+            f"GROUP BY 1, 2, 3 ORDER BY 3 DESC, 7 DESC, 5 DESC")
+
+
+def spent(d: Dialect, *, session: bool) -> str:
+    """Tokens (input + output) and dollars of inferences since a time (and of one session)."""
+    where = f"kind = 'inference' AND at >= {d.ph}"
+    if session:
+        where += f" AND session_id = {d.ph}"
+    return (f"SELECT coalesce(sum({d.number('input_tokens')} + {d.number('output_tokens')}), 0),"
+            f" coalesce(sum({d.number('cost_usd')}), 0.0) FROM audit_log WHERE {where}")
 
 
 def count(d: Dialect) -> str:

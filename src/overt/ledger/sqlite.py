@@ -234,9 +234,16 @@ class SqliteLedger:
             for r in self._query(sql.recent_turns(D), (int(limit),))
         ]
 
-    async def usage(self, since: str | None = None, until: str | None = None) -> list[UsageRow]:
-        rows = self._query(sql.usage(D), (since or "", until or "\uffff"))
-        return [UsageRow(r[0], r[1], r[2], int(r[3]), int(r[4]), round(r[5], 10)) for r in rows]
+    async def usage(self, since: str | None = None, until: str | None = None,
+                    by: Sequence[str] = ("route", "model")) -> list[UsageRow]:
+        rows = self._query(sql.usage(D, by), (since or "", until or "\uffff"))
+        return [UsageRow(r[0], r[1], int(r[3]), int(r[4]), int(r[5]), round(float(r[6]), 10),
+                         r[2]) for r in rows]
+
+    async def spent(self, *, since: str, session_id: str | None = None) -> tuple[int, float]:
+        params = (since,) if session_id is None else (since, session_id)
+        row = self._query(sql.spent(D, session=session_id is not None), params)[0]
+        return int(row[0]), round(float(row[1]), 10)
 
     async def count(self, kind: str, since: str | None = None) -> int:
         return int(self._query(sql.count(D), (kind, since or ""))[0][0])

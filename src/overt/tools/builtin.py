@@ -14,6 +14,11 @@ from overt.clock import period_start
 from overt.tools.base import Tool, ToolContext, tool
 
 Period = Literal["today", "24h", "7d", "30d", "all"]
+Grouping = Literal["route_and_model", "route", "model", "day"]
+GROUPS: dict[str, tuple[str, ...]] = {
+    "route_and_model": ("route", "model"), "route": ("route",), "model": ("model",),
+    "day": ("day",),
+}
 
 
 @tool(read_only=True, capability="runtime.read")
@@ -52,20 +57,22 @@ async def get_operational_state(ctx: ToolContext) -> dict[str, Any]:
 
 
 @tool(read_only=True, capability="usage.read")
-async def get_usage(ctx: ToolContext, period: Period = "today") -> dict[str, Any]:
-    """Report tokens used and money spent, per route and model, over a period.
+async def get_usage(ctx: ToolContext, period: Period = "today",
+                    by: Grouping = "route_and_model") -> dict[str, Any]:
+    """Report tokens used and money spent over a period, per route and model (or per day).
 
     Use when the operator asks about cost, burn, spend, tokens or usage.
 
     Args:
         period: which period to total: today (since midnight UTC), 24h, 7d, 30d or all.
+        by: how to break the total down: route_and_model, route, model or day.
     """
     since = period_start(period)
-    rows = await ctx.ledger.usage(since=since)
-    by_route = [
+    groups = GROUPS[by]
+    rows = await ctx.ledger.usage(since=since, by=groups)
+    breakdown = [
         {
-            "route": r.route,
-            "model": r.model,
+            **{g: getattr(r, g) for g in groups},
             "inferences": r.inferences,
             "input_tokens": r.input_tokens,
             "output_tokens": r.output_tokens,
@@ -80,7 +87,7 @@ async def get_usage(ctx: ToolContext, period: Period = "today") -> dict[str, Any
         "total_output_tokens": sum(r.output_tokens for r in rows),
         "total_cost_usd": round(sum(r.cost_usd for r in rows), 6),
         "inferences": sum(r.inferences for r in rows),
-        "by_route_and_model": by_route,
+        f"by_{by}": breakdown,
     }
 
 
