@@ -11,6 +11,7 @@ from typing import Any
 import platformdirs
 
 from overt.errors import ConfigError
+from overt.models.router import EscalationRule
 
 
 def default_data_dir() -> Path:
@@ -43,6 +44,30 @@ class Budget:
     def empty(self) -> bool:
         return all(getattr(self, n) is None for n in
                    ("session_tokens", "day_tokens", "session_usd", "day_usd"))
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A route (``[routes.NAME]``): its model (None: the config's ``model``), a stronger
+    model to escalate weak answers to, models to fall back to on provider errors, the
+    tools it offers (None: all), and a budget that replaces the config's for it."""
+
+    model: str | None = None
+    escalate_to: str | None = None
+    fallback: tuple[str, ...] = ()
+    tools: tuple[str, ...] | None = None
+    budget: Budget | None = None
+    escalation: EscalationRule = field(default_factory=EscalationRule)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAlias:
+    """A name for a model spec (``[models.NAME]``), with provider settings over the
+    provider's own (``base_url``, ``api_key``, ...). ``api_key_env`` in ``settings`` names
+    the variable the entry point reads the key from."""
+
+    spec: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
 
 # The providers' conventional variables, read by entry points only.
@@ -90,6 +115,9 @@ class Config:
     # USD per million (input, output) tokens by model name; overrides the shipped table.
     prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     budget: Budget = field(default_factory=Budget)
+    routes: Mapping[str, Route] = field(default_factory=dict)
+    model_aliases: Mapping[str, ModelAlias] = field(default_factory=dict)
+    config_file: str | None = None  # the overt.toml this came from, if any
 
     def __post_init__(self) -> None:
         for name in ("plugins_enabled", "plugins_disabled", "plugin_files"):
@@ -107,6 +135,20 @@ class Config:
             raise ConfigError(f"tool_timeout_s must be positive, got {self.tool_timeout_s}")
         if not self.db:
             raise ConfigError("db must name a ledger")
+        if self.routes and self.route not in self.routes:
+            raise ConfigError(f"route {self.route!r} is not defined (routes: "
+                              f"{', '.join(self.routes)})")
+
+    @property
+    def active_route(self) -> Route | None:
+        """The settings of ``route``, if the config defines it."""
+        return self.routes.get(self.route)
+
+    @property
+    def effective_budget(self) -> Budget:
+        """The budget of this route: its own if it has one, else ``budget``."""
+        route = self.routes.get(self.route)
+        return route.budget if route is not None and route.budget is not None else self.budget
 
     @property
     def transcript_path(self) -> Path | None:
@@ -122,29 +164,39 @@ class Config:
         return replace(self, **changes)  # type: ignore[arg-type]
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Config:
-        """Build from ``OVERT_*`` variables (entry points only); ``overrides`` win when not None.
+    def from_env(cls, env: Mapping[str, str] | None = None, *,
+                 file: Mapping[str, object] | None = None, **overrides: object) -> Config:
+        """Build from ``OVERT_*`` variables (entry points only) over ``file``'s values
+        (a config file's, see :mod:`overt.config_file`); ``overrides`` win when not None.
 
-        ``OVERT_DB``, ``OVERT_MODEL``, ``OVERT_TRANSCRIPT``, ``OVERT_SYSTEM_PROMPT``,
-        ``OVERT_MAX_TOOL_CALLS``, ``OVERT_TOOL_TIMEOUT_S``, ``OVERT_CACHE_DIR``,
-        ``OVERT_PRE_TOOL_CALL_TIMEOUT_S``; comma lists ``OVERT_PLUGINS_ENABLED``,
-        ``OVERT_PLUGINS_DISABLED``, ``OVERT_PLUGIN_FILES``.
+        ``OVERT_DB``, ``OVERT_MODEL``, ``OVERT_ROUTE``, ``OVERT_TRANSCRIPT``,
+        ``OVERT_SYSTEM_PROMPT``, ``OVERT_MAX_TOOL_CALLS``, ``OVERT_TOOL_TIMEOUT_S``,
+        ``OVERT_CACHE_DIR``, ``OVERT_PRE_TOOL_CALL_TIMEOUT_S``; comma lists
+        ``OVERT_PLUGINS_ENABLED``, ``OVERT_PLUGINS_DISABLED``, ``OVERT_PLUGIN_FILES``.
+        A route's ``model`` is used unless the model is given by variable or override.
+        Each ``api_key_env`` a provider or model alias names is read here.
 
         Raises:
             ConfigError: a variable holds a malformed value.
         """
         env = os.environ if env is None else env
-        values: dict[str, object] = {
-            "db": env.get("OVERT_DB") or str(default_data_dir() / "ledger.db"),
-            "model": env.get("OVERT_MODEL") or "local",
-            "transcript": env.get("OVERT_TRANSCRIPT"),
-            "system_prompt": env.get("OVERT_SYSTEM_PROMPT"),
-            "cache_dir": env.get("OVERT_CACHE_DIR"),
-        }
+        values: dict[str, object] = {"db": str(default_data_dir() / "ledger.db"),
+                                     "model": "local"}
+        values.update(file or {})
+        for key, name in (("db", "OVERT_DB"), ("model", "OVERT_MODEL"),
+                          ("route", "OVERT_ROUTE")):
+            if env.get(name):
+                values[key] = env[name]
+        for key, name in (("transcript", "OVERT_TRANSCRIPT"),
+                          ("system_prompt", "OVERT_SYSTEM_PROMPT"),
+                          ("cache_dir", "OVERT_CACHE_DIR")):
+            if name in env:
+                values[key] = env[name]
         for key, name in (("plugins_enabled", "OVERT_PLUGINS_ENABLED"),
                           ("plugins_disabled", "OVERT_PLUGINS_DISABLED"),
                           ("plugin_files", "OVERT_PLUGIN_FILES")):
-            values[key] = comma_list(env.get(name, ""))
+            if env.get(name):
+                values[key] = comma_list(env[name])
         for key, name, kind in (("max_tool_calls", "OVERT_MAX_TOOL_CALLS", int),
                                 ("tool_timeout_s", "OVERT_TOOL_TIMEOUT_S", float),
                                 ("pre_tool_call_timeout_s", "OVERT_PRE_TOOL_CALL_TIMEOUT_S",
@@ -155,13 +207,44 @@ class Config:
                     values[key] = kind(raw)
                 except ValueError:
                     raise ConfigError(f"{name}={raw!r} is not a valid {kind.__name__}") from None
-        providers: dict[str, dict[str, Any]] = {}
-        for scheme, key, name in _PROVIDER_ENV:
-            if env.get(name):
-                providers.setdefault(scheme, {})[key] = env[name]
-        values["providers"] = providers
+        values["providers"] = _providers(env, values.get("providers"))
+        aliases = values.get("model_aliases")
+        if isinstance(aliases, Mapping):
+            values["model_aliases"] = {
+                name: replace(a, settings=_with_key(env, a.settings))
+                for name, a in aliases.items()}
         values.update({k: v for k, v in overrides.items() if v is not None})
+        routes = values.get("routes")
+        route = routes.get(values.get("route", "default")) if isinstance(routes, Mapping) \
+            else None
+        if route is not None and route.model is not None and not env.get("OVERT_MODEL") \
+                and overrides.get("model") is None:
+            values["model"] = route.model
         return cls(**values)  # type: ignore[arg-type]
+
+
+def _with_key(env: Mapping[str, str], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with ``api_key_env`` replaced by the key it names (when set)."""
+    resolved = {k: v for k, v in settings.items() if k != "api_key_env"}
+    name = settings.get("api_key_env")
+    if isinstance(name, str) and env.get(name):
+        resolved["api_key"] = env[name]
+    return resolved
+
+
+def _providers(env: Mapping[str, str], given: object) -> dict[str, dict[str, Any]]:
+    """The file's provider settings, keys read from the variables they name; the
+    conventional variables over them (a key only where the file names no variable that
+    is set)."""
+    providers: dict[str, dict[str, Any]] = {}
+    if isinstance(given, Mapping):
+        providers = {scheme: _with_key(env, s) for scheme, s in given.items()}
+    for scheme, key, name in _PROVIDER_ENV:
+        if env.get(name):
+            settings = providers.setdefault(scheme, {})
+            if key != "api_key" or "api_key" not in settings:
+                settings[key] = env[name]
+    return providers
 
 
 def comma_list(text: str) -> tuple[str, ...]:

@@ -75,6 +75,8 @@ class InferenceRecorded(Event):
     stop_reason: str
     response_digest: str | None
     escalated: bool = False
+    escalation_reason: str | None = None
+    """Why this call was escalated (the reissue's reason code), when ``escalated``."""
     error_type: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
 

@@ -10,15 +10,16 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Collection, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
-from overt import __version__
+from overt import __version__, routing
 from overt.channels.transcript import Transcript, transcript_line
 from overt.clock import now_iso
 from overt.config import Budget, Config
 from overt.engine.budget import BudgetGuard
 from overt.engine.loop import Engine, EngineSettings
+from overt.errors import UsageError
 from overt.events import Event, RuntimeStarted
 from overt.hooks.manager import PluginHost
 from overt.ledger import open_ledger
@@ -42,16 +43,19 @@ class Runtime:
                  settings: EngineSettings | None = None, transcript: Transcript | None = None,
                  system_prompt_template: str | None = None,
                  plugins: PluginHost | None = None, models: ModelCatalog | None = None,
-                 prices: PriceTable | None = None, budget: Budget | None = None) -> None:
+                 prices: PriceTable | None = None, budget: Budget | None = None,
+                 allowed_tools: Collection[str] | None = None) -> None:
         """``tools``: the tools to offer besides the plugins' (``None``: overt's built-in
         tools, through its built-in plugin). ``plugins``: the registered plugins
         (``None``: the built-in plugin alone when ``tools`` is None, else none).
         ``models``: where a ``Reissue`` finds the model it names (``None``: the
         plugins' models and providers). The plugins' tools and hooks are taken
         here, once: a plugin registered on the host later is not seen.
+        ``allowed_tools``: offer only these (a route's ``tools``; None: all).
 
         Raises:
-            UsageError: two tools share a name.
+            UsageError: two tools share a name, or ``allowed_tools`` names a tool
+                that is not registered.
         """
         self.model = model
         self.ledger = ledger
@@ -59,6 +63,8 @@ class Runtime:
             PluginHost.builtin_only() if tools is None else PluginHost())
         self.tools = ToolRegistry(tools or ())
         self.plugins.add_tools(self.tools)
+        if allowed_tools is not None:
+            self.tools = _only(self.tools, allowed_tools)
         self.models = models if models is not None else ModelCatalog(self.plugins.models())
         self.settings = settings or EngineSettings()
         self.transcript = transcript
@@ -98,7 +104,10 @@ class Runtime:
             timeouts={"pre_tool_call": config.pre_tool_call_timeout_s})
         catalog = ModelCatalog(plugins.models(), options=ModelOptions(
             cache_dir=config.cache_dir, progress=progress, provider_settings=config.providers))
-        chosen = model or catalog.get(config.model)
+        routing.add_aliases(config, catalog)
+        chosen = model or routing.route_model(config, catalog)
+        routing.add_router(config, plugins, chosen)
+        route = config.active_route
         ledger = open_ledger(config.db)
         path = config.transcript_path
         return cls(
@@ -109,7 +118,8 @@ class Runtime:
                 tool_timeout_s=config.tool_timeout_s, route=config.route),
             transcript=Transcript(path) if path else None,
             system_prompt_template=load_template(config.system_prompt), plugins=plugins,
-            models=catalog, prices=PriceTable(config.prices), budget=config.budget)
+            models=catalog, prices=PriceTable(config.prices), budget=config.effective_budget,
+            allowed_tools=route.tools if route is not None else None)
 
     async def start(self) -> None:
         """Record that this runtime started (once), with any plugin that failed to register."""
@@ -141,9 +151,33 @@ class Runtime:
         await self.ledger.close()
         if self.transcript is not None:
             self.transcript.close()
-        closer = getattr(self.model, "close", None)
-        if closer is not None:
-            closer()
+        for model in {id(m): m for m in (self.model, *self.models.built())}.values():
+            aclose = getattr(model, "aclose", None)
+            if aclose is not None:
+                await aclose()
+            elif (close := getattr(model, "close", None)) is not None:
+                close()
+
+
+def _only(registry: ToolRegistry, names: Collection[str]) -> ToolRegistry:
+    """``registry`` with only the tools ``names`` lists.
+
+    Raises:
+        UsageError: a name is not registered.
+    """
+    unknown = sorted(set(names) - set(registry.names))
+    if unknown:
+        raise UsageError(f"the route's tools name {', '.join(unknown)}, which is not "
+                         f"registered (tools: {', '.join(registry.names) or 'none'})")
+    kept = ToolRegistry()
+    for spec in registry.specs():
+        if spec.name in names:
+            tool = registry.get(spec.name)
+            if tool is not None:
+                kept.register(tool)
+            else:
+                kept.register_spec(spec)
+    return kept
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

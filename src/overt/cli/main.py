@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from overt import __version__
-from overt.cli import export_cmd, render
+from overt import __version__, config_file
+from overt.cli import config_cmd, export_cmd, render
 from overt.clock import period_start
 from overt.config import Config
 from overt.errors import LedgerError, ModelError, NotFoundError, OvertError, UsageError
@@ -49,6 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"overt {__version__}")
     p.add_argument("--db", help="ledger: a SQLite file or postgresql://… URL "
                                 "(default: user data dir; env OVERT_DB)")
+    p.add_argument("--config", metavar="PATH",
+                   help="the config file (default: env OVERT_CONFIG, else ./overt.toml if "
+                        "present); flags and env win over it")
+    p.add_argument("--route", metavar="NAME", help="the route to answer on (env OVERT_ROUTE)")
     p.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
     p.add_argument("--enable-plugin", action="append", default=[], metavar="NAME",
                    help="enable a plugin (repeatable; adds to env OVERT_PLUGINS_ENABLED)")
@@ -108,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
 
     plugins = sub.add_parser("plugins", help="installed plugins, whether enabled, their hooks")
     plugins.add_argument("--json", action="store_true")
+    config_cmd.add_parser(sub)
     return p
 
 
@@ -116,12 +121,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
     try:
-        config = Config.from_env(db=args.db, model=getattr(args, "model", None))
-        config = config.with_(
-            plugins_enabled=(*config.plugins_enabled, *args.enable_plugin),
-            plugins_disabled=(*config.plugins_disabled, *args.disable_plugin),
-            plugin_files=(*config.plugin_files, *args.plugin_file))
-        return int(_dispatch(args, config))
+        def load() -> Config:
+            config = config_file.load(path=args.config, db=args.db, route=args.route,
+                                      model=getattr(args, "model", None))
+            return config.with_(
+                plugins_enabled=(*config.plugins_enabled, *args.enable_plugin),
+                plugins_disabled=(*config.plugins_disabled, *args.disable_plugin),
+                plugin_files=(*config.plugin_files, *args.plugin_file))
+        if args.command == "config":
+            return config_cmd.run(args, load)
+        return int(_dispatch(args, load()))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

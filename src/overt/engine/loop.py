@@ -243,7 +243,8 @@ class _Turn:
                                            target.name)
                     if hooks.has.pre_api_request:
                         again = await hooks.request(again, target.name, iteration)
-                    second = await self._infer(again, target, escalated=True)
+                    second = await self._infer(again, target, escalated=True,
+                                               escalation_reason=directive.reason_code)
                     if second is not None:
                         request, response, model, reissued = again, second, target, True
                     else:
@@ -253,8 +254,8 @@ class _Turn:
                                   reissued)
         return response
 
-    async def _infer(self, request: ModelRequest, model: Model, *,
-                     escalated: bool = False) -> ModelResponse | None:
+    async def _infer(self, request: ModelRequest, model: Model, *, escalated: bool = False,
+                     escalation_reason: str | None = None) -> ModelResponse | None:
         """One model call, recorded; ``None`` if the model failed (recorded too)."""
         engine, rec = self.engine, self.recorder
         await rec.flush()
@@ -272,7 +273,8 @@ class _Turn:
                 route=engine.settings.route, input_tokens=0, output_tokens=0, cost_usd=0.0,
                 duration_ms=_ms_since(started), tools_offered=offered,
                 tool_calls_requested=0, stop_reason="error", response_digest=None,
-                escalated=escalated, error_type=type(exc).__name__))
+                escalated=escalated, escalation_reason=escalation_reason,
+                error_type=type(exc).__name__))
             return None
         usage = response.usage
         if not usage.cost_usd and (usage.input_tokens or usage.output_tokens):
@@ -291,7 +293,8 @@ class _Turn:
             output_tokens=usage.output_tokens, cost_usd=usage.cost_usd,
             duration_ms=_ms_since(started), tools_offered=offered,
             tool_calls_requested=len(response.tool_calls), stop_reason=response.stop_reason,
-            response_digest=rec.content(body), escalated=escalated, info=dict(response.info)))
+            response_digest=rec.content(body), escalated=escalated,
+            escalation_reason=escalation_reason, info=dict(response.info)))
         return response
 
     async def _tool_call(self, call: ToolCall, offered: frozenset[str]) -> ToolOutcome:

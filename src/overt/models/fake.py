@@ -101,15 +101,16 @@ class ScriptedModel:
             lines = p.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
             raise UsageError(f"cannot read scripted model file {p}: {exc}") from exc
+        name = name or f"scripted:{p.name}"  # the replies carry the model's name too
         replies: list[Reply] = []
         for number, line in enumerate(lines, start=1):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             try:
-                replies.append(reply_from_mapping(json.loads(line), model=name or "scripted"))
+                replies.append(reply_from_mapping(json.loads(line), model=name))
             except (json.JSONDecodeError, UsageError) as exc:
                 raise UsageError(f"{p}:{number}: not a scripted reply: {exc}") from exc
-        return cls(replies, name=name or f"scripted:{p.name}")
+        return cls(replies, name=name)
 
     @property
     def remaining(self) -> int:

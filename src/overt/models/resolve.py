@@ -9,7 +9,7 @@ ready :class:`~overt.models.base.Model`, addressed by its ``name``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,8 @@ def builtin_providers() -> list[ModelProvider]:
     return [
         ModelProvider("local", _local, "the embedded default model (llama.cpp)"),
         ModelProvider("scripted", _scripted, "replies replayed from a JSONL file"),
+        __import__("overt.models.anthropic", fromlist=["provider"]).provider(),
+        __import__("overt.models.openai_compat", fromlist=["provider"]).provider(),
     ]
 
 
@@ -76,6 +78,7 @@ class ModelCatalog:
         self.options = options or ModelOptions()
         self._models: dict[str, Model] = {}
         self._providers: dict[str, ModelProvider] = {}
+        self._aliases: dict[str, tuple[str, Mapping[str, Any]]] = {}
         for entry in entries:
             self.add(entry)
 
@@ -96,9 +99,18 @@ class ModelCatalog:
         else:
             raise UsageError(f"not a model or a model provider: {type(entry).__name__}")
 
+    def alias(self, name: str, spec: str, settings: Mapping[str, Any] | None = None) -> None:
+        """Let ``name`` stand for ``spec`` (a config's ``[models.NAME]``), built with
+        ``settings`` over its provider's settings."""
+        self._aliases[name] = (spec, dict(settings or {}))
+
     @property
     def schemes(self) -> list[str]:
         return list(self._providers)
+
+    def built(self) -> list[Model]:
+        """The models registered or built so far (for closing them)."""
+        return list(self._models.values())
 
     def get(self, spec: str) -> Model:
         """The model ``spec`` names.
@@ -110,12 +122,16 @@ class ModelCatalog:
         model = self._models.get(spec)
         if model is not None:
             return model
-        scheme, _, arg = spec.partition(":")
+        target, settings = self._aliases.get(spec, (spec, {}))
+        scheme, _, arg = target.partition(":")
         provider = self._providers.get(scheme)
         if provider is None:
-            known = sorted([*self._providers, *self._models]) or ["none"]
+            known = sorted([*self._providers, *self._models, *self._aliases]) or ["none"]
             raise UsageError(f"unknown model {spec!r}: use one of {', '.join(known)}")
-        model = provider.build(arg, self.options)
+        options = self.options if not settings else replace(self.options, provider_settings={
+            **self.options.provider_settings, scheme: {**self.options.settings(scheme),
+                                                       **settings}})
+        model = provider.build(arg, options)
         self._models[spec] = model
         return model
 
