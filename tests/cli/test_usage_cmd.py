@@ -39,3 +39,14 @@ def test_an_unknown_grouping_is_a_usage_error(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--db", str(tmp_path / "l.db"), "usage", "--by", "colour"]) == 2
     assert "--by" in capsys.readouterr().err
+
+
+def test_usage_by_session_sums_each_conversation(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "l.db"
+    _two_turns(db, tmp_path)  # two asks: two sessions
+    capsys.readouterr()
+    assert main(["--db", str(db), "usage", "--by", "session", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert len(rows) == 2 and all(r["session"].startswith("cli:") for r in rows)
+    assert all(r["inferences"] == 1 for r in rows)

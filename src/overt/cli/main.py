@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     usage.add_argument("--since", default="today",
                        help="today (default), all, a duration like 24h or 7d, or an ISO time")
     usage.add_argument("--by", default="route,model",
-                       help="group by route, model and/or day, comma separated "
+                       help="group by route, model, day and/or session, comma separated "
                             "(default route,model)")
     usage.add_argument("--json", action="store_true")
 
@@ -253,9 +253,9 @@ async def _chat(config: Config) -> int:
 
 async def _usage(config: Config, since: str, by: str, as_json: bool) -> int:
     groups = tuple(g.strip() for g in by.split(",") if g.strip())
-    unknown = set(groups) - {"route", "model", "day"}
+    unknown = set(groups) - {"route", "model", "day", "session"}
     if unknown or not groups:
-        raise UsageError(f"--by takes route, model and/or day, not {by!r}")
+        raise UsageError(f"--by takes route, model, day and/or session, not {by!r}")
     start = period_start(since)
     async with _opened(config) as ledger:
         rows = await ledger.usage(since=start, by=groups)

@@ -119,7 +119,7 @@ def usage_table(rows: list[UsageRow], groups: tuple[str, ...], *, since: str | N
     header = f"usage since {since or 'the start of the ledger'}"
     if not rows:
         return f"{header}: no model calls"
-    names = {"route": 14, "model": 44, "day": 10}
+    names = {"route": 14, "model": 44, "day": 10, "session": 32}
     lines = [header, "  ".join(f"{g:<{names[g]}}" for g in groups)
              + f"  {'calls':>6}  {'tokens in':>10}  {'tokens out':>10}  {'cost USD':>12}"]
     for r in rows:

@@ -69,7 +69,8 @@ class TurnSummary:
 
 @dataclass(frozen=True, slots=True)
 class UsageRow:
-    """Tokens and money per route, model and/or UTC day over a period (``*``: not grouped)."""
+    """Tokens and money per route, model, UTC day and/or session over a period
+    (``*``: not grouped)."""
 
     route: str
     model: str
@@ -78,6 +79,7 @@ class UsageRow:
     output_tokens: int
     cost_usd: float
     day: str = "*"
+    session: str = "*"
 
 
 class Ledger(Protocol):
@@ -114,7 +116,8 @@ class Ledger(Protocol):
 
     async def usage(self, since: str | None = None, until: str | None = None,
                     by: Sequence[str] = ("route", "model")) -> list[UsageRow]:
-        """Tokens and cost of inferences in ``[since, until)`` grouped ``by`` route, model, day."""
+        """Tokens and cost of inferences in ``[since, until)`` grouped ``by`` route, model,
+        day and/or session."""
         ...
 
     async def spent(self, *, since: str, session_id: str | None = None) -> tuple[int, float]:

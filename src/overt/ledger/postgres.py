@@ -350,8 +350,8 @@ class PostgresLedger:
         statement = sql.usage(D, by)
         rows = await self._aread(lambda c: c.execute(
             statement, (since or "", until or "\uffff")).fetchall())
-        return [UsageRow(r[0], r[1], int(r[3]), int(r[4]), int(r[5]), round(float(r[6]), 10),
-                         r[2]) for r in rows]
+        return [UsageRow(r[0], r[1], int(r[4]), int(r[5]), int(r[6]), round(float(r[7]), 10),
+                         r[2], r[3]) for r in rows]
 
     async def spent(self, *, since: str, session_id: str | None = None) -> tuple[int, float]:
         params = (since,) if session_id is None else (since, session_id)

@@ -102,7 +102,7 @@ def recent_turns(d: Dialect) -> str:
             f"duration_ms FROM turns ORDER BY started_at DESC, turn_id DESC LIMIT {d.ph}")
 
 
-USAGE_GROUPS = ("route", "model", "day")
+USAGE_GROUPS = ("route", "model", "day", "session")
 
 
 def usage(d: Dialect, by: Sequence[str] = ("route", "model")) -> str:
@@ -114,14 +114,15 @@ def usage(d: Dialect, by: Sequence[str] = ("route", "model")) -> str:
     unknown = set(by) - set(USAGE_GROUPS)
     if unknown or not by:
         raise ValueError(f"usage groups by {USAGE_GROUPS}, not {sorted(unknown) or 'nothing'}")
-    columns = {"route": d.text("route"), "model": d.text("model"), "day": "substr(at, 1, 10)"}
+    columns = {"route": d.text("route"), "model": d.text("model"), "day": "substr(at, 1, 10)",
+               "session": "coalesce(session_id, '')"}
     selected = [columns[g] if g in by else "'*'" for g in USAGE_GROUPS]
     return (f"SELECT {', '.join(selected)}, count(*), "
             f"coalesce(sum({d.number('input_tokens')}), 0), "
             f"coalesce(sum({d.number('output_tokens')}), 0), "
             f"coalesce(sum({d.number('cost_usd')}), 0.0) "
             f"FROM audit_log WHERE kind = 'inference' AND at >= {d.ph} AND at < {d.ph} "
-            f"GROUP BY 1, 2, 3 ORDER BY 3 DESC, 7 DESC, 5 DESC")
+            f"GROUP BY 1, 2, 3, 4 ORDER BY 3 DESC, 8 DESC, 6 DESC")
 
 
 def spent(d: Dialect, *, session: bool) -> str:

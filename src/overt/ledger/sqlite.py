@@ -237,8 +237,8 @@ class SqliteLedger:
     async def usage(self, since: str | None = None, until: str | None = None,
                     by: Sequence[str] = ("route", "model")) -> list[UsageRow]:
         rows = self._query(sql.usage(D, by), (since or "", until or "\uffff"))
-        return [UsageRow(r[0], r[1], int(r[3]), int(r[4]), int(r[5]), round(float(r[6]), 10),
-                         r[2]) for r in rows]
+        return [UsageRow(r[0], r[1], int(r[4]), int(r[5]), int(r[6]), round(float(r[7]), 10),
+                         r[2], r[3]) for r in rows]
 
     async def spent(self, *, since: str, session_id: str | None = None) -> tuple[int, float]:
         params = (since,) if session_id is None else (since, session_id)

@@ -14,10 +14,10 @@ from overt.clock import period_start
 from overt.tools.base import Tool, ToolContext, tool
 
 Period = Literal["today", "24h", "7d", "30d", "all"]
-Grouping = Literal["route_and_model", "route", "model", "day"]
+Grouping = Literal["route_and_model", "route", "model", "day", "session"]
 GROUPS: dict[str, tuple[str, ...]] = {
     "route_and_model": ("route", "model"), "route": ("route",), "model": ("model",),
-    "day": ("day",),
+    "day": ("day",), "session": ("session",),
 }
 
 
@@ -65,7 +65,7 @@ async def get_usage(ctx: ToolContext, period: Period = "today",
 
     Args:
         period: which period to total: today (since midnight UTC), 24h, 7d, 30d or all.
-        by: how to break the total down: route_and_model, route, model or day.
+        by: how to break the total down: route_and_model, route, model, day or session.
     """
     since = period_start(period)
     groups = GROUPS[by]
