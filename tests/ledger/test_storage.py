@@ -30,9 +30,9 @@ def _fill(ledger: Any, n: int = 6) -> None:
 def test_migrations_run_once_and_running_them_again_is_a_no_op(ledger: Any,
                                                                ledger_url: str) -> None:
     assert ledger.migrate() == []
-    assert ledger.schema_versions() == [1]
+    assert ledger.schema_versions() == [1, 2]
     again = open_ledger(ledger_url)
-    assert again.schema_versions() == [1]  # type: ignore[attr-defined]
+    assert again.schema_versions() == [1, 2]  # type: ignore[attr-defined]
     again.close_sync()  # type: ignore[attr-defined]
 
 
@@ -214,3 +214,32 @@ def test_a_column_rewritten_as_a_blob_is_named_by_verify(ledger: Any, raw: Raw) 
         raw.execute("UPDATE audit_log SET kind = CAST(kind AS BLOB) WHERE seq = 3")
     report = run(ledger.verify())
     assert not report.ok and report.bad_seq == 3
+
+
+def test_a_ledger_at_an_older_schema_is_brought_up_to_date(
+    ledger_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from overt.ledger import postgres, sqlite
+
+    for module in (sqlite, postgres):
+        monkeypatch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:1])
+    old: Any = open_ledger(ledger_url)
+    assert old.schema_versions() == [1]
+    _fill(old, 2)
+    old.close_sync()
+    monkeypatch.undo()
+    current: Any = open_ledger(ledger_url)
+    assert current.schema_versions() == [1, 2]
+    assert run(current.verify()).ok and run(current.count("turn.started")) == 2
+    current.close_sync()
+
+
+def test_the_last_error_includes_a_plugins_failure(ledger: Any) -> None:
+    from overt.events import HookError
+
+    _fill(ledger, 1)
+    run(ledger.record([HookError(turn_id="T0", session_id="S-1", plugin="p",
+                                 hook="post_tool_call", error_type="KeyError",
+                                 consequence="ignored")]))
+    last = run(ledger.last_error())
+    assert last is not None and last.kind == "hook.error"

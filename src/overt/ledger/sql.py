@@ -43,11 +43,16 @@ SQLITE = Dialect("sqlite", "?")
 POSTGRES = Dialect("postgres", "%s")
 
 
-def failure_condition(d: Dialect) -> str:
-    """An entry that records a failure (shared by the partial index and its query)."""
-    return (f"(kind = 'turn.completed' AND {d.text('status')} != 'completed')"
-            f" OR (kind = 'tool_call.completed' AND {d.text('tool_status')} != 'ok')"
-            f" OR (kind = 'inference' AND {d.text('error_type')} IS NOT NULL)")
+def failure_condition(d: Dialect, version: int = 2) -> str:
+    """An entry that records a failure (shared by the partial index and its query).
+
+    ``version`` 1 is what migration 1 indexed; version 2 (migration 2 on) also
+    counts a plugin's failure (``hook.error``).
+    """
+    condition = (f"(kind = 'turn.completed' AND {d.text('status')} != 'completed')"
+                 f" OR (kind = 'tool_call.completed' AND {d.text('tool_status')} != 'ok')"
+                 f" OR (kind = 'inference' AND {d.text('error_type')} IS NOT NULL)")
+    return condition if version == 1 else condition + " OR kind = 'hook.error'"
 
 
 HEAD = "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"

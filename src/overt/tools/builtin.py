@@ -42,8 +42,9 @@ async def get_operational_state(ctx: ToolContext) -> dict[str, Any]:
             "type": data.get("error_type") or data.get("exc_type") or data.get("tool_status")
             or data.get("status"),
         }
-        if "tool_name" in data:
-            error["tool_name"] = data["tool_name"]
+        for key in ("tool_name", "plugin", "hook"):
+            if key in data:
+                error[key] = data[key]
     requested = await ctx.ledger.count("approval.requested")
     decided = await ctx.ledger.count("approval.decided")
     return {

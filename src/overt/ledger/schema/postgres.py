@@ -63,7 +63,7 @@ CREATE TABLE audit_log (
 CREATE INDEX audit_log_turn ON audit_log (turn_id, seq);
 CREATE INDEX audit_log_session ON audit_log (session_id, seq);
 CREATE INDEX audit_log_kind_at ON audit_log (kind, at);
-CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(POSTGRES)};
+CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(POSTGRES, 1)};
 
 CREATE TABLE content_blobs (
     seq        BIGINT NOT NULL,
@@ -113,6 +113,12 @@ SELECT seq, at, turn_id, session_id,
 FROM audit_log WHERE kind = 'tool_call.completed';
 """
 
+_FAILURES_V2 = f"""
+DROP INDEX audit_log_failures;
+CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(POSTGRES)};
+"""
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, append-only guards, views", _INITIAL),
+    (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
 ]

@@ -50,7 +50,7 @@ CREATE TABLE audit_log (
 CREATE INDEX audit_log_turn ON audit_log (turn_id, seq);
 CREATE INDEX audit_log_session ON audit_log (session_id, seq);
 CREATE INDEX audit_log_kind_at ON audit_log (kind, at);
-CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(SQLITE)};
+CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(SQLITE, 1)};
 
 -- The content tier. seq is the first entry of the transaction that stored the
 -- body, so pruning the chain through N removes exactly the content of 1..N.
@@ -109,6 +109,12 @@ SELECT seq, at, turn_id, session_id,
 FROM audit_log WHERE kind = 'tool_call.completed';
 """
 
+_FAILURES_V2 = f"""
+DROP INDEX audit_log_failures;
+CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(SQLITE)};
+"""
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, prune gate, views", _INITIAL),
+    (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
 ]
