@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from overt.engine.dispatch import ToolOutcome, render_result
 from overt.engine.record import Recorder, audit_name
@@ -31,6 +31,8 @@ from overt.hooks.answers import Block, Reissue
 from overt.hooks.calls import HookSet, Impl, call_async_timed
 from overt.tools import shapes
 from overt.types import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
+
+T = TypeVar("T")
 
 log = logging.getLogger("overt.hooks")
 
@@ -64,72 +66,43 @@ class TurnHooks:
     async def tools(self, specs: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
         """``pre_tool_list_finalized``: the tools to offer this turn."""
         kwargs = {"tools": list(specs), "route": self.route, **self.ids}
-        for impl in self.has.pre_tool_list_finalized:
-            try:
-                answer = impl.function(*impl.pick(kwargs))
-                if impl.is_async:
-                    answer = await answer
-                if answer is None:
-                    continue
-                if isinstance(answer, str | bytes | Mapping):
-                    raise UsageError(f"expected a list of tools, got {type(answer).__name__}")
-                chosen = tuple(shapes.to_spec(item) for item in answer)
-            except Exception as exc:  # noqa: BLE001  fail-safe: recorded, next plugin asked
-                self._failed(impl.plugin, "pre_tool_list_finalized", exc, "fell_through")
-                continue
-            if chosen != specs:
-                self.rec.add(HookToolsNarrowed(
-                    turn_id=self.turn_id, session_id=self.session_id, plugin=impl.plugin,
-                    hook="pre_tool_list_finalized", tools_before=[s.name for s in specs],
-                    tools_after=[s.name for s in chosen]))
-            return chosen
-        return specs
+        found = await self._first("pre_tool_list_finalized", self.has.pre_tool_list_finalized,
+                                  kwargs, _tool_list)
+        if found is None:
+            return specs
+        chosen, plugin = found
+        if chosen != specs:
+            self.rec.add(HookToolsNarrowed(
+                turn_id=self.turn_id, session_id=self.session_id, plugin=plugin,
+                hook="pre_tool_list_finalized", tools_before=[s.name for s in specs],
+                tools_after=[s.name for s in chosen]))
+        return chosen
 
     async def request(self, request: ModelRequest, model: str, iteration: int) -> ModelRequest:
         """``pre_api_request``: the request to send."""
         kwargs = {"request": request, "route": self.route, "model": model,
                   "iteration": iteration, **self.ids}
-        for impl in self.has.pre_api_request:
-            try:
-                answer = impl.function(*impl.pick(kwargs))
-                if impl.is_async:
-                    answer = await answer
-                if answer is None:
-                    continue
-                if not isinstance(answer, ModelRequest):
-                    raise UsageError(f"expected a ModelRequest, got {type(answer).__name__}")
-            except Exception as exc:  # noqa: BLE001  fail-safe: recorded, next plugin asked
-                self._failed(impl.plugin, "pre_api_request", exc, "fell_through")
-                continue
-            if answer != request:
-                self.rec.add(HookRequestRewritten(
-                    turn_id=self.turn_id, session_id=self.session_id, plugin=impl.plugin,
-                    hook="pre_api_request", iteration=iteration,
-                    messages_before=len(request.messages), messages_after=len(answer.messages),
-                    tools_before=[t.name for t in request.tools],
-                    tools_after=[t.name for t in answer.tools]))
-            return answer
-        return request
+        found = await self._first("pre_api_request", self.has.pre_api_request, kwargs,
+                                  _of_type(ModelRequest))
+        if found is None:
+            return request
+        answer, plugin = found
+        if answer != request:
+            self.rec.add(HookRequestRewritten(
+                turn_id=self.turn_id, session_id=self.session_id, plugin=plugin,
+                hook="pre_api_request", iteration=iteration,
+                messages_before=len(request.messages), messages_after=len(answer.messages),
+                tools_before=[t.name for t in request.tools],
+                tools_after=[t.name for t in answer.tools]))
+        return answer
 
     async def reissue(self, request: ModelRequest, response: ModelResponse, iteration: int,
                       model: str) -> tuple[Reissue, str] | None:
         """``post_llm_call_can_reissue``: the first directive and its plugin, or None."""
         kwargs = {"request": request, "response": response, "iteration": iteration,
                   "model": model, "route": self.route, **self.ids}
-        for impl in self.has.post_llm_call_can_reissue:
-            try:
-                answer = impl.function(*impl.pick(kwargs))
-                if impl.is_async:
-                    answer = await answer
-                if answer is None:
-                    continue
-                if not isinstance(answer, Reissue):
-                    raise UsageError(f"expected a Reissue, got {type(answer).__name__}")
-            except Exception as exc:  # noqa: BLE001  fail-safe: recorded, next plugin asked
-                self._failed(impl.plugin, "post_llm_call_can_reissue", exc, "fell_through")
-                continue
-            return answer, impl.plugin
-        return None
+        return await self._first("post_llm_call_can_reissue",
+                                 self.has.post_llm_call_can_reissue, kwargs, _of_type(Reissue))
 
     def reissued(self, directive: Reissue, plugin: str, request: ModelRequest, iteration: int,
                  from_model: str, to_model: str) -> ModelRequest:
@@ -155,14 +128,7 @@ class TurnHooks:
         kwargs = {"request": request, "response": response, "model": model,
                   "iteration": iteration, "reissued": reissued, "route": self.route,
                   **self.ids}
-        for impl in self.has.post_api_request:
-            try:
-                if impl.is_async:
-                    await impl.function(*impl.pick(kwargs))
-                else:
-                    impl.function(*impl.pick(kwargs))
-            except Exception as exc:  # noqa: BLE001  an observer's failure is recorded
-                self._failed(impl.plugin, "post_api_request", exc, "ignored")
+        await self._notify("post_api_request", self.has.post_api_request, kwargs)
 
     async def output(self, text: str, model: str) -> str:
         """``transform_llm_output``: the final answer's text."""
@@ -258,20 +224,32 @@ class TurnHooks:
                   "status": outcome.status, "is_error": outcome.is_error,
                   "duration_ms": outcome.duration_ms, "provided_by": provided_by,
                   "tool_call_id": call_.id, **self.ids}
-        for impl in self.has.post_tool_call:
-            try:
-                if impl.is_async:
-                    await impl.function(*impl.pick(kwargs))
-                else:
-                    impl.function(*impl.pick(kwargs))
-            except Exception as exc:  # noqa: BLE001  an observer's failure is recorded
-                self._failed(impl.plugin, "post_tool_call", exc, "ignored", call_.id)
+        await self._notify("post_tool_call", self.has.post_tool_call, kwargs, call_.id)
         new = await self._transform("transform_tool_result", self.has.transform_tool_result,
                                     kwargs, outcome.content, call_.id)
         return outcome.content if new is None else new
 
     async def _transform(self, hook: str, impls: tuple[Impl, ...], kwargs: dict[str, Any],
                          before: str, tool_call_id: str | None) -> str | None:
+        found = await self._first(hook, impls, kwargs, _of_type(str), tool_call_id)
+        if found is None:
+            return None
+        answer, plugin = found
+        if answer != before:
+            self.rec.add(HookTransformed(
+                turn_id=self.turn_id, session_id=self.session_id, plugin=plugin, hook=hook,
+                tool_call_id=None if tool_call_id is None else audit_name(tool_call_id),
+                before_digest=self.rec.content(before), after_digest=self.rec.content(answer)))
+        return answer
+
+    async def _first(self, hook: str, impls: tuple[Impl, ...], kwargs: dict[str, Any],
+                     accept: Callable[[Any], T],
+                     tool_call_id: str | None = None) -> tuple[T, str] | None:
+        """The first answer ``accept`` takes, with its plugin (first non-None wins).
+
+        An implementation that raises, or answers something ``accept`` refuses
+        (it raises), is recorded as a hook error and the next one is asked.
+        """
         for impl in impls:
             try:
                 answer = impl.function(*impl.pick(kwargs))
@@ -279,20 +257,43 @@ class TurnHooks:
                     answer = await answer
                 if answer is None:
                     continue
-                if not isinstance(answer, str):
-                    raise UsageError(f"expected a string, got {type(answer).__name__}")
+                value = accept(answer)
             except Exception as exc:  # noqa: BLE001  fail-safe: recorded, next plugin asked
                 self._failed(impl.plugin, hook, exc, "fell_through", tool_call_id)
                 continue
-            if answer != before:
-                self.rec.add(HookTransformed(
-                    turn_id=self.turn_id, session_id=self.session_id, plugin=impl.plugin,
-                    hook=hook,
-                    tool_call_id=None if tool_call_id is None else audit_name(tool_call_id),
-                    before_digest=self.rec.content(before),
-                    after_digest=self.rec.content(answer)))
-            return answer
+            return value, impl.plugin
         return None
+
+    async def _notify(self, hook: str, impls: tuple[Impl, ...], kwargs: dict[str, Any],
+                      tool_call_id: str | None = None) -> None:
+        """Call every observer; one that raises is recorded and the others still run."""
+        for impl in impls:
+            try:
+                if impl.is_async:
+                    await impl.function(*impl.pick(kwargs))
+                else:
+                    impl.function(*impl.pick(kwargs))
+            except Exception as exc:  # noqa: BLE001  an observer's failure is recorded
+                self._failed(impl.plugin, hook, exc, "ignored", tool_call_id)
+
+
+def _of_type(cls: type[T]) -> Callable[[Any], T]:
+    """An ``accept`` for :meth:`TurnHooks._first` taking only instances of ``cls``."""
+
+    def accept(answer: Any) -> T:
+        if not isinstance(answer, cls):
+            article = "a " + cls.__name__ if cls is not str else "a string"
+            raise UsageError(f"expected {article}, got {type(answer).__name__}")
+        return answer
+
+    return accept
+
+
+def _tool_list(answer: Any) -> tuple[ToolSpec, ...]:
+    """An ``accept`` for ``pre_tool_list_finalized``: a list of tools in any shape."""
+    if isinstance(answer, str | bytes | Mapping):
+        raise UsageError(f"expected a list of tools, got {type(answer).__name__}")
+    return tuple(shapes.to_spec(item) for item in answer)
 
 
 def _ms_since(started: float) -> float:
