@@ -130,3 +130,20 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path, script
     proc.stdout.close()
     assert proc.wait(timeout=30) == 0
     assert proc.stderr is not None and b"Traceback" not in proc.stderr.read()
+
+
+def test_demo_prints_the_question_answer_tools_turn_and_how_to_see_its_record(
+    tmp_path: Path, script: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "argv", [".venv/bin/overt"])
+    db = tmp_path / "l.db"
+    assert main(["--db", str(db), "demo", "--model", f"scripted:{script}"]) == 0
+    out = capsys.readouterr().out
+    lines = dict(line.split(":", 1) for line in out.splitlines())
+    assert lines["answer"].strip() == "You used 0 tokens today."
+    assert lines["tools used"].strip() == "get_usage"
+    turn_id = lines["turn id"].strip()
+    assert lines["its record"].strip() == f".venv/bin/overt --db {db} show {turn_id} --content"
+    assert lines["verify"].strip() == f".venv/bin/overt --db {db} ledger verify"
+    assert "question" in lines

@@ -216,15 +216,25 @@ async def _demo(config: Config) -> int:
     used = "(engine errored)" if result.tools_used is None else (
         ", ".join(result.tools_used) or "(none)")
     db = f" --db {config.db}"
+    me = _invoked_as()
     print(f"question:   {DEMO_QUESTION}")
     print(f"answer:     {result.text}")
     print(f"tools used: {used}")
     print(f"turn id:    {result.turn_id}")
-    print(f"its record: overt{db} show {result.turn_id} --content")
-    print(f"verify:     overt{db} ledger verify")
+    print(f"its record: {me}{db} show {result.turn_id} --content")
+    print(f"verify:     {me}{db} ledger verify")
     if result.error:
         print(f"error:      {result.error}")
     return EXIT_TURN_ERROR if result.error else EXIT_OK
+
+
+def _invoked_as() -> str:
+    """How to run this command again from here: ``.venv/bin/overt`` when it was run so."""
+    argv0 = sys.argv[0]
+    if os.path.basename(argv0) == "overt" and os.sep in argv0:
+        relative = os.path.relpath(argv0)
+        return relative if relative.startswith((".", os.sep)) else f".{os.sep}{relative}"
+    return "overt"
 
 
 async def _chat(config: Config) -> int:
