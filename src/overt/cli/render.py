@@ -81,9 +81,26 @@ def turn_record(entries: list[Entry], contents: dict[str, str | None]) -> str:
                        f"${d['cost_usd']:.6f}")
             out.append(f"        tools used: {used}")
             body("reply", d.get("reply_digest"))
+        elif e.kind.startswith("hook."):
+            out.append(f"  [{e.seq}] {e.kind} by plugin {d.get('plugin')} in {d.get('hook')}"
+                       + _details(d, skip=("plugin", "hook")))
+            for key in ("context_digest", "error_digest", "after_digest"):
+                body(key.removesuffix("_digest"), d.get(key))
         else:
-            out.append(f"  [{e.seq}] {e.kind} {d}")
+            out.append(f"  [{e.seq}] {e.kind}" + _details(d))
     return "\n".join(out)
+
+
+def _details(data: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
+    """The remaining fields of an entry, as ``key=value`` (digests shortened)."""
+    parts = []
+    for key, value in sorted(data.items()):
+        if key in skip or value is None:
+            continue
+        if isinstance(value, str) and value.startswith("sha256:"):
+            value = value[:19] + "…"
+        parts.append(f"{key}={value}")
+    return ("  " + "  ".join(parts)) if parts else ""
 
 
 def verify_text(report: VerifyReport) -> str:
