@@ -482,3 +482,36 @@ def test_the_live_bridge_survives_an_exporter_that_raises(
     bridge.shutdown()
     assert bridge.failed == 2
     assert any("collector down" in r.getMessage() for r in caplog.records)
+
+
+def test_what_a_plugin_did_is_an_event_on_its_turns_span_without_digests(
+    ledger: Any, memory: Any
+) -> None:
+    from overt.events import HookBlocked
+
+    # a turn with a plugin's block inside it, in the order the engine records them
+    started, completed = _turn_events("T-hook")
+    run(ledger.record([started, HookBlocked(
+        turn_id="T-hook", session_id="S", plugin="example", hook="pre_tool_call",
+        tool_call_id="c9", tool_name="get_usage", reason_code="usage_history_blocked"),
+        completed]))
+    (span,) = [s for s in exported(ledger, memory) if s.name.startswith("invoke_agent")]
+    (event,) = span.events
+    assert event.name == "hook.blocked"
+    assert event.attributes["overt.hook.plugin"] == "example"
+    assert event.attributes["overt.hook.hook"] == "pre_tool_call"
+    assert event.attributes["overt.reason_code"] == "usage_history_blocked"
+    assert not any("digest" in key for key in event.attributes)
+
+
+def _turn_events(turn_id: str) -> list[Any]:
+    from overt.events import TurnCompleted, TurnStarted
+
+    return [
+        TurnStarted(turn_id=turn_id, session_id="S", source="cli", caller_session_id="cli:S",
+                    message_digest="sha256:" + "0" * 64, model="scripted", route="default",
+                    max_tool_calls=5),
+        TurnCompleted(turn_id=turn_id, session_id="S", status="completed", reply_digest=None,
+                      tools_used=[], tool_calls=0, model_calls=1, input_tokens=1,
+                      output_tokens=1, cost_usd=0.0, duration_ms=1.0),
+    ]

@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from overt.events import Event
-from overt.telemetry.spans import AGENT_NAME, TURN_KINDS, EntryRecord, TurnSpans, require_sdk
+from overt.telemetry.spans import AGENT_NAME, EntryRecord, TurnSpans, is_turn_record, require_sdk
 
 log = logging.getLogger("overt.telemetry")
 
@@ -133,7 +133,7 @@ class OtelEventExporter:
                 return
 
     def _spans_for(self, event: Event, observed_ns: int) -> list[ReadableSpan]:
-        if not event.turn_id or event.kind not in TURN_KINDS:
+        if not event.turn_id or not is_turn_record(event.kind):
             return []
         builder = self._turns.get(event.turn_id)
         if builder is None:

@@ -54,6 +54,15 @@ AGENT_NAME = "overt"
 
 TURN_KINDS = frozenset({"turn.started", "inference", "tool_call.started",
                          "tool_call.completed", "turn.completed"})
+# What a plugin did (hook.blocked, hook.reissued, ...) becomes an event on its turn's span.
+HOOK_PREFIX = "hook."
+_HOOK_ATTRIBUTES = ("plugin", "hook", "reason_code", "tool_name", "tool_call_id", "consequence",
+                    "error_type", "from_model", "to_model", "iteration")
+
+
+def is_turn_record(kind: str) -> bool:
+    """Whether entries of ``kind`` belong in a turn's spans."""
+    return kind in TURN_KINDS or kind.startswith(HOOK_PREFIX)
 _IN_PROCESS_PROVIDERS = frozenset({"local", "scripted", "function"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 INTERRUPTED = "interrupted"
@@ -154,6 +163,7 @@ class TurnSpans:
     last: EntryRecord | None = None
     open_tools: dict[str, list[EntryRecord]] = field(default_factory=dict)
     tool_spans: dict[str, int] = field(default_factory=dict)
+    hook_records: list[EntryRecord] = field(default_factory=list)
 
     def add(self, rec: EntryRecord) -> list[ReadableSpan]:
         """Take one record; return the spans it finished."""
@@ -175,6 +185,8 @@ class TurnSpans:
         elif rec.kind == "turn.completed":
             self.completed = rec
             return self._close()
+        elif rec.kind.startswith(HOOK_PREFIX):
+            self.hook_records.append(rec)
         return []
 
     def close(self) -> list[ReadableSpan]:
@@ -210,6 +222,19 @@ class TurnSpans:
             _put(attrs, "overt.ledger.hash", rec.hash)
         return attrs
 
+    def _hook_events(self) -> list[Any]:
+        """What plugins did in this turn, as span events (identifiers only, no digests)."""
+        from opentelemetry.sdk.trace import Event as SpanEvent
+
+        events = []
+        for rec in self.hook_records:
+            attrs: dict[str, AttributeValue] = {"overt.ledger.seq": rec.seq}
+            for key in _HOOK_ATTRIBUTES:
+                _put(attrs, f"overt.hook.{key}" if key in ("plugin", "hook") else f"overt.{key}",
+                     rec.data.get(key))
+            events.append(SpanEvent(rec.kind, attrs, rec.at_ns))
+        return events
+
     def _span(self, name: str, key: str, kind_name: str, attrs: dict[str, AttributeValue],
               start: int, end: int, error: str | None) -> ReadableSpan:
         from opentelemetry.sdk.trace import ReadableSpan
@@ -224,6 +249,7 @@ class TurnSpans:
             attributes=attrs, kind=SpanKind[kind_name],
             status=Status(StatusCode.ERROR, error) if error else Status(StatusCode.UNSET),
             start_time=min(start, end), end_time=end,
+            events=self._hook_events() if key == "turn" else (),
             instrumentation_scope=_scope())
 
     def _turn(self) -> ReadableSpan:
@@ -323,7 +349,7 @@ def _by_turn(entries: Iterable[Entry]) -> dict[str, list[Entry]]:
     """The entries spans are made from, grouped by turn in order of first appearance."""
     turns: dict[str, list[Entry]] = {}
     for entry in entries:
-        if entry.turn_id and entry.kind in TURN_KINDS:
+        if entry.turn_id and is_turn_record(entry.kind):
             turns.setdefault(entry.turn_id, []).append(entry)
     return turns
 
