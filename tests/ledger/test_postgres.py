@@ -21,3 +21,12 @@ def test_a_schema_name_that_is_not_a_plain_identifier_is_refused() -> None:
 
 def test_passwords_never_appear_in_messages() -> None:
     assert _safe("postgresql://u:hunter2@h/db") == "postgresql://u:***@h/db"
+
+
+def test_an_unreachable_server_is_a_clear_ledger_error_without_the_password() -> None:
+    from overt.errors import LedgerError
+    from overt.ledger import open_ledger
+
+    with pytest.raises(LedgerError, match="Connection refused") as excinfo:
+        open_ledger("postgresql://u:hunter2@127.0.0.1:1/x")
+    assert "hunter2" not in str(excinfo.value) and "u:***@" in str(excinfo.value)
