@@ -17,5 +17,10 @@ def summary(samples_us: Sequence[float]) -> str:
             f"p99 {percentile(samples_us, 0.99):8.1f} µs   (n={len(samples_us)})")
 
 
+def quietest(blocks: Sequence[Sequence[float]]) -> float:
+    """The lowest block median: interference from other load only ever adds time."""
+    return min(statistics.median(b) for b in blocks)
+
+
 def row(label: str, text: str) -> None:
     print(f"  {label:<44} {text}", flush=True)

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
-from benchmarks._stats import row, summary
+from benchmarks._stats import quietest, row, summary
 from overt.engine.loop import Engine, EngineSettings, _Turn
 from overt.events import Event
 from overt.hooks import PluginHost, hookimpl
@@ -168,17 +167,12 @@ def _interleaved(measure: Callable[[PluginHost], list[float]]) -> dict[str, list
     return found
 
 
-def _quietest(blocks: list[list[float]]) -> float:
-    """The lowest block median: interference only ever adds time."""
-    return min(statistics.median(b) for b in blocks)
-
-
 def main() -> dict[str, float]:
     logging.getLogger("overt").setLevel(logging.WARNING)
     print(f"hook machinery (function model, null ledger; {ROUNDS} interleaved rounds; "
           f"no-op plugins implement every per-turn hook and on_event)")
     steps = _interleaved(lambda host: asyncio.run(_tool_steps(host, STEPS)))
-    per_call = {name: _quietest(blocks) for name, blocks in steps.items()}
+    per_call = {name: quietest(blocks) for name, blocks in steps.items()}
     for name, blocks in steps.items():
         row(f"tool call step, {name}", summary([x for b in blocks for x in b]))
     base = per_call[NONE]
@@ -186,7 +180,7 @@ def main() -> dict[str, float]:
         row(f"added per tool call by {name}", f"{per_call[name] - base:8.1f} µs   "
             f"(quietest block medians {per_call[name]:.1f} vs {base:.1f} µs)")
     turns = _interleaved(lambda host: asyncio.run(_turns(host, FEW, BLOCK)))
-    per_turn = {name: _quietest(blocks) for name, blocks in turns.items()}
+    per_turn = {name: quietest(blocks) for name, blocks in turns.items()}
     for name, blocks in turns.items():
         row(f"turn (2 model + 1 tool call), {name}", summary([x for b in blocks for x in b]))
     for name in (SYNC, ASYNC):

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import cast
 
-from benchmarks._stats import row, summary
+from benchmarks._stats import quietest, row, summary
 from overt.engine.loop import Engine, EngineSettings
 from overt.events import Event
 from overt.hooks import PluginHost, Reissue, hookimpl
@@ -110,11 +110,6 @@ def _decisions(count: int) -> list[float]:
     return samples
 
 
-def _quietest(blocks: list[list[float]]) -> float:
-    """The lowest block median: interference only ever adds time."""
-    return min(statistics.median(b) for b in blocks)
-
-
 def main() -> dict[str, float]:
     logging.getLogger("overt").setLevel(logging.WARNING)
     print(f"router (function models, null ledger; {ROUNDS} interleaved rounds of {BLOCK} "
@@ -126,7 +121,7 @@ def main() -> dict[str, float]:
     for _ in range(ROUNDS):
         for name, engine in engines.items():
             blocks[name].append(asyncio.run(_turns(engine, BLOCK)))
-    per_turn = {name: _quietest(b) for name, b in blocks.items()}
+    per_turn = {name: quietest(b) for name, b in blocks.items()}
     for name, b in blocks.items():
         row(f"turn, {name}", summary([x for block in b for x in block]))
     decision = _decisions(DECISIONS)

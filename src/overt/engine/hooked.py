@@ -8,7 +8,6 @@ empty otherwise), so none of this runs for a runtime without plugins.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -143,19 +142,10 @@ class TurnHooks:
         """``pre_tool_call``: None to go on, or the outcome of a blocked call (fails closed)."""
         kwargs = {"tool_name": call_.name, "args": args, "tool_call_id": call_.id, **self.ids}
         timeout = self.has.timeouts.get("pre_tool_call")
-        limit = math.inf if timeout is None else timeout
-        mark = time.perf_counter()
         for impl in self.has.pre_tool_call:
-            started = mark
+            started = time.perf_counter()
             try:
-                if impl.is_async:
-                    answer = await call_async_timed(impl, kwargs, timeout)
-                    mark = time.perf_counter()
-                else:  # a def cannot be interrupted: measured (one clock read per plugin)
-                    answer = impl.function(*impl.pick(kwargs))
-                    mark = time.perf_counter()
-                    if mark - started > limit:
-                        raise HookTimeout(f"{impl.plugin} returned after its {limit:g}s limit")
+                answer = await _call_timed(impl, kwargs, timeout)
                 if answer is None:
                     continue
                 block = Block("blocked", answer) if isinstance(answer, str) else answer
@@ -174,7 +164,7 @@ class TurnHooks:
                 reason_code=block.reason_code))
             message = block.message or block.reason_code
             return ToolOutcome("not_allowed", f"{block.reason_code}: blocked by plugin "
-                               f"{impl.plugin}: {message}", True, _ms(mark - started),
+                               f"{impl.plugin}: {message}", True, _ms_since(started),
                                reason_code=block.reason_code)
         return None
 
@@ -184,19 +174,10 @@ class TurnHooks:
         kwargs = {"tool_name": call_.name, "args": args, "tool_call_id": call_.id, **self.ids}
         timeout = self.has.timeouts.get("pre_tool_call_can_provide_result", timeout)
         # (the tool timeout applies unless the runtime set one for this hook)
-        limit = math.inf if timeout is None else timeout
-        mark = time.perf_counter()
         for impl in self.has.pre_tool_call_can_provide_result:
-            started = mark
+            started = time.perf_counter()
             try:
-                if impl.is_async:
-                    answer = await call_async_timed(impl, kwargs, timeout)
-                    mark = time.perf_counter()
-                else:
-                    answer = impl.function(*impl.pick(kwargs))
-                    mark = time.perf_counter()
-                    if mark - started > limit:
-                        raise HookTimeout(f"{impl.plugin} returned after its {limit:g}s limit")
+                answer = await _call_timed(impl, kwargs, timeout)
                 if answer is None:
                     continue
                 if not isinstance(answer, Mapping) or "result" not in answer:
@@ -213,7 +194,7 @@ class TurnHooks:
                 tool_name=audit_name(call_.name)))
             outcome = ToolOutcome("execution_error" if is_error else "ok",
                                   render_result(answer["result"]), is_error,
-                                  _ms(mark - started), executed=True)
+                                  _ms_since(started), executed=True)
             return outcome, impl.plugin
         return None
 
@@ -275,6 +256,23 @@ class TurnHooks:
                     impl.function(*impl.pick(kwargs))
             except Exception as exc:  # noqa: BLE001  an observer's failure is recorded
                 self._failed(impl.plugin, hook, exc, "ignored", tool_call_id)
+
+
+async def _call_timed(impl: Impl, kwargs: dict[str, Any], timeout: float | None) -> Any:
+    """Call ``impl`` within ``timeout``: an ``async def`` is cancelled at it; a ``def``,
+    which cannot be interrupted, counts as timed out when it returns late.
+
+    Raises:
+        HookTimeout: the implementation ran past ``timeout``.
+        Exception: whatever the implementation raises.
+    """
+    if impl.is_async:
+        return await call_async_timed(impl, kwargs, timeout)
+    started = time.perf_counter()
+    answer = impl.function(*impl.pick(kwargs))
+    if timeout is not None and time.perf_counter() - started > timeout:
+        raise HookTimeout(f"{impl.plugin} returned after its {timeout:g}s limit")
+    return answer
 
 
 def _of_type(cls: type[T]) -> Callable[[Any], T]:
