@@ -26,10 +26,3 @@ def new_ulid(now_ms: int | None = None) -> str:
         + p[(r >> 30) & 1023] + p[(r >> 20) & 1023] + p[(r >> 10) & 1023] + p[r & 1023]
     )
 
-
-def ulid_time_ms(ulid: str) -> int:
-    """The millisecond timestamp encoded in a ULID."""
-    value = 0
-    for ch in ulid[:10]:
-        value = value * 32 + _ALPHABET.index(ch)
-    return value

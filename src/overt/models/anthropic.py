@@ -41,7 +41,7 @@ from typing import Any
 
 from overt.errors import ConfigError, ExtraMissingError, ModelError, ModelOutputError, UsageError
 from overt.models.anthropic_wire import ReplayStore, WireReply, from_wire, to_wire
-from overt.models.resolve import ModelOptions, ModelProvider
+from overt.models.resolve import ModelOptions
 from overt.types import ModelRequest, ModelResponse, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -365,8 +365,3 @@ def build(arg: str, options: ModelOptions) -> AnthropicModel:
                           f"{variable or 'ANTHROPIC_API_KEY'} (the command line reads it), or "
                           "api_key in the anthropic provider settings")
     return AnthropicModel(arg, **settings)
-
-
-def provider() -> ModelProvider:
-    """The ``anthropic`` model scheme."""
-    return ModelProvider("anthropic", build, "Claude, over the Anthropic Messages API")

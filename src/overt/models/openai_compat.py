@@ -59,7 +59,7 @@ from urllib.parse import urlsplit
 from overt.errors import ConfigError, ExtraMissingError, ModelError, ModelOutputError, UsageError
 from overt.ids import new_ulid
 from overt.models.qwen_chat import answer_messages, has_tool_results
-from overt.models.resolve import ModelOptions, ModelProvider
+from overt.models.resolve import ModelOptions
 from overt.models.toolcall_parse import parse_tool_calls, split_reasoning
 from overt.tools.shapes import to_openai
 from overt.types import Message, ModelRequest, ModelResponse, ToolCall, Usage
@@ -380,8 +380,3 @@ def build(arg: str, options: ModelOptions) -> OpenAICompatModel:
                               f"got {type(value).__name__}")
     settings["base_url"] = settings.get("base_url") or DEFAULT_BASE_URL
     return OpenAICompatModel(arg, **settings)
-
-
-def provider() -> ModelProvider:
-    """The ``openai:MODEL`` scheme (see :func:`build`)."""
-    return ModelProvider("openai", build, "an OpenAI-compatible chat completions server")

@@ -57,13 +57,27 @@ def _local(arg: str, options: ModelOptions) -> Model:
                                  progress=options.progress)
 
 
+def _anthropic(arg: str, options: ModelOptions) -> Model:
+    from overt.models.anthropic import build
+
+    return build(arg, options)
+
+
+def _openai(arg: str, options: ModelOptions) -> Model:
+    from overt.models.openai_compat import build
+
+    return build(arg, options)
+
+
 def builtin_providers() -> list[ModelProvider]:
-    """overt's own model schemes."""
+    """overt's own model schemes. Each adapter is imported only when a model of its
+    scheme is built, so start-up never pays for an SDK it does not use."""
     return [
         ModelProvider("local", _local, "the embedded default model (llama.cpp)"),
         ModelProvider("scripted", _scripted, "replies replayed from a JSONL file"),
-        __import__("overt.models.anthropic", fromlist=["provider"]).provider(),
-        __import__("overt.models.openai_compat", fromlist=["provider"]).provider(),
+        ModelProvider("anthropic", _anthropic, "Claude, over the Anthropic Messages API"),
+        ModelProvider("openai", _openai,
+                      "any OpenAI-compatible chat completions server (OpenAI, vLLM, llama.cpp)"),
     ]
 
 
@@ -134,21 +148,3 @@ class ModelCatalog:
         model = provider.build(arg, options)
         self._models[spec] = model
         return model
-
-
-def resolve_model(spec: str, *, cache_dir: str | Path | None = None,
-                  progress: Progress | None = None) -> Model:
-    """The model named by ``spec``, from overt's own providers.
-
-    ``local`` is the embedded default (Qwen2.5-Coder-0.5B-Instruct on llama.cpp;
-    weights assembled on first use). ``scripted:FILE`` replays a JSONL file of
-    replies (see :mod:`overt.models.fake`).
-
-    Raises:
-        UsageError: the spec names no known model.
-        ExtraMissingError: the model needs an extra that is not installed.
-        ModelAssetError: the local weights cannot be assembled or fail their hash.
-    """
-    catalog = ModelCatalog(builtin_providers(),
-                           options=ModelOptions(cache_dir=cache_dir, progress=progress))
-    return catalog.get(spec)
