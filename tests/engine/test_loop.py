@@ -289,3 +289,18 @@ def test_an_invented_tool_name_with_control_characters_is_recorded_printable_and
     assert "\x00" not in record["tool_name"] and "\n" not in record["tool_name"]
     assert len(record["tool_name"]) <= 128
     assert run(ledger.verify()).ok
+
+
+def test_arguments_that_are_not_json_are_stored_as_their_repr_and_the_turn_completes(
+    make_runtime: RuntimeFactory, ledger: Any
+) -> None:
+    from overt.types import ModelResponse, ToolCall
+
+    odd = {"x": float("nan"), "y": {1, 2}}
+    model = ScriptedModel([ModelResponse("", (ToolCall("c1", "echo", odd),)), "done"])
+    result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
+    assert result.error is None and result.text == "done"
+    inference = run(ledger.entries(kinds=["inference"]))[0]
+    stored = run(ledger.content(inference.data["response_digest"], seq=inference.seq))
+    assert "nan" in stored and "{1, 2}" in stored
+    assert run(ledger.verify()).ok

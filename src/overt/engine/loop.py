@@ -281,11 +281,7 @@ class _Turn:
             cost = engine.prices.cost(response.model or model.name, usage)
             usage = Usage(usage.input_tokens, usage.output_tokens, cost)
         self.usage = self.usage + usage
-        body = canonical_json({
-            "text": response.text, "reasoning": response.reasoning,
-            "tool_calls": [{"id": c.id, "name": c.name, "arguments": jsonable(c.arguments),
-                            "malformed": c.malformed} for c in response.tool_calls],
-        })
+        body = _response_body(response)
         rec.add(InferenceRecorded(
             turn_id=self.turn_id, session_id=self.session_id, inference_id=inference_id,
             iteration=self.model_calls - 1, model=response.model or model.name,
@@ -395,6 +391,25 @@ class _Turn:
         if not failed:
             messages.append(Message("assistant", text))
         return TurnOutcome(self.result(text, tools_used, error), messages)
+
+
+def _response_body(response: ModelResponse) -> str:
+    """A model response as the content tier stores it (canonical JSON).
+
+    Encoded once; only output that is not JSON as it is (malformed arguments)
+    takes the slower path that stores such arguments as their repr.
+    """
+    def body(arguments: Callable[[object], object]) -> str:
+        return canonical_json({
+            "text": response.text, "reasoning": response.reasoning,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": arguments(c.arguments),
+                            "malformed": c.malformed} for c in response.tool_calls],
+        })
+
+    try:
+        return body(lambda arguments: arguments)
+    except (TypeError, ValueError):
+        return body(jsonable)
 
 
 def _ms_since(started: float) -> float:
