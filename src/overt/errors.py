@@ -7,7 +7,9 @@ Catch by type, never by message::
     ├── UsageError              a developer or operator used overt wrongly
     │   ├── ConfigError         a config value is missing or malformed
     │   ├── ExtraMissingError   an optional dependency (an extra) is not installed
-    │   └── PluginError         an enabled plugin cannot be found, loaded or registered
+    │   ├── PluginError         an enabled plugin cannot be found, loaded or registered
+    │   └── ApprovalError       an approval cannot be decided (already decided, expired,
+    │                           not the decider's to decide)
     ├── HookTimeout             a hook implementation ran past its time limit (also a
     │                           TimeoutError); recorded by the engine, never raised out of a turn
     ├── ToolError               something a model can see and recover from
@@ -20,7 +22,8 @@ Catch by type, never by message::
     └── LedgerError             the record cannot be written or read
         ├── LedgerIntegrityError  `verify` found an entry that does not match
         ├── MigrationError        the schema could not be brought up to date
-        └── NotFoundError         a turn, session or entry id that does not exist
+        ├── NotFoundError         a turn, session or entry id that does not exist
+        └── LedgerConflict        a once-only record (a claim) is already on the record
 
 A :class:`ToolError` becomes an ``is_error`` tool result the model reads; the
 turn goes on. A :class:`ModelError` ends the turn with ``ResponseResult.error``
@@ -107,3 +110,23 @@ class MigrationError(LedgerError):
 
 class NotFoundError(LedgerError):
     """No turn, session or entry with that id exists in the ledger."""
+
+
+class LedgerConflict(LedgerError):
+    """A once-only record is already on the record.
+
+    Events with a ``claim`` field are once-only per (kind, claim): the ledger
+    appends one only if none with the same kind and claim exists, checked in
+    the same transaction that would append it. Nothing of the batch is written.
+    """
+
+    def __init__(self, kind: str, claim: str) -> None:
+        super().__init__(f"{kind} {claim!r} is already on the record")
+        self.kind = kind
+        self.claim = claim
+
+
+class ApprovalError(UsageError):
+    """An approval request cannot be decided: already decided, expired, or the
+    deciding actor lacks the capability to decide it."""
+

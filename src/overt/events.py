@@ -17,7 +17,7 @@ ToolStatus = Literal["ok", "not_allowed", "execution_error", "timeout"]
 TOOL_STATUSES: tuple[str, ...] = ("ok", "not_allowed", "execution_error", "timeout")
 
 TurnStatus = Literal["completed", "tool_error_streak", "model_error", "ledger_error",
-                     "budget_exceeded"]
+                     "budget_exceeded", "interrupted"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,6 +149,143 @@ class LedgerPruned(Event):
     held_back_by_turn: str | None
 
 
+PolicyEffect = Literal["allow", "deny", "ask", "quarantine"]
+GatePath = Literal["loop", "resume", "direct", "review"]
+"""Which entry point asked the gate: the engine loop, a resumed turn, a direct
+(batch or scheduled) call, or an operator releasing a quarantined call."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyDecided(Event):
+    """The gate decided a tool call: capability check, then policy rules.
+
+    ``rule`` is the rule that fired; ``rules_evaluated`` every rule looked at,
+    in order. ``args_sha256`` is the digest of the call's canonical arguments
+    (the arguments themselves stay in the content tier).
+    """
+
+    kind: ClassVar[str] = "policy.decision"
+    decision_id: str
+    tool_call_id: str
+    tool_name: str
+    effect: PolicyEffect
+    reason_code: str
+    message: str
+    rule: str
+    rules_evaluated: list[str]
+    args_sha256: str
+    actor: str
+    source: str
+    route: str
+    mutating: bool
+    capability: str
+    capability_granted: bool
+    path: GatePath = "loop"
+    approval_request_id: str | None = None
+    """The approval that let this call through (a resumed or released call)."""
+
+
+ApprovalMode = Literal["approval", "quarantine"]
+ApprovalDecision = Literal["approved", "denied", "expired"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested(Event):
+    """A call is held: for approval (the turn pauses) or in quarantine (the turn
+    goes on without it; an operator may release it later). Bound to the exact
+    call: tool, canonical arguments digest, turn and actor."""
+
+    kind: ClassVar[str] = "approval.requested"
+    claim: str
+    request_id: str
+    mode: ApprovalMode
+    decision_id: str
+    tool_call_id: str
+    tool_name: str
+    args_sha256: str
+    actor: str
+    source: str
+    reason_code: str
+    expires_at: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalDecided(Event):
+    """An approval request was decided: once (``claim`` is the request id).
+
+    ``reason_digest`` names the decider's reason in the content tier.
+    """
+
+    kind: ClassVar[str] = "approval.decided"
+    claim: str
+    request_id: str
+    decision: ApprovalDecision
+    decided_by: str
+    reason_digest: str | None
+    tool_call_id: str
+    tool_name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnPaused(Event):
+    """The turn waits for an approval. ``checkpoint_digest`` names, in the
+    content tier, everything needed to resume it in any process."""
+
+    kind: ClassVar[str] = "turn.paused"
+    request_id: str
+    tool_call_id: str
+    tool_name: str
+    checkpoint_digest: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnResumed(Event):
+    """A paused turn was taken up again after its request was decided: once per
+    request (``claim``), whichever process got there first."""
+
+    kind: ClassVar[str] = "turn.resumed"
+    claim: str
+    request_id: str
+    decision: ApprovalDecision
+    resumed_by: str
+    pid: int
+    host: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapabilityChecked(Event):
+    """A capability check outside a tool call's gate decision (a tool checking a
+    finer capability, an operator deciding an approval)."""
+
+    kind: ClassVar[str] = "capability.checked"
+    actor: str
+    capability: str
+    granted: bool
+    reason_code: str
+    subject: str
+    tool_call_id: str | None = None
+
+
+ReasoningPhase = Literal["thinking", "plan", "waiting_approval", "execute", "error"]
+REASONING_PHASES: tuple[str, ...] = ("thinking", "plan", "waiting_approval", "execute",
+                                     "error")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReasoningStepRecorded(Event):
+    """One step of a turn's reasoning. ``step_number`` is 0-based and gapless
+    within the turn; the text is in the content tier under ``content_digest``."""
+
+    kind: ClassVar[str] = "reasoning.step"
+    step_id: str
+    step_number: int
+    phase: ReasoningPhase
+    content_digest: str
+    tool_call_id: str | None = None
+    policy_decision_id: str | None = None
+    approval_request_id: str | None = None
+
+
 HookErrorConsequence = Literal["blocked", "fell_through", "ignored", "no_tools", "no_models"]
 
 
@@ -267,7 +404,9 @@ def _data_fields(cls: type[Event]) -> tuple[str, ...]:
 AnyEvent = (
     RuntimeStarted | TurnStarted | InferenceRecorded | ToolCallStarted | ToolCallCompleted
     | TurnCompleted | LedgerPruned | HookBlocked | HookProvided | HookRequestRewritten
-    | HookToolsNarrowed | HookReissued | HookTransformed | HookError
+    | HookToolsNarrowed | HookReissued | HookTransformed | HookError | PolicyDecided
+    | ApprovalRequested | ApprovalDecided | TurnPaused | TurnResumed | CapabilityChecked
+    | ReasoningStepRecorded
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -275,5 +414,6 @@ EVENT_TYPES: dict[str, type[Event]] = {
     for cls in (RuntimeStarted, TurnStarted, InferenceRecorded, ToolCallStarted,
                 ToolCallCompleted, TurnCompleted, LedgerPruned, HookBlocked, HookProvided,
                 HookRequestRewritten, HookToolsNarrowed, HookReissued, HookTransformed,
-                HookError)
+                HookError, PolicyDecided, ApprovalRequested, ApprovalDecided, TurnPaused,
+                TurnResumed, CapabilityChecked, ReasoningStepRecorded)
 }

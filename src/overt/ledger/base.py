@@ -82,17 +82,32 @@ class UsageRow:
     session: str = "*"
 
 
+TableRow = tuple[str, Mapping[str, Any]]
+"""(table, {column: value}): a row written beside the chain in the same transaction."""
+
+
 class Ledger(Protocol):
     """Where every turn is recorded. Async; each backend is one implementation."""
 
     async def record(self, events: Sequence[Event],
-                     contents: Mapping[str, str] | None = None) -> list[Entry]:
-        """Append ``events`` to the chain and ``contents`` (digest -> body) to the
-        content tier, in one transaction. Returns the stored entries.
+                     contents: Mapping[str, str] | None = None, *,
+                     rows: Sequence[TableRow] = ()) -> list[Entry]:
+        """Append ``events`` to the chain, ``contents`` (digest -> body) to the
+        content tier and ``rows`` to their tables, in one transaction. Returns
+        the stored entries.
+
+        An event with a ``claim`` field is once-only: if an entry of the same
+        kind and claim is on the record (or earlier in the batch), nothing is
+        written and :class:`LedgerConflict` is raised.
 
         Raises:
+            LedgerConflict: a claim is taken; nothing was written.
             LedgerError: nothing was written.
         """
+        ...
+
+    async def claimed(self, kind: str, claim: str) -> Entry | None:
+        """The once-only entry of ``kind`` holding ``claim``, if there is one."""
         ...
 
     async def entries(self, *, turn_id: str | None = None, session_id: str | None = None,

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from overt.errors import LedgerConflict
 from overt.events import Event
 from overt.ids import new_ulid
 from overt.ledger.base import Entry, VerifyReport
@@ -55,6 +56,23 @@ def drafts(events: Sequence[Event]) -> list[Draft]:
         data = ev.data()
         out.append((ev.kind, ev.turn_id, ev.session_id, data, clean_text(canonical_json(data))))
     return out
+
+
+def batch_claims(batch: Sequence[Draft]) -> list[tuple[str, str]]:
+    """The (kind, claim) pairs a batch takes; a pair twice in it is a conflict.
+
+    Raises:
+        LedgerConflict: the batch claims the same (kind, claim) twice.
+    """
+    claims: list[tuple[str, str]] = []
+    for kind, _, _, data, _ in batch:
+        claim = data.get("claim")
+        if claim is not None:
+            pair = (kind, str(claim))
+            if pair in claims:
+                raise LedgerConflict(*pair)
+            claims.append(pair)
+    return claims
 
 
 def chain(head: tuple[int, str], at: str,

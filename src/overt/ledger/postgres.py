@@ -34,15 +34,22 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from overt.clock import now_iso
-from overt.errors import ExtraMissingError, LedgerError, MigrationError, UsageError
+from overt.errors import (
+    ExtraMissingError,
+    LedgerConflict,
+    LedgerError,
+    MigrationError,
+    UsageError,
+)
 from overt.events import Event, LedgerPruned
 from overt.ledger import retention, sql
-from overt.ledger.base import Entry, TurnSummary, UsageRow, VerifyReport
+from overt.ledger.base import Entry, TableRow, TurnSummary, UsageRow, VerifyReport
 from overt.ledger.canonical import GENESIS, digest_bytes
 from overt.ledger.chain import (
     ENTRY_COLUMNS,
     Draft,
     Row,
+    batch_claims,
     chain,
     clean_text,
     drafts,
@@ -97,6 +104,8 @@ class _Pending:
     batch: list[Draft]
     contents: Mapping[str, str] | None
     future: concurrent.futures.Future[list[Entry]]
+    claims: list[tuple[str, str]]
+    inserts: list[tuple[str, tuple[Any, ...]]]
 
 
 class PostgresLedger:
@@ -181,25 +190,35 @@ class PostgresLedger:
     # -- writing ------------------------------------------------------------
 
     async def record(self, events: Sequence[Event],
-                     contents: Mapping[str, str] | None = None) -> list[Entry]:
-        return await asyncio.wrap_future(self._submit(events, contents))
+                     contents: Mapping[str, str] | None = None, *,
+                     rows: Sequence[TableRow] = ()) -> list[Entry]:
+        return await asyncio.wrap_future(self._submit(events, contents, rows))
 
     def record_sync(self, events: Sequence[Event],
-                    contents: Mapping[str, str] | None = None) -> list[Entry]:
+                    contents: Mapping[str, str] | None = None, *,
+                    rows: Sequence[TableRow] = ()) -> list[Entry]:
         """:meth:`record`, for callers without an event loop."""
-        return self._submit(events, contents).result()
+        return self._submit(events, contents, rows).result()
 
-    def _submit(self, events: Sequence[Event],
-                contents: Mapping[str, str] | None) -> concurrent.futures.Future[list[Entry]]:
+    def _submit(self, events: Sequence[Event], contents: Mapping[str, str] | None,
+                rows: Sequence[TableRow] = ()) -> concurrent.futures.Future[list[Entry]]:
         if self._closed:
             raise LedgerError(f"ledger {_safe(self.url)} is closed")
         try:
             batch = drafts(events)
+            inserts = [(sql.insert_row(D, table, list(values)), tuple(values.values()))
+                       for table, values in rows]
         except (TypeError, ValueError) as exc:
             raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
+        claims = batch_claims(batch)
         future: concurrent.futures.Future[list[Entry]] = concurrent.futures.Future()
-        self._queue.put(_Pending(batch, contents, future))
+        self._queue.put(_Pending(batch, contents, future, claims, inserts))
         return future
+
+    async def claimed(self, kind: str, claim: str) -> Entry | None:
+        row = await self._aread(
+            lambda c: c.execute(sql.claim_exists(D), (kind, claim)).fetchone())
+        return row_to_entry(row) if row else None
 
     def _write_loop(self) -> None:
         conn: Any = None
@@ -245,14 +264,21 @@ class PostgresLedger:
             if conn is not None:
                 conn.close()
             return None
-        for pending, entries in zip(group, results, strict=True):
-            pending.future.set_result(entries)
+        for pending, result in zip(group, results, strict=True):
+            if isinstance(result, LedgerConflict):
+                pending.future.set_exception(result)
+            else:
+                pending.future.set_result(result)
         return conn
 
-    def _append(self, conn: Any, group: list[_Pending]) -> list[list[Entry]]:
-        """One transaction: lock and read the head (one round trip); copy; commit."""
+    def _append(self, conn: Any, group: list[_Pending]) -> list[list[Entry] | LedgerConflict]:
+        """One transaction: lock and read the head (one round trip); claims; copy; commit.
+
+        A record set whose claim is taken (on the record, or earlier in the
+        group) is left out of the transaction and answered with the conflict.
+        """
         at = now_iso()
-        results: list[list[Entry]] = []
+        results: list[list[Entry] | LedgerConflict] = []
         cur = conn.execute(_BEGIN_LOCK_HEAD)
         cur.nextset()
         cur.nextset()
@@ -261,7 +287,17 @@ class PostgresLedger:
             head: tuple[int, str] = (int(row[0]), row[1]) if row else (0, GENESIS)
             entry_rows: list[Row] = []
             content_rows: list[tuple[int, str, bytes, str]] = []
+            inserts: list[tuple[str, tuple[Any, ...]]] = []
+            taken: set[tuple[str, str]] = set()
             for pending in group:
+                conflict = next((LedgerConflict(*pair) for pair in pending.claims
+                                 if pair in taken
+                                 or conn.execute(sql.claim_exists(D), pair).fetchone()), None)
+                if conflict is not None:
+                    results.append(conflict)
+                    continue
+                taken.update(pending.claims)
+                inserts.extend(pending.inserts)
                 if pending.contents:
                     content_rows.extend((head[0] + 1, digest, clean_text(body).encode("utf-8"), at)
                                         for digest, body in pending.contents.items())
@@ -273,9 +309,12 @@ class PostgresLedger:
                     with copy_cur.copy(_COPY_CONTENT) as copy:
                         for content_row in content_rows:
                             copy.write_row(content_row)
-                with copy_cur.copy(_COPY_ENTRIES) as copy:
-                    for entry_row in entry_rows:
-                        copy.write_row(entry_row)
+                if entry_rows:
+                    with copy_cur.copy(_COPY_ENTRIES) as copy:
+                        for entry_row in entry_rows:
+                            copy.write_row(entry_row)
+                for statement, values in inserts:
+                    copy_cur.execute(statement, values)
             conn.execute("COMMIT")
         except BaseException:
             if not conn.closed:

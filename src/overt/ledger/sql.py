@@ -62,6 +62,34 @@ def insert_entries(d: Dialect) -> str:
     return f"INSERT INTO audit_log ({ENTRY_COLUMNS}) VALUES ({d.phs(9)})"
 
 
+def claim_exists(d: Dialect) -> str:
+    """Whether a once-only entry of a kind with a claim is on the record (uses the
+    ``audit_log_claims`` index)."""
+    return (f"SELECT {ENTRY_COLUMNS} FROM audit_log WHERE kind = {d.ph} "
+            f"AND {d.text('claim')} = {d.ph} AND {d.text('claim')} IS NOT NULL LIMIT 1")
+
+
+def claims_index(d: Dialect) -> str:
+    """At most one entry per (kind, claim): the database's own guarantee of once-only."""
+    return (f"CREATE UNIQUE INDEX audit_log_claims ON audit_log (kind, ({d.text('claim')})) "
+            f"WHERE {d.text('claim')} IS NOT NULL")
+
+
+def insert_row(d: Dialect, table: str, columns: Sequence[str]) -> str:
+    """An insert into a table that records beside the chain (memory, ...).
+
+    Raises:
+        ValueError: the table or a column is not a plain identifier, or is one of
+            the chain's own tables.
+    """
+    for name in (table, *columns):
+        if not name.replace("_", "").isalnum() or not name.isascii() or name[0].isdigit():
+            raise ValueError(f"not a plain SQL identifier: {name!r}")
+    if table in ("audit_log", "content_blobs", "overt_prune_gate", "overt_migrations"):
+        raise ValueError(f"{table} is written only by the chain itself")
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({d.phs(len(columns))})"
+
+
 def insert_content(d: Dialect) -> str:
     return (f"INSERT INTO content_blobs (seq, digest, body, created_at) VALUES ({d.phs(4)}) "
             "ON CONFLICT DO NOTHING")

@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from overt.clock import now_iso
-from overt.errors import LedgerError, MigrationError
+from overt.errors import LedgerConflict, LedgerError, MigrationError
 from overt.events import Event, LedgerPruned
 from overt.ledger import retention, sql
-from overt.ledger.base import Entry, TurnSummary, UsageRow, VerifyReport
+from overt.ledger.base import Entry, TableRow, TurnSummary, UsageRow, VerifyReport
 from overt.ledger.canonical import GENESIS, digest_text
 from overt.ledger.chain import (
     Draft,
+    batch_claims,
     chain,
     clean_text,
     drafts,
@@ -135,18 +136,22 @@ class SqliteLedger:
     # -- writing ------------------------------------------------------------
 
     async def record(self, events: Sequence[Event],
-                     contents: Mapping[str, str] | None = None) -> list[Entry]:
-        return self.record_sync(events, contents)
+                     contents: Mapping[str, str] | None = None, *,
+                     rows: Sequence[TableRow] = ()) -> list[Entry]:
+        return self.record_sync(events, contents, rows=rows)
 
     def record_sync(self, events: Sequence[Event],
-                    contents: Mapping[str, str] | None = None) -> list[Entry]:
+                    contents: Mapping[str, str] | None = None, *,
+                    rows: Sequence[TableRow] = ()) -> list[Entry]:
         """:meth:`record`, for callers without an event loop."""
         try:
             batch = drafts(events)
+            inserts = [(sql.insert_row(D, table, list(values)), tuple(values.values()))
+                       for table, values in rows]
         except (TypeError, ValueError) as exc:
             raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
         at = now_iso()
-        return self._locked_write(lambda: self._append(at, batch, contents))
+        return self._locked_write(lambda: self._append(at, batch, contents, inserts))
 
     def _locked_write(self, work: Callable[[], T]) -> T:
         with self._lock:
@@ -166,9 +171,13 @@ class SqliteLedger:
                     raise LedgerError(f"cannot write ledger {self.path}: {exc}") from exc
         raise AssertionError("unreachable")
 
-    def _append(self, at: str, batch: list[Draft],
-                contents: Mapping[str, str] | None) -> list[Entry]:
-        """Inside a write transaction: content, then entries chained onto the head."""
+    def _append(self, at: str, batch: list[Draft], contents: Mapping[str, str] | None,
+                inserts: Sequence[tuple[str, tuple[Any, ...]]] = ()) -> list[Entry]:
+        """Inside a write transaction: claims checked, content, entries chained onto
+        the head, then the rows beside the chain."""
+        for kind, claim in batch_claims(batch):
+            if self._conn.execute(sql.claim_exists(D), (kind, claim)).fetchone():
+                raise LedgerConflict(kind, claim)
         if self._head is None:
             row = self._conn.execute(sql.HEAD).fetchone()
             self._head = (row[0], row[1]) if row else (0, GENESIS)
@@ -178,8 +187,14 @@ class SqliteLedger:
             self._conn.executemany(sql.insert_content(D), [
                 (first, d, clean_text(body), at) for d, body in contents.items()])
         self._conn.executemany(sql.insert_entries(D), rows)
+        for statement, values in inserts:
+            self._conn.execute(statement, values)
         self._head = head
         return entries
+
+    async def claimed(self, kind: str, claim: str) -> Entry | None:
+        rows = self._query(sql.claim_exists(D), (kind, claim))
+        return row_to_entry(rows[0]) if rows else None
 
     async def prune(self, cutoff: str) -> LedgerPruned:
         """Remove entries and content older than ``cutoff`` (see :mod:`.retention`)."""

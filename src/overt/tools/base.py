@@ -20,12 +20,14 @@ import asyncio
 import inspect
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from overt.errors import ToolArgumentError, UsageError
+from overt.policy.actors import Actor
+from overt.policy.capabilities import Capabilities
 from overt.types import ToolSpec
 
 if TYPE_CHECKING:
@@ -36,7 +38,12 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What a tool may know about the turn that calls it."""
+    """What a tool may know about the turn that calls it.
+
+    ``actor`` is who the call acts as (the agent on the turn's route, or the
+    actor of a direct call); ``capabilities`` answers finer checks a tool makes
+    itself (reading another actor's memory), which it records.
+    """
 
     ledger: Ledger
     turn_id: str
@@ -45,6 +52,8 @@ class ToolContext:
     caller_session_id: str
     tool_call_id: str
     runtime_started_at: str
+    actor: Actor = field(default_factory=lambda: Actor("agent", "default"))
+    capabilities: Capabilities = field(default_factory=lambda: Capabilities())
 
 
 class _Arguments(BaseModel):

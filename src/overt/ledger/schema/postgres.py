@@ -11,7 +11,7 @@ guard; a prune opens the gate for its own transaction only, with
 
 from __future__ import annotations
 
-from overt.ledger.sql import POSTGRES, failure_condition
+from overt.ledger.sql import POSTGRES, claims_index, failure_condition
 
 FUNCTIONS = """
 CREATE OR REPLACE FUNCTION overt_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -118,7 +118,10 @@ DROP INDEX audit_log_failures;
 CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(POSTGRES)};
 """
 
+_CLAIMS_V3 = claims_index(POSTGRES) + ";\n"
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, append-only guards, views", _INITIAL),
     (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
+    (3, "once-only entries: one per (kind, claim)", _CLAIMS_V3),
 ]

@@ -10,7 +10,7 @@ closes it before committing.
 
 from __future__ import annotations
 
-from overt.ledger.sql import SQLITE, failure_condition
+from overt.ledger.sql import SQLITE, claims_index, failure_condition
 
 APPEND_ONLY = "overt ledger is append-only"
 
@@ -114,7 +114,10 @@ DROP INDEX audit_log_failures;
 CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(SQLITE)};
 """
 
+_CLAIMS_V3 = claims_index(SQLITE) + ";\n"
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, prune gate, views", _INITIAL),
     (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
+    (3, "once-only entries: one per (kind, claim)", _CLAIMS_V3),
 ]

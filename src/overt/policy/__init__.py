@@ -1,0 +1,1 @@
+"""The gate every tool call passes: capabilities, policy rules, human approval."""
