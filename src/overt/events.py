@@ -389,6 +389,61 @@ class HookError(Event):
     error_digest: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeCreated(Event):
+    """A memory node was written (its first revision). Title and body live in the
+    memory tables; here only their digests."""
+
+    kind: ClassVar[str] = "node.created"
+    node_id: str
+    node_kind: str
+    actor: str
+    title_digest: str
+    body_digest: str
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSuperseded(Event):
+    """A memory node got a new revision ``node_id`` replacing ``supersedes``
+    (revision ``revision`` of the chain that starts at ``root_id``)."""
+
+    kind: ClassVar[str] = "node.superseded"
+    node_id: str
+    supersedes: str
+    root_id: str
+    revision: int
+    node_kind: str
+    actor: str
+    title_digest: str
+    body_digest: str
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkCreated(Event):
+    """A typed link between two memory nodes (named by their first revisions)."""
+
+    kind: ClassVar[str] = "link.created"
+    link_id: str
+    link_kind: str
+    from_id: str
+    to_id: str
+    actor: str
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkRetracted(Event):
+    """A memory link was retracted: it stays on the record, out of the graph."""
+
+    kind: ClassVar[str] = "link.retracted"
+    link_id: str
+    link_kind: str
+    actor: str
+    tool_call_id: str | None = None
+
+
 _FIELDS: dict[type[Event], tuple[str, ...]] = {}
 
 
@@ -406,7 +461,7 @@ AnyEvent = (
     | TurnCompleted | LedgerPruned | HookBlocked | HookProvided | HookRequestRewritten
     | HookToolsNarrowed | HookReissued | HookTransformed | HookError | PolicyDecided
     | ApprovalRequested | ApprovalDecided | TurnPaused | TurnResumed | CapabilityChecked
-    | ReasoningStepRecorded
+    | ReasoningStepRecorded | NodeCreated | NodeSuperseded | LinkCreated | LinkRetracted
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -415,5 +470,6 @@ EVENT_TYPES: dict[str, type[Event]] = {
                 ToolCallCompleted, TurnCompleted, LedgerPruned, HookBlocked, HookProvided,
                 HookRequestRewritten, HookToolsNarrowed, HookReissued, HookTransformed,
                 HookError, PolicyDecided, ApprovalRequested, ApprovalDecided, TurnPaused,
-                TurnResumed, CapabilityChecked, ReasoningStepRecorded)
+                TurnResumed, CapabilityChecked, ReasoningStepRecorded, NodeCreated,
+                NodeSuperseded, LinkCreated, LinkRetracted)
 }

@@ -360,6 +360,10 @@ class PostgresLedger:
     async def _aread(self, work: Callable[[Any], T]) -> T:
         return await asyncio.to_thread(self._read, work)
 
+    async def select(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of a query on the tables beside the chain (memory reads them so)."""
+        return await self._aread(lambda c: c.execute(statement, params).fetchall())
+
     async def entries(self, *, turn_id: str | None = None, session_id: str | None = None,
                       kinds: Sequence[str] | None = None, since: str | None = None,
                       until: str | None = None, limit: int | None = None) -> list[Entry]:

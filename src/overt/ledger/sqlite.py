@@ -227,6 +227,10 @@ class SqliteLedger:
             except sqlite3.DatabaseError as exc:
                 raise LedgerError(f"cannot read ledger {self.path}: {exc}") from exc
 
+    async def select(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of a query on the tables beside the chain (memory reads them so)."""
+        return self._query(statement, params)
+
     async def entries(self, *, turn_id: str | None = None, session_id: str | None = None,
                       kinds: Sequence[str] | None = None, since: str | None = None,
                       until: str | None = None, limit: int | None = None) -> list[Entry]:

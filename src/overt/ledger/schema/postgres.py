@@ -11,6 +11,7 @@ guard; a prune opens the gate for its own transaction only, with
 
 from __future__ import annotations
 
+from overt.ledger.schema import memory
 from overt.ledger.sql import POSTGRES, claims_index, failure_condition
 
 FUNCTIONS = """
@@ -124,4 +125,6 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, append-only guards, views", _INITIAL),
     (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
     (3, "once-only entries: one per (kind, claim)", _CLAIMS_V3),
+    (5, "memory: nodes, links, full-text search",
+     memory.postgres(lambda t: _guard(t, gated=False))),
 ]

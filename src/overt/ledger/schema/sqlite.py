@@ -10,6 +10,7 @@ closes it before committing.
 
 from __future__ import annotations
 
+from overt.ledger.schema import memory
 from overt.ledger.sql import SQLITE, claims_index, failure_condition
 
 APPEND_ONLY = "overt ledger is append-only"
@@ -120,4 +121,6 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, prune gate, views", _INITIAL),
     (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
     (3, "once-only entries: one per (kind, claim)", _CLAIMS_V3),
+    (5, "memory: nodes, links, full-text search",
+     memory.sqlite(lambda t: _no_update(t) + _no_delete(t, gated=False))),
 ]

@@ -1,0 +1,75 @@
+"""Full-text search of memory nodes: the one statement that differs by backend.
+
+The query text is never handed to a query parser as it is: a model's question
+(``"what did we decide about caching?"``) becomes plain words, the same words
+on both backends, matched with OR so that one missing word does not empty the
+result. Ordering rules are in :mod:`overt.memory.store`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from overt.ledger.sql import Dialect
+
+CURRENT = ("NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id)")
+"""A revision that nothing supersedes (the node alias is ``n``)."""
+
+MAX_WORDS = 16
+_WORD = re.compile(r"[^\W_]+")
+# Words so common they only slow a search down and blur its ranking (PostgreSQL's
+# english configuration drops them too; SQLite's FTS5 would not).
+STOP_WORDS = frozenset((
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "did", "do", "does", "for", "from",
+    "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no",
+    "not", "of", "on", "or", "our", "so", "that", "the", "their", "them", "then", "there",
+    "these", "they", "this", "to", "was", "we", "were", "what", "when", "where", "which",
+    "who", "why", "will", "with", "you", "your",
+))
+
+# bm25 per column (title, body); lower is better, so the score is its negation.
+_SQLITE_RANK = "bm25(memory_nodes_fts, 2.0, 1.0)"
+# ts_rank_cd weights for D, C, B (body), A (title).
+_POSTGRES_RANK = "ts_rank_cd('{0.1, 0.2, 0.5, 1.0}', n.search, q)"
+
+
+def words(query: str) -> list[str]:
+    """The words of ``query`` searched for: lower-cased, no stop words, no repeats,
+    at most :data:`MAX_WORDS`."""
+    seen: list[str] = []
+    for word in _WORD.findall(query.lower()):
+        if word not in STOP_WORDS and word not in seen:
+            seen.append(word)
+    return seen[:MAX_WORDS]
+
+
+def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None, limit: int,
+           columns: str) -> tuple[str, list[Any]]:
+    """(statement, params) selecting ``columns`` of node alias ``n`` plus a score column.
+
+    With no ``terms``: the newest current nodes (score 0).
+    """
+    filters: list[str] = []
+    params: list[Any] = []
+    for column, value in (("kind", kind), ("actor", actor)):
+        if value is not None:
+            filters.append(f"n.{column} = {d.ph}")
+            params.append(value)
+    cols = ", ".join(f"n.{c.strip()}" for c in columns.split(","))
+    where = "".join(f" AND {f}" for f in filters)
+    if not terms:
+        return (f"SELECT {cols}, 0.0 FROM memory_nodes n WHERE {CURRENT}{where} "
+                f"ORDER BY n.created_at DESC, n.id DESC LIMIT {d.ph}", [*params, limit])
+    if d.name == "sqlite":
+        match = " OR ".join(f'"{t}"' for t in terms)
+        return (f"SELECT {cols}, -{_SQLITE_RANK} AS score FROM memory_nodes_fts "
+                f"JOIN memory_nodes n ON n.rowid = memory_nodes_fts.rowid "
+                f"WHERE memory_nodes_fts MATCH {d.ph}{where} "
+                f"ORDER BY {_SQLITE_RANK}, n.created_at DESC, n.id DESC LIMIT {d.ph}",
+                [match, *params, limit])
+    return (f"SELECT {cols}, {_POSTGRES_RANK} AS score "
+            f"FROM memory_nodes n, to_tsquery('english', {d.ph}) q "
+            f"WHERE n.search @@ q AND {CURRENT}{where} "
+            f"ORDER BY score DESC, n.created_at DESC, n.id DESC LIMIT {d.ph}",
+            [" | ".join(terms), *params, limit])

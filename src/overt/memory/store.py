@@ -1,0 +1,290 @@
+"""Reads and writes of the memory graph over a ledger, on SQLite or PostgreSQL.
+
+Writes go through :meth:`Ledger.record`: the ``node.*`` / ``link.*`` event and
+the memory row are one transaction, so a node never exists without its record.
+Reads go through the ledger's own connection (``select``). The SQL is written
+once over a :class:`~overt.ledger.sql.Dialect`; only full-text search differs
+by backend (:mod:`overt.memory.search_sql`).
+
+Search ordering, on both backends: relevance first (SQLite: FTS5 ``bm25`` with
+the title weighted 2 and the body 1; PostgreSQL: ``ts_rank_cd`` with title
+weight A = 1.0 and body weight B = 0.5), then newer ``created_at`` first, then
+the larger id. Query words are lower-cased, split on anything but letters and
+digits, stripped of common English stop words and matched with OR, stemmed
+(porter / english). Only current revisions are found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from overt.clock import now_iso
+from overt.errors import UsageError
+from overt.events import Event, LinkCreated, LinkRetracted, NodeCreated, NodeSuperseded
+from overt.ids import new_ulid
+from overt.ledger.base import Ledger
+from overt.ledger.canonical import digest_text
+from overt.ledger.sql import POSTGRES, SQLITE, Dialect
+from overt.memory import search_sql
+
+NODE_COLUMNS = "id, kind, title, body, actor, created_at, supersedes, root_id, revision, turn_id"
+LINK_COLUMNS = "id, kind, from_id, to_id, actor, created_at"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One revision of a memory node."""
+
+    id: str
+    kind: str
+    title: str
+    body: str
+    actor: str
+    created_at: str
+    supersedes: str | None
+    root_id: str
+    revision: int
+    turn_id: str | None = None
+
+    def to_dict(self, *, body_limit: int | None = None) -> dict[str, Any]:
+        """As JSON for a tool result; ``body_limit`` shortens long bodies (and says so)."""
+        out: dict[str, Any] = {
+            "id": self.id, "kind": self.kind, "title": self.title, "body": self.body,
+            "actor": self.actor, "created_at": self.created_at, "supersedes": self.supersedes,
+            "root_id": self.root_id, "revision": self.revision,
+        }
+        if body_limit is not None and len(self.body) > body_limit:
+            out["body"] = self.body[:body_limit] + "…"
+            out["body_truncated"] = True
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A typed link from one node chain to another (``from_id`` / ``to_id`` are root ids)."""
+
+    id: str
+    kind: str
+    from_id: str
+    to_id: str
+    actor: str
+    created_at: str
+    retracted: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "from_id": self.from_id, "to_id": self.to_id,
+                "actor": self.actor, "created_at": self.created_at}
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search result: the current revision and its relevance (higher is better;
+    0 when the search had no query words)."""
+
+    node: Node
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """Who writes, and in which turn: stamped on rows and events."""
+
+    actor: str
+    turn_id: str | None = None
+    session_id: str | None = None
+    tool_call_id: str | None = None
+
+
+@runtime_checkable
+class MemoryLedger(Protocol):
+    """What the store needs of a ledger beyond :class:`Ledger`: its backend's name
+    and plain reads of the tables beside the chain (both built-in ledgers have them)."""
+
+    backend: str
+
+    async def select(self, statement: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+
+def _node(row: Sequence[Any]) -> Node:
+    return Node(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], int(row[8]),
+                row[9])
+
+
+def _link(row: Sequence[Any]) -> Link:
+    return Link(row[0], row[1], row[2], row[3], row[4], row[5])
+
+
+class MemoryStore:
+    """The memory graph in one ledger. Build with :func:`store_for`."""
+
+    def __init__(self, ledger: Ledger, reader: MemoryLedger, dialect: Dialect) -> None:
+        self.ledger = ledger
+        self._reader = reader
+        self._d = dialect
+
+    async def _rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        return await self._reader.select(statement, params)
+
+    # -- reads ----------------------------------------------------------------
+
+    async def node(self, node_id: str) -> Node | None:
+        """The revision ``node_id``, current or not."""
+        rows = await self._rows(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE id = "
+                                f"{self._d.ph}", (node_id,))
+        return _node(rows[0]) if rows else None
+
+    async def current(self, root_id: str) -> Node | None:
+        """The newest revision of the chain that starts at ``root_id``."""
+        rows = await self._rows(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE root_id = "
+                                f"{self._d.ph} ORDER BY revision DESC LIMIT 1", (root_id,))
+        return _node(rows[0]) if rows else None
+
+    async def currents(self, root_ids: Sequence[str]) -> dict[str, Node]:
+        """The current revision of each chain, by root id."""
+        if not root_ids:
+            return {}
+        rows = await self._rows(
+            f"SELECT {NODE_COLUMNS} FROM memory_nodes n WHERE n.root_id IN "
+            f"({self._d.phs(len(root_ids))}) AND {search_sql.CURRENT}", tuple(root_ids))
+        return {node.root_id: node for node in map(_node, rows)}
+
+    async def history(self, root_id: str) -> list[Node]:
+        """Every revision of the chain, oldest first."""
+        rows = await self._rows(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE root_id = "
+                                f"{self._d.ph} ORDER BY revision", (root_id,))
+        return [_node(r) for r in rows]
+
+    async def search(self, query: str, *, kind: str | None = None, actor: str | None = None,
+                     limit: int = 10) -> list[Hit]:
+        """Current revisions matching ``query`` (see the module docstring for the
+        ordering), of ``kind`` and written by ``actor`` when given. An empty query
+        lists the newest nodes; one of stop words only finds nothing."""
+        terms = search_sql.words(query)
+        if query.strip() and not terms:
+            return []  # only stop words: nothing would rank, and listing everything misleads
+        statement, params = search_sql.search(self._d, terms, kind=kind, actor=actor,
+                                              limit=limit, columns=NODE_COLUMNS)
+        rows = await self._rows(statement, params)
+        return [Hit(_node(r), float(r[10])) for r in rows]
+
+    async def link(self, link_id: str) -> Link | None:
+        """The link ``link_id``, saying whether it was retracted."""
+        rows = await self._rows(
+            f"SELECT {', '.join('l.' + c.strip() for c in LINK_COLUMNS.split(','))}, "
+            f"r.link_id FROM memory_links l LEFT JOIN memory_link_retractions r "
+            f"ON r.link_id = l.id WHERE l.id = {self._d.ph}", (link_id,))
+        if not rows:
+            return None
+        found = _link(rows[0])
+        return Link(found.id, found.kind, found.from_id, found.to_id, found.actor,
+                    found.created_at, retracted=rows[0][6] is not None)
+
+    async def links_touching(self, root_ids: Sequence[str]) -> list[Link]:
+        """Links in force (not retracted) from or to any of ``root_ids``, oldest first."""
+        if not root_ids:
+            return []
+        ids = self._d.phs(len(root_ids))
+        rows = await self._rows(
+            f"SELECT {LINK_COLUMNS} FROM memory_links l WHERE (l.from_id IN ({ids}) "
+            f"OR l.to_id IN ({ids})) AND NOT EXISTS (SELECT 1 FROM memory_link_retractions r "
+            "WHERE r.link_id = l.id) ORDER BY l.created_at, l.id", (*root_ids, *root_ids))
+        return [_link(r) for r in rows]
+
+    async def graph(self, limit: int = 500) -> tuple[list[Node], list[Link]]:
+        """The newest ``limit`` current nodes and the links in force among them."""
+        rows = await self._rows(
+            f"SELECT {NODE_COLUMNS} FROM memory_nodes n WHERE {search_sql.CURRENT} "
+            f"ORDER BY n.created_at DESC, n.id DESC LIMIT {int(limit)}")
+        nodes = [_node(r) for r in rows]
+        roots = {n.root_id for n in nodes}
+        links = [link for link in await self.links_touching(sorted(roots))
+                 if link.from_id in roots and link.to_id in roots]
+        return nodes, links
+
+    # -- writes ---------------------------------------------------------------
+
+    async def create_node(self, kind: str, title: str, body: str, writer: Writer,
+                          *, also: Sequence[Event] = ()) -> Node:
+        """Write the first revision of a node, with its ``node.created`` record
+        (and ``also``, in the same transaction).
+
+        Raises:
+            LedgerError: nothing was written.
+        """
+        node_id = new_ulid()
+        node = Node(node_id, kind, title, body, writer.actor, now_iso(), None, node_id, 1,
+                    writer.turn_id)
+        event = NodeCreated(turn_id=writer.turn_id, session_id=writer.session_id,
+                            node_id=node_id, node_kind=kind, actor=writer.actor,
+                            title_digest=digest_text(title), body_digest=digest_text(body),
+                            tool_call_id=writer.tool_call_id)
+        await self.ledger.record([*also, event], rows=[("memory_nodes", _node_row(node))])
+        return node
+
+    async def supersede(self, previous: Node, title: str, body: str, writer: Writer,
+                        *, also: Sequence[Event] = ()) -> Node:
+        """Write a new revision replacing ``previous`` (same kind), with its
+        ``node.superseded`` record.
+
+        Raises:
+            LedgerError: nothing was written (also when ``previous`` was superseded
+                meanwhile: a revision is superseded at most once).
+        """
+        node = Node(new_ulid(), previous.kind, title, body, writer.actor, now_iso(),
+                    previous.id, previous.root_id, previous.revision + 1, writer.turn_id)
+        event = NodeSuperseded(
+            turn_id=writer.turn_id, session_id=writer.session_id, node_id=node.id,
+            supersedes=previous.id, root_id=node.root_id, revision=node.revision,
+            node_kind=node.kind, actor=writer.actor, title_digest=digest_text(title),
+            body_digest=digest_text(body), tool_call_id=writer.tool_call_id)
+        await self.ledger.record([*also, event], rows=[("memory_nodes", _node_row(node))])
+        return node
+
+    async def create_link(self, kind: str, from_root: str, to_root: str, writer: Writer,
+                          *, also: Sequence[Event] = ()) -> Link:
+        """Write a link between two node chains, with its ``link.created`` record.
+
+        Raises:
+            LedgerError: nothing was written.
+        """
+        link = Link(new_ulid(), kind, from_root, to_root, writer.actor, now_iso())
+        event = LinkCreated(turn_id=writer.turn_id, session_id=writer.session_id,
+                            link_id=link.id, link_kind=kind, from_id=from_root, to_id=to_root,
+                            actor=writer.actor, tool_call_id=writer.tool_call_id)
+        row = {**link.to_dict(), "turn_id": writer.turn_id}
+        await self.ledger.record([*also, event], rows=[("memory_links", row)])
+        return link
+
+    async def retract_link(self, link: Link, writer: Writer,
+                           *, also: Sequence[Event] = ()) -> None:
+        """Record that ``link`` no longer holds (the link row stays).
+
+        Raises:
+            LedgerError: nothing was written (also when it was already retracted).
+        """
+        event = LinkRetracted(turn_id=writer.turn_id, session_id=writer.session_id,
+                              link_id=link.id, link_kind=link.kind, actor=writer.actor,
+                              tool_call_id=writer.tool_call_id)
+        row = {"link_id": link.id, "actor": writer.actor, "created_at": now_iso(),
+               "turn_id": writer.turn_id}
+        await self.ledger.record([*also, event], rows=[("memory_link_retractions", row)])
+
+
+def _node_row(node: Node) -> dict[str, Any]:
+    return {"id": node.id, "kind": node.kind, "title": node.title, "body": node.body,
+            "actor": node.actor, "created_at": node.created_at, "supersedes": node.supersedes,
+            "root_id": node.root_id, "revision": node.revision, "turn_id": node.turn_id}
+
+
+def store_for(ledger: Ledger) -> MemoryStore:
+    """The memory of ``ledger``.
+
+    Raises:
+        UsageError: the ledger cannot be read by the memory (not a built-in backend).
+    """
+    if not isinstance(ledger, MemoryLedger) or ledger.backend not in ("sqlite", "postgres"):
+        raise UsageError(f"ledger {type(ledger).__name__} does not hold memory "
+                         "(the SQLite and PostgreSQL ledgers do)")
+    return MemoryStore(ledger, ledger, SQLITE if ledger.backend == "sqlite" else POSTGRES)
