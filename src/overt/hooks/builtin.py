@@ -7,6 +7,7 @@ Always registered, first (so called last), unless ``plugins.disabled`` names
 from __future__ import annotations
 
 from overt.hooks.specs import hookimpl
+from overt.memory.tools import memory_tools
 from overt.models.resolve import ModelProvider, builtin_providers
 from overt.tools.base import Tool
 from overt.tools.builtin import builtin_tools
@@ -14,8 +15,8 @@ from overt.tools.builtin import builtin_tools
 
 @hookimpl
 def register_tools() -> list[Tool]:
-    """``get_operational_state`` and ``get_usage``."""
-    return builtin_tools()
+    """``get_operational_state``, ``get_usage`` and the memory tools (``node_*``, ``link_*``)."""
+    return [*builtin_tools(), *memory_tools()]
 
 
 @hookimpl
