@@ -11,6 +11,7 @@ from typing import Any
 import platformdirs
 
 from overt.errors import ConfigError
+from overt.memory.kinds import MemoryKinds
 from overt.models.router import EscalationRule
 
 
@@ -117,6 +118,8 @@ class Config:
     budget: Budget = field(default_factory=Budget)
     routes: Mapping[str, Route] = field(default_factory=dict)
     model_aliases: Mapping[str, ModelAlias] = field(default_factory=dict)
+    # Node kinds and link rules of the memory graph ([memory] adds to the built-in ones).
+    memory: MemoryKinds = field(default_factory=MemoryKinds.builtin)
     config_file: str | None = None  # the overt.toml this came from, if any
 
     def __post_init__(self) -> None:

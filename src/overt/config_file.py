@@ -35,6 +35,7 @@ from overt.config_schema import (
     reference_problems,
 )
 from overt.errors import ConfigError
+from overt.memory.kinds import MemoryKinds
 from overt.models.router import EscalationRule
 
 DEFAULT_NAME = "overt.toml"
@@ -176,6 +177,8 @@ def values(cfg: ConfigFile, base: Path | None = None) -> dict[str, object]:
     if cfg.prices:
         out["prices"] = {name: (p.input, p.output) for name, p in cfg.prices.items()}
     out["budget"] = _budget(cfg.budget)
+    if cfg.memory.kinds or cfg.memory.links:
+        out["memory"] = MemoryKinds.builtin().extended(cfg.memory.kinds, cfg.memory.links)
     if cfg.routes:
         out["routes"] = {name: _route(r) for name, r in cfg.routes.items()}
     return out

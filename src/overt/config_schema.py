@@ -113,6 +113,16 @@ class PluginsFile(_Strict):
     files: list[str] = Field(default_factory=list)
 
 
+class MemoryFile(_Strict):
+    """``[memory]``: node kinds besides the 18 built in, and (from kind, to kind) pairs
+    each link kind may join besides the built-in rules (``*``: any kind); see
+    :mod:`overt.memory.kinds`."""
+
+    kinds: list[str] = Field(default_factory=list)
+    links: dict[str, list[Annotated[list[str], Field(min_length=2, max_length=2)]]] = Field(
+        default_factory=dict)
+
+
 class ConfigFile(_Strict):
     """The whole of ``overt.toml``."""
 
@@ -128,6 +138,7 @@ class ConfigFile(_Strict):
     prices: dict[str, PriceFile] = Field(default_factory=dict)
     budget: BudgetFile = Field(default_factory=BudgetFile)
     plugins: PluginsFile = Field(default_factory=PluginsFile)
+    memory: MemoryFile = Field(default_factory=MemoryFile)
     providers: dict[str, ProviderFile] = Field(default_factory=dict)
 
 
