@@ -82,6 +82,11 @@ class UsageRow:
     session: str = "*"
 
 
+TrailRow = tuple[int, str, str, str | None, str | None, str, str | None]
+"""(seq, kind, at, turn_id, session_id, data as canonical JSON text, joined body):
+one entry of a reasoning trail. A tuple, and ``data`` left as text, because a
+trail is read 50,000 rows at a time and the reader decodes what it keeps."""
+
 TableRow = tuple[str, Mapping[str, Any]]
 """(table, {column: value}): a row written beside the chain in the same transaction."""
 
@@ -114,6 +119,17 @@ class Ledger(Protocol):
                       kinds: Sequence[str] | None = None, since: str | None = None,
                       until: str | None = None, limit: int | None = None) -> list[Entry]:
         """Entries matching every given filter, in ``seq`` order."""
+        ...
+
+    async def trail_rows(self, kinds: Sequence[str], *, turn_id: str | None = None,
+                         session_id: str | None = None, since: str | None = None,
+                         until: str | None = None) -> list[TrailRow]:
+        """Entries of ``kinds`` of the turns in scope, in ``seq`` order, each with the
+        body its ``content_digest`` or ``message_digest`` names (``None`` when pruned).
+
+        In scope: the turn ``turn_id``; else the turns of ``session_id`` and/or
+        started in ``[since, until)``.
+        """
         ...
 
     async def content(self, digest: str, *, seq: int | None = None) -> str | None:

@@ -43,7 +43,14 @@ from overt.errors import (
 )
 from overt.events import Event, LedgerPruned
 from overt.ledger import retention, sql
-from overt.ledger.base import Entry, TableRow, TurnSummary, UsageRow, VerifyReport
+from overt.ledger.base import (
+    Entry,
+    TableRow,
+    TrailRow,
+    TurnSummary,
+    UsageRow,
+    VerifyReport,
+)
 from overt.ledger.canonical import GENESIS, digest_bytes
 from overt.ledger.chain import (
     ENTRY_COLUMNS,
@@ -372,6 +379,15 @@ class PostgresLedger:
                                                limit=limit)
         rows = await self._aread(lambda c: c.execute(statement, params).fetchall())
         return [row_to_entry(r) for r in rows]
+
+    async def trail_rows(self, kinds: Sequence[str], *, turn_id: str | None = None,
+                         session_id: str | None = None, since: str | None = None,
+                         until: str | None = None) -> list[TrailRow]:
+        statement, params = sql.trail(D, kinds, turn_id=turn_id, session_id=session_id,
+                                      since=since, until=until)
+        rows = await self._aread(lambda c: c.execute(statement, params).fetchall())
+        return [(r[0], r[1], r[2], r[3], r[4], r[5],
+                 None if r[6] is None else bytes(r[6]).decode("utf-8")) for r in rows]
 
     async def content(self, digest: str, *, seq: int | None = None) -> str | None:
         params: tuple[Any, ...] = (digest,) if seq is None else (seq, digest)

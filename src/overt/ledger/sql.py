@@ -122,6 +122,64 @@ def select_entries(d: Dialect, *, turn_id: str | None, session_id: str | None,
     return sql, params
 
 
+def reasoning_phase_index(d: Dialect) -> str:
+    """Reasoning steps by phase and time (migration 4): ``overt trail --phase error``
+    across sessions reads this index, not every entry. Per turn, steps are found
+    by ``audit_log_turn``; by time, by ``audit_log_kind_at``."""
+    return (f"CREATE INDEX audit_log_reasoning_phase ON audit_log (({d.text('phase')}), at) "
+            "WHERE kind = 'reasoning.step'")
+
+
+def reasoning_steps_view(d: Dialect) -> str:
+    """The ``reasoning_steps`` view (migration 4): seed 004's table, for SQL users.
+    The step's text is in ``content_blobs`` under ``content_digest``."""
+    number = d.text("step_number")
+    if d.name != "sqlite":
+        number = f"({number})::integer"
+    return (f"CREATE VIEW reasoning_steps AS SELECT {d.text('step_id')} AS id, turn_id, "
+            f"session_id, {number} AS step_number, {d.text('phase')} AS phase, "
+            f"{d.text('content_digest')} AS content_digest, "
+            f"{d.text('tool_call_id')} AS linked_tool_call, "
+            f"{d.text('policy_decision_id')} AS linked_policy_decision, "
+            f"{d.text('approval_request_id')} AS linked_approval_request, "
+            "at AS created_at, seq FROM audit_log WHERE kind = 'reasoning.step'")
+
+
+def trail(d: Dialect, kinds: Sequence[str], *, turn_id: str | None, session_id: str | None,
+          since: str | None, until: str | None) -> tuple[str, list[Any]]:
+    """Entries of ``kinds`` of the turns in scope, in ``seq`` order, as
+    (seq, kind, at, turn_id, session_id, data, body): ``body`` is the content a
+    step's ``content_digest`` or a turn's ``message_digest`` names, joined here
+    so a trail of 50,000 steps is one query, not 50,000.
+
+    In scope: the one turn ``turn_id``; else the turns of ``session_id`` and/or
+    started in ``[since, until)``.
+    """
+    params: list[Any] = []
+    if turn_id is not None:
+        scope = f"a.turn_id = {d.ph}"
+        params.append(turn_id)
+    elif since is None and until is None:
+        scope = f"a.session_id = {d.ph}"
+        params.append(session_id)
+    else:
+        started = ["s.kind = 'turn.started'"]
+        for condition, value in ((f"s.session_id = {d.ph}", session_id),
+                                 (f"s.at >= {d.ph}", since), (f"s.at < {d.ph}", until)):
+            if value is not None:
+                started.append(condition)
+                params.append(value)
+        scope = f"a.turn_id IN (SELECT s.turn_id FROM audit_log s WHERE {' AND '.join(started)})"
+    params.extend(kinds)
+    digest = f"coalesce({d.text('content_digest', 'a.data')}, {d.text('message_digest', 'a.data')})"
+    body = (f"CASE WHEN a.kind IN ('reasoning.step', 'turn.started') THEN (SELECT c.body "
+            f"FROM content_blobs c WHERE c.seq <= a.seq AND c.digest = {digest} "
+            "ORDER BY c.seq DESC LIMIT 1) END")
+    return (f"SELECT a.seq, a.kind, a.at, a.turn_id, a.session_id, a.data, {body} "
+            f"FROM audit_log a WHERE {scope} AND a.kind IN ({d.phs(len(kinds))}) "
+            "ORDER BY a.seq", params)
+
+
 def select_content(d: Dialect, *, near_seq: bool) -> str:
     """A body by digest; with ``near_seq``, searching back from the referencing entry."""
     if near_seq:

@@ -31,7 +31,14 @@ from overt.clock import now_iso
 from overt.errors import LedgerConflict, LedgerError, MigrationError
 from overt.events import Event, LedgerPruned
 from overt.ledger import retention, sql
-from overt.ledger.base import Entry, TableRow, TurnSummary, UsageRow, VerifyReport
+from overt.ledger.base import (
+    Entry,
+    TableRow,
+    TrailRow,
+    TurnSummary,
+    UsageRow,
+    VerifyReport,
+)
 from overt.ledger.canonical import GENESIS, digest_text
 from overt.ledger.chain import (
     Draft,
@@ -238,6 +245,13 @@ class SqliteLedger:
                                                kinds=kinds, since=since, until=until,
                                                limit=limit)
         return [row_to_entry(r) for r in self._query(statement, params)]
+
+    async def trail_rows(self, kinds: Sequence[str], *, turn_id: str | None = None,
+                         session_id: str | None = None, since: str | None = None,
+                         until: str | None = None) -> list[TrailRow]:
+        statement, params = sql.trail(D, kinds, turn_id=turn_id, session_id=session_id,
+                                      since=since, until=until)
+        return self._query(statement, params)
 
     async def content(self, digest: str, *, seq: int | None = None) -> str | None:
         if seq is None:

@@ -12,7 +12,13 @@ guard; a prune opens the gate for its own transaction only, with
 from __future__ import annotations
 
 from overt.ledger.schema import memory
-from overt.ledger.sql import POSTGRES, claims_index, failure_condition
+from overt.ledger.sql import (
+    POSTGRES,
+    claims_index,
+    failure_condition,
+    reasoning_phase_index,
+    reasoning_steps_view,
+)
 
 FUNCTIONS = """
 CREATE OR REPLACE FUNCTION overt_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -121,10 +127,13 @@ CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(POST
 
 _CLAIMS_V3 = claims_index(POSTGRES) + ";\n"
 
+_REASONING_V4 = reasoning_phase_index(POSTGRES) + ";\n" + reasoning_steps_view(POSTGRES) + ";\n"
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, append-only guards, views", _INITIAL),
     (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
     (3, "once-only entries: one per (kind, claim)", _CLAIMS_V3),
+    (4, "reasoning steps: index by phase and time, reasoning_steps view", _REASONING_V4),
     (5, "memory: nodes, links, full-text search",
      memory.postgres(lambda t: _guard(t, gated=False))),
 ]

@@ -11,7 +11,13 @@ closes it before committing.
 from __future__ import annotations
 
 from overt.ledger.schema import memory
-from overt.ledger.sql import SQLITE, claims_index, failure_condition
+from overt.ledger.sql import (
+    SQLITE,
+    claims_index,
+    failure_condition,
+    reasoning_phase_index,
+    reasoning_steps_view,
+)
 
 APPEND_ONLY = "overt ledger is append-only"
 
@@ -117,10 +123,13 @@ CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(SQLI
 
 _CLAIMS_V3 = claims_index(SQLITE) + ";\n"
 
+_REASONING_V4 = reasoning_phase_index(SQLITE) + ";\n" + reasoning_steps_view(SQLITE) + ";\n"
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, prune gate, views", _INITIAL),
     (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
     (3, "once-only entries: one per (kind, claim)", _CLAIMS_V3),
+    (4, "reasoning steps: index by phase and time, reasoning_steps view", _REASONING_V4),
     (5, "memory: nodes, links, full-text search",
      memory.sqlite(lambda t: _no_update(t) + _no_delete(t, gated=False))),
 ]

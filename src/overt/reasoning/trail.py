@@ -1,0 +1,218 @@
+"""The audit trail: turns in order, each with its reasoning steps, tool calls,
+policy decisions and approvals joined.
+
+Built from one ledger query (:meth:`~overt.ledger.base.Ledger.trail_rows`),
+whatever the number of turns: an auditor asks for a whole session, or for
+everything in a time window across sessions, and reads why each call was made
+next to what the call did and who let it through.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from overt.errors import UsageError
+from overt.events import REASONING_PHASES
+from overt.ledger.base import Ledger
+
+TRAIL_KINDS = ("turn.started", "turn.completed", "turn.paused", "turn.resumed",
+               "reasoning.step", "tool_call.completed", "policy.decision",
+               "approval.requested", "approval.decided")
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One reasoning step. ``content`` is ``None`` when its text was pruned."""
+
+    seq: int
+    at: str
+    step_id: str
+    step_number: int
+    phase: str
+    content: str | None
+    content_digest: str
+    tool_call_id: str | None = None
+    policy_decision_id: str | None = None
+    approval_request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    """How a tool call ended."""
+
+    seq: int
+    at: str
+    tool_call_id: str
+    tool_name: str
+    status: str
+    duration_ms: float
+    reason_code: str | None
+    exc_type: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    """What the policy gate decided about a call, and by which rule."""
+
+    seq: int
+    at: str
+    decision_id: str
+    tool_call_id: str
+    tool_name: str
+    effect: str
+    reason_code: str
+    message: str
+    rule: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """An approval request and, once decided, its decision (``None`` while open)."""
+
+    seq: int
+    at: str
+    request_id: str
+    tool_call_id: str
+    tool_name: str
+    mode: str
+    reason_code: str
+    decision: str | None = None
+    decided_by: str | None = None
+    decided_at: str | None = None
+
+
+@dataclass(slots=True)
+class TurnTrail:
+    """One turn: what was asked, how it ended, and everything recorded between."""
+
+    turn_id: str
+    session_id: str | None
+    started_at: str
+    source: str | None = None
+    model: str | None = None
+    message: str | None = None
+    status: str | None = None
+    """How it ended (``completed``, ``model_error`` …); ``None`` while running."""
+    completed_at: str | None = None
+    paused_on: str | None = None
+    """The approval request the turn waits on, if it is paused now."""
+    steps: list[Step] = field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    decisions: list[DecisionRecord] = field(default_factory=list)
+    approvals: list[ApprovalRecord] = field(default_factory=list)
+
+    def records(self) -> list[Step | ToolCallRecord | DecisionRecord | ApprovalRecord]:
+        """Every record of the turn in ledger order (an approval at its request)."""
+        merged: list[Step | ToolCallRecord | DecisionRecord | ApprovalRecord] = [
+            *self.steps, *self.tool_calls, *self.decisions, *self.approvals]
+        merged.sort(key=lambda r: r.seq)
+        return merged
+
+
+@dataclass(slots=True)
+class Trail:
+    """Turns in the order they started; what was asked for."""
+
+    turns: list[TurnTrail]
+    session_id: str | None = None
+    turn_id: str | None = None
+    since: str | None = None
+    until: str | None = None
+
+    def steps(self) -> Iterator[tuple[TurnTrail, Step]]:
+        """Every step of every turn, in order."""
+        for turn in self.turns:
+            for step in turn.steps:
+                yield turn, step
+
+
+def check_phases(phases: Collection[str] | None) -> frozenset[str] | None:
+    """``phases`` as a set, checked.
+
+    Raises:
+        UsageError: a phase that is not one of the five.
+    """
+    if not phases:
+        return None
+    unknown = sorted(set(phases) - set(REASONING_PHASES))
+    if unknown:
+        raise UsageError(f"unknown phase {', '.join(unknown)}: one of "
+                         f"{', '.join(REASONING_PHASES)}")
+    return frozenset(phases)
+
+
+async def build_trail(ledger: Ledger, *, session_id: str | None = None,
+                      turn_id: str | None = None, since: str | None = None,
+                      until: str | None = None,
+                      phases: Collection[str] | None = None) -> Trail:
+    """The trail of one turn (``turn_id``), of a session (``session_id``), of the
+    turns started in ``[since, until)``, or of a session's turns in that window.
+    ``phases`` keeps only steps of those phases (every other record stays).
+
+    Raises:
+        UsageError: nothing to select by, or an unknown phase.
+        LedgerError: the ledger cannot be read.
+    """
+    if turn_id is None and session_id is None and since is None and until is None:
+        raise UsageError("a trail needs a turn, a session or a time range")
+    keep = check_phases(phases)
+    rows = await ledger.trail_rows(TRAIL_KINDS, turn_id=turn_id, session_id=session_id,
+                                   since=since, until=until)
+    return Trail(assemble(rows, keep), session_id, turn_id, since, until)
+
+
+def assemble(rows: list[Any], keep: frozenset[str] | None = None) -> list[TurnTrail]:
+    """Turns from trail rows (see :data:`~overt.ledger.base.TrailRow`), in ``seq`` order.
+
+    The hot loop of a trail: a step is decoded straight into its record.
+    """
+    turns: dict[str, TurnTrail] = {}
+    loads = json.loads
+    for seq, kind, at, turn_id, session_id, data_json, body in rows:
+        if turn_id is None:
+            continue
+        turn = turns.get(turn_id)
+        if turn is None:
+            turn = turns[turn_id] = TurnTrail(turn_id, session_id, at)
+        d = loads(data_json)
+        if kind == "reasoning.step":
+            if keep is None or d["phase"] in keep:
+                turn.steps.append(Step(
+                    seq, at, d["step_id"], d["step_number"], d["phase"], body,
+                    d["content_digest"], d.get("tool_call_id"), d.get("policy_decision_id"),
+                    d.get("approval_request_id")))
+        elif kind == "tool_call.completed":
+            turn.tool_calls.append(ToolCallRecord(
+                seq, at, d["tool_call_id"], d["tool_name"], d["tool_status"],
+                d["tool_duration_ms"], d.get("reason_code"), d.get("exc_type")))
+        elif kind == "turn.started":
+            turn.started_at, turn.source, turn.model, turn.message = (
+                at, d.get("source"), d.get("model"), body)
+        elif kind == "turn.completed":
+            turn.status, turn.completed_at, turn.paused_on = d.get("status"), at, None
+        else:
+            _approval_record(turn, seq, at, kind, d)
+    return list(turns.values())
+
+
+def _approval_record(turn: TurnTrail, seq: int, at: str, kind: str, d: dict[str, Any]) -> None:
+    if kind == "policy.decision":
+        turn.decisions.append(DecisionRecord(
+            seq, at, d["decision_id"], d["tool_call_id"], d["tool_name"], d["effect"],
+            d["reason_code"], d.get("message", ""), d.get("rule", "")))
+    elif kind == "approval.requested":
+        turn.approvals.append(ApprovalRecord(
+            seq, at, d["request_id"], d["tool_call_id"], d["tool_name"], d["mode"],
+            d["reason_code"]))
+    elif kind == "approval.decided":
+        for i, request in enumerate(turn.approvals):
+            if request.request_id == d["request_id"]:
+                turn.approvals[i] = replace(request, decision=d["decision"],
+                                            decided_by=d.get("decided_by"), decided_at=at)
+    elif kind == "turn.paused":
+        turn.paused_on = d.get("request_id")
+    elif kind == "turn.resumed":
+        turn.paused_on = None
