@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from overt import __version__, config_file
-from overt.cli import config_cmd, export_cmd, render
+from overt.cli import config_cmd, export_cmd, memory_cmd, render
 from overt.clock import period_start
 from overt.config import Config
 from overt.errors import LedgerError, ModelError, NotFoundError, OvertError, UsageError
@@ -113,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     plugins = sub.add_parser("plugins", help="installed plugins, whether enabled, their hooks")
     plugins.add_argument("--json", action="store_true")
     config_cmd.add_parser(sub)
+    memory_cmd.add_parser(sub)
     return p
 
 
@@ -174,6 +175,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return _prepare(config, args.name)
     if command == "plugins":
         return _plugins(config, args.json)
+    if command == "memory":
+        return run_sync(_memory(config, args))
     raise UsageError(f"unknown command {command}")
 
 
@@ -309,6 +312,11 @@ async def _show(config: Config, turn_id: str, content: bool, as_json: bool) -> i
     else:
         print(render.turn_record(entries, bodies))
     return EXIT_OK
+
+
+async def _memory(config: Config, args: argparse.Namespace) -> int:
+    async with _opened(config) as ledger:
+        return await memory_cmd.run(args, ledger)
 
 
 async def _verify(config: Config, as_json: bool) -> int:

@@ -1,0 +1,70 @@
+"""``overt memory``: search, show, history and graph, on both backends."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from overt.cli.main import main
+from overt.memory.store import Node, Writer, store_for
+from tests.conftest import run
+
+ME = Writer("agent:default")
+
+
+@pytest.fixture
+def graph(ledger: Any) -> dict[str, Node]:
+    store = store_for(ledger)
+    decision = run(store.create_node("Decision", "Use WAL", "readers never block", ME))
+    revised = run(store.supersede(decision, "Use WAL mode", "readers never block", ME))
+    component = run(store.create_node("Component", "Ledger", "the audit store", ME))
+    run(store.create_link("applies_to", decision.root_id, component.root_id, ME))
+    return {"decision": decision, "revised": revised, "component": component}
+
+
+def memory(url: str, *args: str) -> int:
+    return main(["--db", url, "memory", *args])
+
+
+def test_memory_search_prints_matches_best_first(graph: dict[str, Node], ledger_url: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert memory(ledger_url, "search", "wal", "--json") == 0
+    [result] = json.loads(capsys.readouterr().out)["results"]
+    assert result["id"] == graph["revised"].id and result["score"] > 0
+    assert memory(ledger_url, "search", "ledger", "--kind", "Component") == 0
+    assert "Ledger" in capsys.readouterr().out
+    assert memory(ledger_url, "search", "nothing-like-this") == 0
+    assert capsys.readouterr().out.strip() == "no matching nodes"
+    assert memory(ledger_url, "search", "wal", "--limit", "51") == 2
+
+
+def test_memory_show_prints_the_current_revision(graph: dict[str, Node], ledger_url: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert memory(ledger_url, "show", graph["decision"].id) == 0
+    out = capsys.readouterr().out
+    assert "Decision: Use WAL mode" in out and "was superseded" in out
+    assert memory(ledger_url, "show", "01NOPE") == 4
+
+
+def test_memory_history_prints_every_revision_oldest_first(
+    graph: dict[str, Node], ledger_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert memory(ledger_url, "history", graph["revised"].id, "--json") == 0
+    revisions = json.loads(capsys.readouterr().out)["revisions"]
+    assert [r["title"] for r in revisions] == ["Use WAL", "Use WAL mode"]
+
+
+def test_memory_graph_draws_dot_and_mermaid(graph: dict[str, Node], ledger_url: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    root, component = graph["decision"].root_id, graph["component"].root_id
+    assert memory(ledger_url, "graph", "--format", "dot") == 0
+    dot = capsys.readouterr().out
+    assert dot.startswith("digraph memory {")
+    assert f'"{root}" -> "{component}" [label="applies_to"];' in dot
+    assert '[label="Decision: Use WAL mode"]' in dot
+    assert memory(ledger_url, "graph", component, "--format", "mermaid") == 0
+    mermaid = capsys.readouterr().out
+    assert mermaid.startswith("flowchart LR")
+    assert f"n{root} -->|applies_to| n{component}" in mermaid
