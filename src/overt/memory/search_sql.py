@@ -8,6 +8,7 @@ result. Ordering rules are in :mod:`overt.memory.store`.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
@@ -28,10 +29,26 @@ STOP_WORDS = frozenset((
     "who", "why", "will", "with", "you", "your",
 ))
 
-# bm25 per column (title, body); lower is better, so the score is its negation.
-_SQLITE_RANK = "bm25(memory_nodes_fts, 2.0, 1.0)"
-# ts_rank_cd weights for D, C, B (body), A (title).
-_POSTGRES_RANK = "ts_rank_cd('{0.1, 0.2, 0.5, 1.0}', n.search, q)"
+# bm25 per column (title, body, tags); lower is better, so the score is its negation.
+_SQLITE_RANK = "bm25(memory_nodes_fts, 2.0, 1.0, 0.0)"
+# ts_rank_cd weights for D (tags: nothing), C (unused), B (body), A (title).
+_POSTGRES_RANK = "ts_rank_cd('{0, 0, 0.5, 1.0}', n.search, q)"
+_LETTERS = str.maketrans("0123456789abcdef", "abcdefghijklmnop")
+
+
+def kind_tag(kind: str) -> str:
+    return "zk" + kind.lower()
+
+
+def actor_tag(actor: str) -> str:
+    """One letters-only word per actor (a digest: actor names hold ``:`` and ``-``,
+    which tokenizers split on)."""
+    return "za" + hashlib.sha256(actor.encode("utf-8")).hexdigest()[:24].translate(_LETTERS)
+
+
+def tags(kind: str, actor: str) -> str:
+    """The ``search_tags`` of a node: its kind and actor as searchable words."""
+    return f"{kind_tag(kind)} {actor_tag(actor)}"
 
 
 def words(query: str) -> list[str]:
@@ -48,7 +65,9 @@ def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
            columns: str) -> tuple[str, list[Any]]:
     """(statement, params) selecting ``columns`` of node alias ``n`` plus a score column.
 
-    With no ``terms``: the newest current nodes (score 0).
+    With no ``terms``: the newest current nodes (score 0). With terms, the kind
+    and actor narrow the match inside the index (their tags), and are checked
+    again on the rows found.
     """
     filters: list[str] = []
     params: list[Any] = []
@@ -61,15 +80,24 @@ def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
     if not terms:
         return (f"SELECT {cols}, 0.0 FROM memory_nodes n WHERE {CURRENT}{where} "
                 f"ORDER BY n.created_at DESC, n.id DESC LIMIT {d.ph}", [*params, limit])
+    narrow = [*([kind_tag(kind)] if kind is not None else []),
+              *([actor_tag(actor)] if actor is not None else [])]
     if d.name == "sqlite":
-        match = " OR ".join(f'"{t}"' for t in terms)
-        return (f"SELECT {cols}, -{_SQLITE_RANK} AS score FROM memory_nodes_fts "
-                f"JOIN memory_nodes n ON n.rowid = memory_nodes_fts.rowid "
-                f"WHERE memory_nodes_fts MATCH {d.ph}{where} "
-                f"ORDER BY {_SQLITE_RANK}, n.created_at DESC, n.id DESC LIMIT {d.ph}",
-                [match, *params, limit])
+        match = "{title body} : (" + " OR ".join(f'"{t}"' for t in terms) + ")"
+        match += "".join(f' AND search_tags : "{t}"' for t in narrow)
+        # Rank inside the index (no row is read for a match that is not kept), then
+        # read the few rows kept. Ties inside the index go to the newer row (rowid).
+        return (f"SELECT {cols}, -f.rank AS score FROM (SELECT rowid, {_SQLITE_RANK} AS rank "
+                f"FROM memory_nodes_fts WHERE memory_nodes_fts MATCH {d.ph} "
+                f"ORDER BY rank, rowid DESC LIMIT {d.ph}) f "
+                f"JOIN memory_nodes n ON n.rowid = f.rowid WHERE 1 = 1{where} "
+                f"ORDER BY f.rank, n.created_at DESC, n.id DESC",
+                [match, limit, *params])
+    # One tsquery for the GIN index: the words (ranked) and the tags (not ranked).
+    tag_query = " & ".join(narrow) if narrow else None
+    matched = f"(q && to_tsquery('simple', {d.ph}))" if tag_query else "q"
     return (f"SELECT {cols}, {_POSTGRES_RANK} AS score "
             f"FROM memory_nodes n, to_tsquery('english', {d.ph}) q "
-            f"WHERE n.search @@ q AND {CURRENT}{where} "
+            f"WHERE n.search @@ {matched} AND {CURRENT}{where} "
             f"ORDER BY score DESC, n.created_at DESC, n.id DESC LIMIT {d.ph}",
-            [" | ".join(terms), *params, limit])
+            [" | ".join(terms), *([tag_query] if tag_query else []), *params, limit])

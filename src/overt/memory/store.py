@@ -9,9 +9,11 @@ by backend (:mod:`overt.memory.search_sql`).
 Search ordering, on both backends: relevance first (SQLite: FTS5 ``bm25`` with
 the title weighted 2 and the body 1; PostgreSQL: ``ts_rank_cd`` with title
 weight A = 1.0 and body weight B = 0.5), then newer ``created_at`` first, then
-the larger id. Query words are lower-cased, split on anything but letters and
-digits, stripped of common English stop words and matched with OR, stemmed
-(porter / english). Only current revisions are found.
+the larger id. (SQLite picks the top ``limit`` inside its index, where a tie
+goes to the row inserted later, which is the newer one within a ledger.) Query
+words are lower-cased, split on anything but letters and digits, stripped of
+common English stop words and matched with OR, stemmed (porter / english).
+Only current revisions are found. Scores are comparable within one backend only.
 """
 
 from __future__ import annotations
@@ -275,7 +277,8 @@ class MemoryStore:
 def _node_row(node: Node) -> dict[str, Any]:
     return {"id": node.id, "kind": node.kind, "title": node.title, "body": node.body,
             "actor": node.actor, "created_at": node.created_at, "supersedes": node.supersedes,
-            "root_id": node.root_id, "revision": node.revision, "turn_id": node.turn_id}
+            "root_id": node.root_id, "revision": node.revision, "turn_id": node.turn_id,
+            "search_tags": search_sql.tags(node.kind, node.actor)}
 
 
 def store_for(ledger: Ledger) -> MemoryStore:
