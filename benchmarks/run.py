@@ -8,13 +8,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import bench_hooks, bench_ledger, bench_memory, bench_router, bench_turn
+from benchmarks import (
+    bench_hooks,
+    bench_ledger,
+    bench_memory,
+    bench_reasoning,
+    bench_router,
+    bench_turn,
+)
 
 
 def main() -> None:
     print(f"overt benchmarks on {platform.machine()}, Python {platform.python_version()}, "
           f"{__import__('os').cpu_count()} CPUs\n")
-    for module in (bench_turn, bench_ledger, bench_hooks, bench_router, bench_memory):
+    for module in (bench_turn, bench_ledger, bench_hooks, bench_router, bench_memory,
+                   bench_reasoning):
         module.main()
         print()
 

@@ -5,7 +5,7 @@ Exit codes:
     1  the turn ended with an error (``ResponseResult.error`` is set)
     2  usage or configuration error
     3  ``ledger verify`` found an entry that does not match
-    4  no such turn
+    4  no such turn (or session)
     5  the ledger or the model could not be opened or used, or a span exporter failed
     130 interrupted
 """
@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from overt import __version__, config_file
-from overt.cli import config_cmd, export_cmd, memory_cmd, render
+from overt.cli import config_cmd, export_cmd, memory_cmd, render, trail_cmd
 from overt.clock import period_start
 from overt.config import Config
 from overt.errors import LedgerError, ModelError, NotFoundError, OvertError, UsageError
@@ -113,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     plugins = sub.add_parser("plugins", help="installed plugins, whether enabled, their hooks")
     plugins.add_argument("--json", action="store_true")
     config_cmd.add_parser(sub)
+    trail_cmd.add_parsers(sub)
     memory_cmd.add_parser(sub)
     return p
 
@@ -177,6 +178,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return _plugins(config, args.json)
     if command == "memory":
         return run_sync(_memory(config, args))
+    if command in trail_cmd.COMMANDS:
+        return run_sync(_trail(config, args))
     raise UsageError(f"unknown command {command}")
 
 
@@ -332,6 +335,11 @@ async def _verify(config: Config, as_json: bool) -> int:
 async def _export(config: Config, args: argparse.Namespace) -> int:
     async with _opened(config) as ledger:
         return await export_cmd.run(args, ledger)
+
+
+async def _trail(config: Config, args: argparse.Namespace) -> int:
+    async with _opened(config) as ledger:
+        return await trail_cmd.run(args, ledger)
 
 
 def _migrate(config: Config) -> int:

@@ -81,6 +81,12 @@ def turn_record(entries: list[Entry], contents: dict[str, str | None]) -> str:
                        f"${d['cost_usd']:.6f}")
             out.append(f"        tools used: {used}")
             body("reply", d.get("reply_digest"))
+        elif e.kind == "reasoning.step":
+            links = "".join(f"  {name} {d[key]}" for name, key in (
+                ("call", "tool_call_id"), ("decision", "policy_decision_id"),
+                ("approval", "approval_request_id")) if d.get(key))
+            out.append(f"  [{e.seq}] step {d['step_number']} {d['phase']}{links}")
+            body("text", d.get("content_digest"))
         elif e.kind.startswith("hook."):
             out.append(f"  [{e.seq}] {e.kind} by plugin {d.get('plugin')} in {d.get('hook')}"
                        + _details(d, skip=("plugin", "hook")))

@@ -10,9 +10,10 @@ next to what the call did and who let it through.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterator
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, field
+from json.scanner import make_scanner
+from typing import Any, NamedTuple, cast
 
 from overt.errors import UsageError
 from overt.events import REASONING_PHASES
@@ -23,9 +24,13 @@ TRAIL_KINDS = ("turn.started", "turn.completed", "turn.paused", "turn.resumed",
                "approval.requested", "approval.decided")
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One reasoning step. ``content`` is ``None`` when its text was pruned."""
+class Step(NamedTuple):
+    """One reasoning step. ``content`` is ``None`` when its text was pruned.
+
+    The trail's records are named tuples, not frozen dataclasses: as immutable
+    and as typed, and built five times faster (a frozen dataclass sets each
+    field through ``object.__setattr__``), which counts at 50,000 steps.
+    """
 
     seq: int
     at: str
@@ -39,8 +44,7 @@ class Step:
     approval_request_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallRecord:
+class ToolCallRecord(NamedTuple):
     """How a tool call ended."""
 
     seq: int
@@ -53,8 +57,7 @@ class ToolCallRecord:
     exc_type: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class DecisionRecord:
+class DecisionRecord(NamedTuple):
     """What the policy gate decided about a call, and by which rule."""
 
     seq: int
@@ -68,8 +71,7 @@ class DecisionRecord:
     rule: str
 
 
-@dataclass(frozen=True, slots=True)
-class ApprovalRecord:
+class ApprovalRecord(NamedTuple):
     """An approval request and, once decided, its decision (``None`` while open)."""
 
     seq: int
@@ -84,9 +86,14 @@ class ApprovalRecord:
     decided_at: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class TurnTrail:
-    """One turn: what was asked, how it ended, and everything recorded between."""
+    """One turn: what was asked, how it ended, and everything recorded between.
+
+    Its repr is a summary: asyncio (3.11) formats the repr of a coroutine's
+    result when ``asyncio.run`` ends, and the full repr of a 10,000-turn trail
+    takes longer than building it.
+    """
 
     turn_id: str
     session_id: str | None
@@ -104,6 +111,11 @@ class TurnTrail:
     decisions: list[DecisionRecord] = field(default_factory=list)
     approvals: list[ApprovalRecord] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        return (f"TurnTrail({self.turn_id!r}, status={self.status!r}, "
+                f"steps={len(self.steps)}, tool_calls={len(self.tool_calls)}, "
+                f"decisions={len(self.decisions)}, approvals={len(self.approvals)})")
+
     def records(self) -> list[Step | ToolCallRecord | DecisionRecord | ApprovalRecord]:
         """Every record of the turn in ledger order (an approval at its request)."""
         merged: list[Step | ToolCallRecord | DecisionRecord | ApprovalRecord] = [
@@ -112,15 +124,22 @@ class TurnTrail:
         return merged
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class Trail:
-    """Turns in the order they started; what was asked for."""
+    """Turns in the order they started; what was asked for. (Its repr is a
+    summary, for the reason given on :class:`TurnTrail`.)"""
 
     turns: list[TurnTrail]
     session_id: str | None = None
     turn_id: str | None = None
     since: str | None = None
     until: str | None = None
+
+    def __repr__(self) -> str:
+        asked = ", ".join(f"{k}={v!r}" for k, v in (
+            ("session_id", self.session_id), ("turn_id", self.turn_id),
+            ("since", self.since), ("until", self.until)) if v is not None)
+        return f"Trail({asked}, turns={len(self.turns)})"
 
     def steps(self) -> Iterator[tuple[TurnTrail, Step]]:
         """Every step of every turn, in order."""
@@ -164,20 +183,29 @@ async def build_trail(ledger: Ledger, *, session_id: str | None = None,
     return Trail(assemble(rows, keep), session_id, turn_id, since, until)
 
 
+# ``data`` is canonical JSON the ledger wrote: compact, no surrounding space. The
+# decoder's C scanner reads it without json.loads' two Python-level wrappers and
+# its trailing-whitespace check, a third of the cost of decoding a step.
+_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(cast(Any, json.JSONDecoder()))
+
+
 def assemble(rows: list[Any], keep: frozenset[str] | None = None) -> list[TurnTrail]:
     """Turns from trail rows (see :data:`~overt.ledger.base.TrailRow`), in ``seq`` order.
 
     The hot loop of a trail: a step is decoded straight into its record.
     """
     turns: dict[str, TurnTrail] = {}
-    loads = json.loads
+    scan = _SCAN
     for seq, kind, at, turn_id, session_id, data_json, body in rows:
         if turn_id is None:
             continue
         turn = turns.get(turn_id)
         if turn is None:
             turn = turns[turn_id] = TurnTrail(turn_id, session_id, at)
-        d = loads(data_json)
+        try:
+            d = scan(data_json, 0)[0]
+        except StopIteration:
+            d = json.loads(data_json)  # raises JSONDecodeError, naming the flaw
         if kind == "reasoning.step":
             if keep is None or d["phase"] in keep:
                 turn.steps.append(Step(
@@ -210,8 +238,8 @@ def _approval_record(turn: TurnTrail, seq: int, at: str, kind: str, d: dict[str,
     elif kind == "approval.decided":
         for i, request in enumerate(turn.approvals):
             if request.request_id == d["request_id"]:
-                turn.approvals[i] = replace(request, decision=d["decision"],
-                                            decided_by=d.get("decided_by"), decided_at=at)
+                turn.approvals[i] = request._replace(
+                    decision=d["decision"], decided_by=d.get("decided_by"), decided_at=at)
     elif kind == "turn.paused":
         turn.paused_on = d.get("request_id")
     elif kind == "turn.resumed":

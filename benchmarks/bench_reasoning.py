@@ -1,0 +1,169 @@
+"""Issue 7: reasoning steps.
+
+- steps recorded per second through the ledger: a turn's steps added by
+  ``TurnSteps`` (text to the content tier) and committed by the engine's
+  ``Recorder``, five steps per commit, on SQLite (and PostgreSQL when one
+  answers). Seed 004's design expected about 0.5 ms per step; target: at
+  least 10 times faster (<= 50 µs per step);
+- the audit trail of one session of 10,000 turns and 50,000 steps, on SQLite:
+  the one trail query and its assembly into turns, the median of 5 runs
+  (target: under 200 ms). The ledger holds what turns really record: per
+  turn, a message, an inference, five steps, a tool call (started and
+  completed) and a completion, each with its content; one turn in six
+  belongs to another session, interleaved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from benchmarks._stats import row
+from overt.engine.record import Recorder
+from overt.errors import OvertError
+from overt.events import (
+    InferenceRecorded,
+    ToolCallCompleted,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnStarted,
+)
+from overt.ids import new_ulid
+from overt.ledger import open_ledger
+from overt.reasoning.steps import TurnSteps
+from overt.reasoning.trail import build_trail
+
+PG = os.environ.get("OVERT_BENCH_PG", "postgresql://127.0.0.1:5432/test")
+RECORD_TURNS = 4_000
+STEPS_PER_TURN = 5
+TRAIL_TURNS = 10_000
+OTHER_EVERY = 5  # after every 5 turns of the session, one turn of another session
+RUNS = 5
+REASONING = ("The user asks for the state of the account.\nPlan:\n1. check_credits\n"
+             "2. summarise")
+
+
+def _record_rate(ledger: Any, turns: int) -> float:
+    """Steps committed per second, five per commit, through TurnSteps and a Recorder."""
+    rec = Recorder(ledger, [])
+    loop = asyncio.new_event_loop()
+    try:
+        start = time.perf_counter()
+        for _ in range(turns):
+            steps = TurnSteps(rec, new_ulid(), "cli:bench")
+            steps.model_reasoning("Checking the balance.", REASONING)  # three steps
+            steps.executed("call-1", "check_credits", "ok", "$2.50 remaining")
+            steps.failed("model_error: ConnectionError: refused")
+            loop.run_until_complete(rec.flush())
+        elapsed = time.perf_counter() - start
+    finally:
+        loop.close()
+    return turns * STEPS_PER_TURN / elapsed
+
+
+def _turn(rec: Recorder, session: str, n: int) -> None:
+    """Add to ``rec`` the entries one realistic turn records, with their content."""
+    turn_id = new_ulid()
+    rec.add(TurnStarted(
+        turn_id=turn_id, session_id=session, source="cli", caller_session_id=session,
+        message_digest=rec.content(f"question {n}: how are my credits?"), model="local",
+        route="default", max_tool_calls=5))
+    rec.add(InferenceRecorded(
+        turn_id=turn_id, session_id=session, inference_id=new_ulid(), iteration=0,
+        model="local", route="default", input_tokens=420, output_tokens=64, cost_usd=0.0,
+        duration_ms=812.5, tools_offered=["check_credits", "check_inbox"],
+        tool_calls_requested=1, stop_reason="tool_use",
+        response_digest=rec.content(f'{{"text": "reply {n}"}}')))
+    steps = TurnSteps(rec, turn_id, session)
+    steps.model_reasoning(f"Checking the balance for request {n}.", REASONING)
+    call_id = f"call-{n}"
+    args = rec.content('{"account": "main"}')
+    rec.add(ToolCallStarted(
+        turn_id=turn_id, session_id=session, tool_call_id=call_id, tool_name="check_credits",
+        triggered_by="cli", caller_session_id=session, args_sha256=args))
+    rec.add(ToolCallCompleted(
+        turn_id=turn_id, session_id=session, tool_call_id=call_id, tool_name="check_credits",
+        triggered_by="cli", caller_session_id=session, tool_status="ok",
+        tool_duration_ms=3.2, exc_type=None, args_sha256=args,
+        result_digest=rec.content(f"${n % 100}.50 remaining")))
+    steps.executed(call_id, "check_credits", "ok", f"${n % 100}.50 remaining")
+    steps.model_reasoning("<think>The balance is known; answer now.</think>"
+                          "You have credits left.", "", final=True)
+    rec.add(TurnCompleted(
+        turn_id=turn_id, session_id=session, status="completed",
+        reply_digest=rec.content(f"You have ${n % 100}.50 left."), tools_used=["check_credits"],
+        tool_calls=1, model_calls=1, input_tokens=420, output_tokens=64, cost_usd=0.0,
+        duration_ms=830.0))
+
+
+def _fill(ledger: Any, turns: int, session: str) -> int:
+    """Record ``turns`` turns of ``session`` (and others between); the steps recorded."""
+    rec = Recorder(ledger, [])
+    steps = 0
+    for n in range(turns + turns // OTHER_EVERY):
+        other = n % (OTHER_EVERY + 1) == OTHER_EVERY
+        _turn(rec, "cli:other" if other else session, n)
+        if not other:
+            steps += sum(1 for e in rec.events if e.kind == "reasoning.step")
+        ledger.record_sync(rec.events, rec.contents)  # the turn in one commit
+        rec.events, rec.contents = [], {}
+    return steps
+
+
+def _trail_ms(ledger: Any, session: str) -> tuple[float, list[float], int, int]:
+    timings = []
+    turns = steps = 0
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        trail = asyncio.run(build_trail(ledger, session_id=session))
+        timings.append((time.perf_counter() - start) * 1000)
+        turns, steps = len(trail.turns), sum(1 for _ in trail.steps())
+    return statistics.median(timings), timings, turns, steps
+
+
+def main() -> dict[str, float]:
+    print("reasoning steps")
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger: Any = open_ledger(str(Path(tmp) / "steps.db"))
+        figures["sqlite_steps"] = _record_rate(ledger, RECORD_TURNS)
+        ledger.close_sync()
+        row("SQLite: steps recorded", f"{figures['sqlite_steps']:10,.0f} steps/s "
+            f"({1e6 / figures['sqlite_steps']:.1f} µs per step; seed 004: 500 µs, "
+            "target <= 50)")
+
+        ledger = open_ledger(str(Path(tmp) / "trail.db"))
+        recorded = _fill(ledger, TRAIL_TURNS, "cli:audited")
+        median, runs, turns, steps = _trail_ms(ledger, "cli:audited")
+        figures["sqlite_trail_ms"] = median
+        ledger.close_sync()
+        row(f"SQLite: trail of {turns:,} turns, {steps:,} steps",
+            f"median {median:6.1f} ms of {RUNS} (target < 200 ms)")
+        row("  each run", ", ".join(f"{t:.1f}" for t in runs) + f" ms ({recorded:,} recorded)")
+
+    schema = f"overt_bench_{new_ulid().lower()}"
+    try:
+        pg: Any = open_ledger(f"{PG}?schema={schema}")
+    except OvertError as exc:  # no server or no driver: the SQLite figures stand alone
+        row("PostgreSQL: steps recorded", f"skipped ({type(exc).__name__})")
+        return figures
+    try:
+        figures["pg_steps"] = _record_rate(pg, RECORD_TURNS // 4)
+        pg.close_sync()
+        row("PostgreSQL: steps recorded, 1 writer",
+            f"{figures['pg_steps']:10,.0f} steps/s (a commit each 5: fsync-bound)")
+    finally:
+        with psycopg.connect(PG, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return figures
+
+
+if __name__ == "__main__":
+    main()
