@@ -20,6 +20,9 @@ from overt.engine.loop import EngineSettings
 from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
 from overt.models.base import Model
+from overt.policy.engine import Policy
+from overt.policy.gate import Gate
+from overt.policy.rules import Rule
 from overt.runtime import Runtime
 from overt.tools.base import Tool
 from overt.types import IncomingMessage
@@ -68,11 +71,23 @@ RuntimeFactory = Callable[..., Runtime]
 
 @pytest.fixture
 def make_runtime(ledger: Ledger, tmp_path: Path) -> RuntimeFactory:
-    def make(model: Model, tools: Iterable[Tool] | None = None, **settings: Any) -> Runtime:
+    """``make(model, tools, gate=None, **settings)``: a runtime on the test's ledger.
+
+    Without ``gate`` the policy lets every tool run (:data:`ALLOW_ALL`): tests of the
+    loop, hooks and ledger are not about approvals. tests/policy use real gates.
+    """
+    def make(model: Model, tools: Iterable[Tool] | None = None, *, gate: Gate | None = None,
+             **settings: Any) -> Runtime:
         return Runtime(model=model, ledger=ledger, tools=tools,
                        settings=EngineSettings(**settings),
-                       transcript=Transcript(tmp_path / "transcript.jsonl"))
+                       transcript=Transcript(tmp_path / "transcript.jsonl"),
+                       gate=gate or ALLOW_ALL)
     return make
+
+
+ALLOW_ALL = Gate(Policy([Rule("tests.allow_all", "allow", "tests_allow_all",
+                             "tests that are not about policy let every tool run")]))
+"""A gate whose policy allows every call (capabilities are still checked)."""
 
 
 def cli_message(text: str = "hello", session: str = "s1") -> IncomingMessage:

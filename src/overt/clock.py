@@ -25,6 +25,11 @@ def now_iso() -> str:
     return f"{_second_prefix[1]}.{micros:06d}Z"
 
 
+def iso_after(seconds: float) -> str:
+    """``seconds`` from now, in the ledger's format."""
+    return to_iso(datetime.now(UTC) + timedelta(seconds=seconds))
+
+
 def to_iso(moment: datetime) -> str:
     """``moment`` (aware, or naive meaning UTC) in the ledger's format."""
     if moment.tzinfo is None:

@@ -13,6 +13,8 @@ import platformdirs
 from overt.errors import ConfigError
 from overt.memory.kinds import MemoryKinds
 from overt.models.router import EscalationRule
+from overt.policy.gate import DEFAULT_APPROVAL_TTL_S
+from overt.policy.rules import Rule
 
 
 def default_data_dir() -> Path:
@@ -45,6 +47,20 @@ class Budget:
     def empty(self) -> bool:
         return all(getattr(self, n) is None for n in
                    ("session_tokens", "day_tokens", "session_usd", "day_usd"))
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySettings:
+    """``[policy]``: rules before the defaults (``defaults = false`` drops them: then a
+    call no rule matches is denied), and how long an approval request waits."""
+
+    rules: tuple[Rule, ...] = ()
+    defaults: bool = True
+    approval_ttl_s: float = DEFAULT_APPROVAL_TTL_S
+
+    def __post_init__(self) -> None:
+        if self.approval_ttl_s <= 0:
+            raise ConfigError(f"policy approval_ttl_s must be positive, got {self.approval_ttl_s}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +134,10 @@ class Config:
     budget: Budget = field(default_factory=Budget)
     routes: Mapping[str, Route] = field(default_factory=dict)
     model_aliases: Mapping[str, ModelAlias] = field(default_factory=dict)
+    policy: PolicySettings = field(default_factory=PolicySettings)
+    # Actor pattern -> capability patterns, over the defaults (overt.policy.capabilities).
+    capabilities: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    operator: str = "default"  # the name approvals decided from this machine are recorded by
     # Node kinds and link rules of the memory graph ([memory] adds to the built-in ones).
     memory: MemoryKinds = field(default_factory=MemoryKinds.builtin)
     config_file: str | None = None  # the overt.toml this came from, if any
@@ -172,7 +192,7 @@ class Config:
         """Build from ``OVERT_*`` variables (entry points only) over ``file``'s values
         (a config file's, see :mod:`overt.config_file`); ``overrides`` win when not None.
 
-        ``OVERT_DB``, ``OVERT_MODEL``, ``OVERT_ROUTE``, ``OVERT_TRANSCRIPT``,
+        ``OVERT_DB``, ``OVERT_MODEL``, ``OVERT_ROUTE``, ``OVERT_OPERATOR``, ``OVERT_TRANSCRIPT``,
         ``OVERT_SYSTEM_PROMPT``, ``OVERT_MAX_TOOL_CALLS``, ``OVERT_TOOL_TIMEOUT_S``,
         ``OVERT_CACHE_DIR``, ``OVERT_PRE_TOOL_CALL_TIMEOUT_S``; comma lists
         ``OVERT_PLUGINS_ENABLED``, ``OVERT_PLUGINS_DISABLED``, ``OVERT_PLUGIN_FILES``.
@@ -187,7 +207,7 @@ class Config:
                                      "model": "local"}
         values.update(file or {})
         for key, name in (("db", "OVERT_DB"), ("model", "OVERT_MODEL"),
-                          ("route", "OVERT_ROUTE")):
+                          ("route", "OVERT_ROUTE"), ("operator", "OVERT_OPERATOR")):
             if env.get(name):
                 values[key] = env[name]
         for key, name in (("transcript", "OVERT_TRANSCRIPT"),

@@ -23,12 +23,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from overt.config import Budget, Config, ModelAlias, Route
+from overt.config import Budget, Config, ModelAlias, PolicySettings, Route
 from overt.config_lines import key_lines, line_of
 from overt.config_schema import (
     BudgetFile,
     ConfigFile,
     Loc,
+    PolicyFile,
     ProviderFile,
     RouteFile,
     allowed_keys,
@@ -37,6 +38,7 @@ from overt.config_schema import (
 from overt.errors import ConfigError
 from overt.memory.kinds import MemoryKinds
 from overt.models.router import EscalationRule
+from overt.policy.rules import rule_from_mapping
 
 DEFAULT_NAME = "overt.toml"
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -179,6 +181,11 @@ def values(cfg: ConfigFile, base: Path | None = None) -> dict[str, object]:
     out["budget"] = _budget(cfg.budget)
     if cfg.memory.kinds or cfg.memory.links:
         out["memory"] = MemoryKinds.builtin().extended(cfg.memory.kinds, cfg.memory.links)
+    out["policy"] = _policy(cfg.policy)
+    if cfg.capabilities:
+        out["capabilities"] = {actor: tuple(c) for actor, c in cfg.capabilities.items()}
+    if cfg.operator is not None:
+        out["operator"] = cfg.operator
     if cfg.routes:
         out["routes"] = {name: _route(r) for name, r in cfg.routes.items()}
     return out
@@ -186,6 +193,13 @@ def values(cfg: ConfigFile, base: Path | None = None) -> dict[str, object]:
 
 def _settings(provider: ProviderFile) -> dict[str, Any]:
     return provider.model_dump(exclude_none=True, exclude={"spec"})
+
+
+def _policy(policy: PolicyFile) -> PolicySettings:
+    rules = tuple(rule_from_mapping(r.model_dump()) for r in policy.rules)
+    if policy.approval_ttl_s is None:
+        return PolicySettings(rules, policy.defaults)
+    return PolicySettings(rules, policy.defaults, policy.approval_ttl_s)
 
 
 def _budget(budget: BudgetFile) -> Budget:

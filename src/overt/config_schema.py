@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import types
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -107,6 +107,41 @@ class RouteFile(_Strict):
     escalation: EscalationFile = Field(default_factory=EscalationFile)
 
 
+class ConditionFile(_Strict):
+    """``[[policy.rules.when]]``: a test on one argument (see :mod:`overt.policy.rules`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
+    arg: Annotated[str, Field(min_length=1)]
+    op: Literal["eq", "ne", "in", "not_in", "glob", "regex", "gt", "ge", "lt", "le", "exists",
+                "absent", "contains"]
+    value: Any = None
+
+
+class RuleFile(_Strict):
+    """``[[policy.rules]]``: one rule; matchers left out match anything."""
+
+    name: Annotated[str, Field(min_length=1)]
+    effect: Literal["allow", "deny", "ask", "quarantine"]
+    reason_code: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_.\-]{0,63}$")]
+    message: str = ""
+    priority: int = 0
+    tools: list[str] = Field(default_factory=lambda: ["*"])
+    sources: list[Literal["cli", "http", "slack_dm", "email", "mcp"]] | None = None
+    routes: list[str] | None = None
+    actors: list[str] | None = None
+    mutating: bool | None = None
+    when: list[ConditionFile] = Field(default_factory=list)
+
+
+class PolicyFile(_Strict):
+    """``[policy]``: rules (higher ``priority`` first), whether the defaults follow them,
+    and how long an approval request waits before it expires."""
+
+    defaults: bool = True
+    approval_ttl_s: Annotated[float, Field(gt=0)] | None = None
+    rules: list[RuleFile] = Field(default_factory=list)
+
+
 class PluginsFile(_Strict):
     enabled: list[str] = Field(default_factory=list)
     disabled: list[str] = Field(default_factory=list)
@@ -140,6 +175,9 @@ class ConfigFile(_Strict):
     plugins: PluginsFile = Field(default_factory=PluginsFile)
     memory: MemoryFile = Field(default_factory=MemoryFile)
     providers: dict[str, ProviderFile] = Field(default_factory=dict)
+    policy: PolicyFile = Field(default_factory=PolicyFile)
+    capabilities: dict[str, list[str]] = Field(default_factory=dict)
+    operator: str | None = None
 
 
 def allowed_keys(loc: Loc) -> list[str] | None:

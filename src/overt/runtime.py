@@ -10,7 +10,7 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Collection, Coroutine, Iterable, Sequence
+from collections.abc import Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from overt import __version__, routing
@@ -18,15 +18,22 @@ from overt.channels.transcript import Transcript, transcript_line
 from overt.clock import now_iso
 from overt.config import Budget, Config
 from overt.engine.budget import BudgetGuard
+from overt.engine.direct import DirectResult, run_direct
 from overt.engine.loop import Engine, EngineSettings
-from overt.errors import UsageError
-from overt.events import Event, RuntimeStarted
+from overt.engine.resume import Resumed, resume_request
+from overt.errors import ApprovalError, LedgerConflict, UsageError
+from overt.events import ApprovalDecision, Event, RuntimeStarted
 from overt.hooks.manager import PluginHost
 from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
 from overt.models.base import Model
 from overt.models.pricing import PriceTable
 from overt.models.resolve import ModelCatalog, ModelOptions, Progress
+from overt.policy.actors import Actor
+from overt.policy.approvals import EXPIRY_ACTOR, ApprovalBook, ApprovalRequest
+from overt.policy.capabilities import Capabilities
+from overt.policy.engine import Policy
+from overt.policy.gate import Gate
 from overt.prompts import load_template, render
 from overt.tools.base import Tool
 from overt.tools.registry import ToolRegistry
@@ -44,7 +51,8 @@ class Runtime:
                  system_prompt_template: str | None = None,
                  plugins: PluginHost | None = None, models: ModelCatalog | None = None,
                  prices: PriceTable | None = None, budget: Budget | None = None,
-                 allowed_tools: Collection[str] | None = None) -> None:
+                 allowed_tools: Collection[str] | None = None, gate: Gate | None = None,
+                 operator: Actor | None = None) -> None:
         """``tools``: the tools to offer besides the plugins' (``None``: overt's built-in
         tools, through its built-in plugin). ``plugins``: the registered plugins
         (``None``: the built-in plugin alone when ``tools`` is None, else none).
@@ -52,6 +60,8 @@ class Runtime:
         plugins' models and providers). The plugins' tools and hooks are taken
         here, once: a plugin registered on the host later is not seen.
         ``allowed_tools``: offer only these (a route's ``tools``; None: all).
+        ``gate``: capabilities and policy (None: the defaults, which ask before any
+        mutating tool). ``operator``: who decides approvals from this runtime.
 
         Raises:
             UsageError: two tools share a name, or ``allowed_tools`` names a tool
@@ -77,13 +87,17 @@ class Runtime:
             return render(template, specs, max_calls)
 
         self.prices = prices or PriceTable()
+        self.gate = gate or Gate()
+        self.operator = operator or Actor.operator()
+        self.approvals = ApprovalBook(ledger, self.gate.capabilities)
         self.engine = Engine(
             model, self.tools, ledger, system_prompt=system_prompt_for(self.tools.specs()),
             settings=self.settings, runtime_started_at=self.started_at,
             hooks=self.plugins.hooks, models=self._model, system_prompt_for=system_prompt_for,
             prices=self.prices,
             budget=None if budget is None or budget.empty else BudgetGuard(budget, ledger,
-                                                                           self.prices))
+                                                                           self.prices),
+            gate=self.gate)
         self._started = False
 
     def _model(self, spec: str) -> Model:
@@ -119,7 +133,11 @@ class Runtime:
             transcript=Transcript(path) if path else None,
             system_prompt_template=load_template(config.system_prompt), plugins=plugins,
             models=catalog, prices=PriceTable(config.prices), budget=config.effective_budget,
-            allowed_tools=route.tools if route is not None else None)
+            allowed_tools=route.tools if route is not None else None,
+            gate=Gate(Policy(config.policy.rules, defaults=config.policy.defaults),
+                      Capabilities(config.capabilities),
+                      approval_ttl_s=config.policy.approval_ttl_s),
+            operator=Actor.operator(config.operator))
 
     async def start(self) -> None:
         """Record that this runtime started (once), with any plugin that failed to register."""
@@ -139,13 +157,100 @@ class Runtime:
         outcome = await self.engine.run_turn(message, session_id=session_id, history=history)
         result = outcome.result
         if self.transcript is not None:
-            try:
-                self.transcript.append(transcript_line(
-                    result, source=message.source,
-                    caller_session_id=message.caller_session_id, model=self.model.name))
-            except OSError as exc:  # the ledger has the turn; a lost transcript line is logged
-                log.error("transcript line for turn %s not written: %s", result.turn_id, exc)
+            self._transcribe(result, message.source, message.caller_session_id)
         return result
+
+    def _transcribe(self, result: ResponseResult, source: str, caller_session_id: str) -> None:
+        assert self.transcript is not None
+        try:
+            self.transcript.append(transcript_line(
+                result, source=source, caller_session_id=caller_session_id,
+                model=self.model.name))
+        except OSError as exc:  # the ledger has the turn; a lost transcript line is logged
+            log.error("transcript line for turn %s not written: %s", result.turn_id, exc)
+
+    # -- approvals ----------------------------------------------------------
+
+    async def approve(self, request_id: str, *, by: Actor | None = None,
+                      reason: str | None = None) -> Resumed:
+        """Approve a pending request and take up what it held: the paused turn
+        continues (the held call runs once) and its answer is returned; a held
+        call outside a turn runs once and its result is returned.
+
+        A request past its expiry is recorded ``expired`` instead, and the turn
+        answers without the call: check ``.request.status``.
+
+        Raises:
+            NotFoundError: no such request.
+            ApprovalError: already decided, or ``by`` may not decide approvals.
+        """
+        return await self._decide(request_id, "approved", by, reason)
+
+    async def deny(self, request_id: str, *, by: Actor | None = None,
+                   reason: str | None = None) -> Resumed:
+        """Deny a pending request; the paused turn answers without the call.
+
+        Raises:
+            NotFoundError: no such request.
+            ApprovalError: already decided, or ``by`` may not decide approvals.
+        """
+        return await self._decide(request_id, "denied", by, reason)
+
+    async def _decide(self, request_id: str, decision: ApprovalDecision, by: Actor | None,
+                      reason: str | None) -> Resumed:
+        await self.start()
+        actor = by or self.operator
+        request = await self.approvals.decide(request_id, decision, by=actor, reason=reason)
+        return await self._take_up(request, actor, reason)
+
+    async def expire_due(self) -> list[Resumed]:
+        """Record every pending request past its expiry as ``expired``, and let each
+        paused turn answer without its call."""
+        await self.start()
+        done = []
+        for request in await self.approvals.list(["pending"]):
+            if request.overdue():
+                try:
+                    decided = await self.approvals.decide(request.request_id, "expired",
+                                                          by=EXPIRY_ACTOR)
+                except ApprovalError as exc:  # decided meanwhile by someone else: theirs stands
+                    log.info("not expiring %s: %s", request.request_id, exc)
+                    continue
+                done.append(await self._take_up(decided, EXPIRY_ACTOR, None))
+        return done
+
+    async def resume_pending(self) -> list[Resumed]:
+        """Take up every decided request nobody took up (its process died between
+        the decision and the resumption). Safe to run in every process at once."""
+        await self.start()
+        done = []
+        for request in await self.approvals.list(["approved", "denied", "expired"]):
+            if not request.resumed:
+                try:
+                    reason = await self.approvals.reason(request)
+                    done.append(await resume_request(self.engine, request, by=self.operator,
+                                                     reason=reason))
+                except LedgerConflict:
+                    continue  # another process took it up first
+        return done
+
+    async def _take_up(self, request: ApprovalRequest, actor: Actor,
+                       reason: str | None) -> Resumed:
+        try:
+            resumed = await resume_request(self.engine, request, by=actor, reason=reason)
+        except LedgerConflict:
+            return Resumed(request)  # another process took it up: its answer is on the record
+        if resumed.result is not None and self.transcript is not None:
+            self._transcribe(resumed.result, request.source, request.session_id or "")
+        return resumed
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any], *,
+                        actor: Actor | None = None, source: str = "cli") -> DirectResult:
+        """Run one tool outside a turn (a batch or scheduled job), through the same
+        gate: a call policy holds comes back ``held`` with its approval request."""
+        await self.start()
+        return await run_direct(self.engine, name, arguments, actor=actor or self.operator,
+                                source=source)
 
     async def close(self) -> None:
         await self.ledger.close()

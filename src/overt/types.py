@@ -173,6 +173,8 @@ class ResponseResult:
     error: str | None
     session_id: str
     turn_id: str
+    awaiting_approval: str | None = None
+    """The approval request the turn is paused on; the answer comes when it is decided."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -182,4 +184,5 @@ class ResponseResult:
             "error": self.error,
             "session_id": self.session_id,
             "turn_id": self.turn_id,
+            "awaiting_approval": self.awaiting_approval,
         }

@@ -18,6 +18,9 @@ CHILD = textwrap.dedent("""
     import asyncio, sys, pathlib
     from overt.ledger import open_ledger
     from overt.models.fake import ScriptedModel
+    from overt.policy.engine import Policy
+    from overt.policy.gate import Gate
+    from overt.policy.rules import Rule
     from overt.runtime import Runtime
     from overt.tools.base import tool
     from overt.types import IncomingMessage
@@ -36,7 +39,8 @@ CHILD = textwrap.dedent("""
         replies = []
         for n in range(turns):
             replies += [{"tool_calls": [{"name": "effect", "arguments": {"n": n}}]}, "ok"]
-        rt = Runtime(model=ScriptedModel(replies), ledger=open_ledger(url), tools=[effect])
+        rt = Runtime(model=ScriptedModel(replies), ledger=open_ledger(url), tools=[effect],
+                     gate=Gate(Policy([Rule("effects", "allow", "test")])))
         for n in range(turns):
             await rt.respond(IncomingMessage("cli", f"turn {n}", {"session_id": "crash"}))
 

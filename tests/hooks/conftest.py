@@ -15,7 +15,7 @@ from overt.ledger.base import Ledger
 from overt.models.base import Model
 from overt.runtime import Runtime
 from overt.tools.base import Tool
-from tests.conftest import run
+from tests.conftest import ALLOW_ALL, run
 
 PluggedFactory = Callable[..., Runtime]
 
@@ -35,7 +35,7 @@ def plugged(ledger: Ledger, tmp_path: Path) -> PluggedFactory:
             host.register(obj, name)
         return Runtime(model=model, ledger=ledger, tools=tools, plugins=host,
                        settings=EngineSettings(**settings),
-                       transcript=Transcript(tmp_path / "transcript.jsonl"))
+                       transcript=Transcript(tmp_path / "transcript.jsonl"), gate=ALLOW_ALL)
     return make
 
 

@@ -15,7 +15,7 @@ from overt.hooks import PluginHost
 from overt.hooks.manager import discover
 from overt.models.fake import ScriptedModel
 from overt.runtime import Runtime
-from tests.conftest import cli_message, run
+from tests.conftest import ALLOW_ALL, cli_message, run
 from tests.hooks.conftest import records
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "overt-example-plugin"
@@ -23,7 +23,7 @@ MODULE = EXAMPLE / "overt_example_plugin.py"
 
 
 def runtime_with(host: PluginHost, ledger: Any, tmp_path: Path, replies: list[Any]) -> Runtime:
-    return Runtime(model=ScriptedModel(replies), ledger=ledger, plugins=host,
+    return Runtime(model=ScriptedModel(replies), ledger=ledger, plugins=host, gate=ALLOW_ALL,
                    transcript=Transcript(tmp_path / "t.jsonl"))
 
 

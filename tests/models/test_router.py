@@ -24,7 +24,7 @@ from overt.models.router import (
 from overt.runtime import Runtime
 from overt.tools.base import tool
 from overt.types import Message, ModelRequest, ModelResponse, ToolCall
-from tests.conftest import cli_message, run
+from tests.conftest import ALLOW_ALL, cli_message, run
 from tests.hooks.conftest import records
 
 RULE = EscalationRule()
@@ -120,7 +120,8 @@ def routed(ledger: Ledger, cheap: ScriptedModel, strong: ScriptedModel,
     host = PluginHost.builtin_only()
     host.register(RouterPlugin("strong", rule, cheap=cheap.name), "router")
     catalog = ModelCatalog([strong])
-    return Runtime(model=cheap, ledger=ledger, plugins=host, models=catalog, **kwargs)
+    return Runtime(model=cheap, ledger=ledger, plugins=host, models=catalog, gate=ALLOW_ALL,
+                   **kwargs)
 
 
 def test_a_hedged_answer_is_reissued_to_the_strong_model_and_both_are_on_the_record(

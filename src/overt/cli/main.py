@@ -7,6 +7,7 @@ Exit codes:
     3  ``ledger verify`` found an entry that does not match
     4  no such turn (or session)
     5  the ledger or the model could not be opened or used, or a span exporter failed
+    6  an approval could not be decided (already decided, or not the actor's to decide)
     130 interrupted
 """
 
@@ -22,7 +23,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from overt import __version__, config_file
-from overt.cli import config_cmd, export_cmd, memory_cmd, render, trail_cmd
+from overt.cli import approvals_cmd, config_cmd, export_cmd, memory_cmd, render, trail_cmd
 from overt.clock import period_start
 from overt.config import Config
 from overt.errors import LedgerError, ModelError, NotFoundError, OvertError, UsageError
@@ -115,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     config_cmd.add_parser(sub)
     trail_cmd.add_parsers(sub)
     memory_cmd.add_parser(sub)
+    approvals_cmd.add_parser(sub)
     return p
 
 
@@ -178,6 +180,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return _plugins(config, args.json)
     if command == "memory":
         return run_sync(_memory(config, args))
+    if command == "approvals":
+        return run_sync(_approvals(config, args))
     if command in trail_cmd.COMMANDS:
         return run_sync(_trail(config, args))
     raise UsageError(f"unknown command {command}")
@@ -315,6 +319,14 @@ async def _show(config: Config, turn_id: str, content: bool, as_json: bool) -> i
     else:
         print(render.turn_record(entries, bodies))
     return EXIT_OK
+
+
+async def _approvals(config: Config, args: argparse.Namespace) -> int:
+    runtime = Runtime.from_config(config, progress=_progress)
+    try:
+        return await approvals_cmd.run(args, runtime)
+    finally:
+        await runtime.close()
 
 
 async def _memory(config: Config, args: argparse.Namespace) -> int:

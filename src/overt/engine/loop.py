@@ -21,21 +21,28 @@ transform_tool_result``.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from overt.engine.budget import BudgetGuard
-from overt.engine.dispatch import ToolOutcome, execute, precheck, unknown_tool
+from overt.engine.checkpoint import Checkpoint
+from overt.engine.dispatch import ToolOutcome, execute, precheck, refuse, unknown_tool
 from overt.engine.hooked import TurnHooks
 from overt.engine.record import Recorder, audit_name, canonical_or_repr, jsonable
 from overt.errors import LedgerError, OvertError
 from overt.events import (
+    ApprovalDecision,
+    ApprovalMode,
     Event,
     InferenceRecorded,
     ToolCallCompleted,
     ToolCallStarted,
     TurnCompleted,
+    TurnPaused,
+    TurnResumed,
     TurnStarted,
     TurnStatus,
 )
@@ -45,6 +52,8 @@ from overt.ledger.base import Ledger
 from overt.ledger.canonical import canonical_json
 from overt.models.base import Model
 from overt.models.pricing import PriceTable
+from overt.policy.actors import Actor
+from overt.policy.gate import Gate, Verdict
 from overt.tools.base import Tool, ToolContext
 from overt.tools.registry import ToolRegistry
 from overt.types import (
@@ -73,6 +82,16 @@ class EngineSettings:
     max_output_tokens: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A call the gate held for approval: the turn pauses on ``request_id``."""
+
+    call: ToolCall
+    request_id: str
+    message: str
+    expires_at: str
+
+
 @dataclass(slots=True)
 class TurnOutcome:
     """A finished turn: the result, and the conversation as the model last saw it."""
@@ -92,7 +111,7 @@ class Engine:
                  models: Callable[[str], Model] | None = None,
                  system_prompt_for: Callable[[tuple[ToolSpec, ...]], str] | None = None,
                  prices: PriceTable | None = None, budget: BudgetGuard | None = None,
-                 ) -> None:
+                 gate: Gate | None = None) -> None:
         """``hooks``: the plugins' implementations (none by default). ``models``
         resolves a model a ``Reissue`` names. ``system_prompt_for`` renders the
         system prompt again when a plugin changed the tools offered."""
@@ -108,6 +127,7 @@ class Engine:
         self.system_prompt_for = system_prompt_for
         self.prices = prices or PriceTable()
         self.budget = budget
+        self.gate = gate or Gate()
 
     async def run_turn(self, message: IncomingMessage, *, session_id: str | None = None,
                        history: Sequence[Message] = ()) -> TurnOutcome:
@@ -116,47 +136,106 @@ class Engine:
         A model failure ends the turn with ``error`` set and ``tools_used`` None;
         so does a ledger failure (overt does not act off the record).
         """
-        turn = _Turn(self, message, session_id or message.caller_session_id)
+        turn = _Turn(self, message.source, message.caller_session_id,
+                     session_id or message.caller_session_id)
         try:
-            return await turn.run(history)
+            return await turn.run(message.text, history)
         except LedgerError as exc:
-            log.error("turn %s stopped: the ledger failed: %s", turn.turn_id, exc)
-            return TurnOutcome(turn.result(
-                "I could not record this turn, so I stopped before acting.", None,
-                f"ledger_error: {exc}"))
+            return turn.ledger_failed(exc)
+
+    async def resume(self, checkpoint: Checkpoint, request_id: str,
+                     decision: ApprovalDecision, *, resumed_by: str,
+                     reason: str | None = None) -> TurnOutcome:
+        """Take up a turn paused on ``request_id`` once it is decided, in any process.
+
+        First claims the resumption (``turn.resumed``, once per request): a
+        second resumer, here or in another process, gets :class:`LedgerConflict`
+        and nothing runs twice. Approved: the held call goes through the gate
+        again (policy re-checked on the exact call) and runs. Denied or
+        expired: the model reads why and answers without it. Then the calls
+        left in the same response, then the loop, as if it had never paused.
+
+        Raises:
+            LedgerConflict: the turn was already resumed for this request.
+            LedgerError: the claim could not be recorded (nothing ran).
+        """
+        turn = _Turn.restore(self, checkpoint)
+        turn.recorder.add(TurnResumed(
+            turn_id=turn.turn_id, session_id=turn.session_id, claim=request_id,
+            request_id=request_id, decision=decision, resumed_by=resumed_by, pid=os.getpid(),
+            host=socket.gethostname()))
+        await turn.recorder.flush()  # the claim: only one resumer gets past this
+        try:
+            return await turn.resume(checkpoint, request_id, decision, reason)
+        except LedgerError as exc:
+            return turn.ledger_failed(exc)
 
 
 class _Turn:
-    def __init__(self, engine: Engine, message: IncomingMessage, session_id: str) -> None:
+    def __init__(self, engine: Engine, source: str, caller_session_id: str, session_id: str,
+                 turn_id: str | None = None) -> None:
         self.engine = engine
-        self.message = message
+        self.source = source
         self.session_id = session_id
-        self.caller_session_id = message.caller_session_id
-        self.turn_id = new_ulid()
+        self.caller_session_id = caller_session_id
+        self.turn_id = turn_id or new_ulid()
+        self.route = engine.settings.route
+        self.actor = Actor.agent(self.route)
         self.started = time.perf_counter()
+        self.earlier_ms = 0.0  # time spent before a pause, for a resumed turn
         self.usage = Usage()
         self.recorder = Recorder(engine.ledger, engine.observers, engine.hooks.on_event)
         self.hooks = TurnHooks(engine.hooks, self.recorder, self.turn_id, session_id,
-                               engine.settings.route) if engine.hooks.per_turn else None
+                               self.route) if engine.hooks.per_turn else None
         self.can_provide = bool(engine.hooks.pre_tool_call_can_provide_result)
         self.tools_used: list[str] = []
         self.tool_calls = 0
         self.model_calls = 0
         self.error: str | None = None
+        # The loop's state: what a checkpoint saves when the turn pauses.
+        self.messages: list[Message] = []
+        self.specs: tuple[ToolSpec, ...] = ()
+        self.offered: frozenset[str] = frozenset()
+        self.error_streak = 0
+        self.last_error = ""
+        self.tools_allowed = True
+        self.iteration = 0
 
-    def result(self, text: str, tools_used: list[str] | None,
-               error: str | None) -> ResponseResult:
+    @classmethod
+    def restore(cls, engine: Engine, cp: Checkpoint) -> _Turn:
+        """A turn as it was when it paused (see :mod:`overt.engine.checkpoint`)."""
+        turn = cls(engine, cp.source, cp.caller_session_id, cp.session_id, cp.turn_id)
+        turn.route, turn.actor = cp.route, Actor.parse(cp.actor)
+        turn.earlier_ms = cp.duration_ms
+        turn.usage, turn.tools_used = cp.usage, list(cp.tools_used)
+        turn.tool_calls, turn.model_calls = cp.tool_calls, cp.model_calls
+        turn.messages = list(cp.messages)
+        wanted = set(cp.offered)
+        turn.specs = tuple(s for s in engine.tools.specs() if s.name in wanted)
+        turn.offered = frozenset(s.name for s in turn.specs)
+        turn.error_streak, turn.last_error = cp.error_streak, cp.last_error
+        turn.tools_allowed, turn.iteration = cp.tools_allowed, cp.iteration
+        return turn
+
+    def result(self, text: str, tools_used: list[str] | None, error: str | None,
+               awaiting_approval: str | None = None) -> ResponseResult:
         return ResponseResult(text, tools_used, self.usage, error, self.session_id,
-                              self.turn_id)
+                              self.turn_id, awaiting_approval)
 
-    async def run(self, history: Sequence[Message]) -> TurnOutcome:
+    def ledger_failed(self, exc: LedgerError) -> TurnOutcome:
+        log.error("turn %s stopped: the ledger failed: %s", self.turn_id, exc)
+        return TurnOutcome(self.result(
+            "I could not record this turn, so I stopped before acting.", None,
+            f"ledger_error: {exc}"))
+
+    async def run(self, text: str, history: Sequence[Message]) -> TurnOutcome:
         engine, settings = self.engine, self.engine.settings
         rec, hooks = self.recorder, self.hooks
         rec.add(TurnStarted(
-            turn_id=self.turn_id, session_id=self.session_id, source=self.message.source,
+            turn_id=self.turn_id, session_id=self.session_id, source=self.source,
             caller_session_id=self.caller_session_id,
-            message_digest=rec.content(self.message.text), model=engine.model.name,
-            route=settings.route, max_tool_calls=settings.max_tool_calls))
+            message_digest=rec.content(text), model=engine.model.name,
+            route=self.route, max_tool_calls=settings.max_tool_calls))
         specs = engine.tools.specs()
         system_prompt = engine.system_prompt
         if hooks is not None and hooks.has.pre_tool_list_finalized:
@@ -167,54 +246,123 @@ class _Turn:
         if engine.budget is not None:
             note = await engine.budget.describe(self.session_id)
             system_prompt = f"{system_prompt}\n\n{note}" if system_prompt else note
-        messages: list[Message] = []
         if system_prompt:
-            messages.append(Message("system", system_prompt))
-        messages.extend(history)
-        messages.append(Message("user", self.message.text))
-        offered = frozenset(s.name for s in specs)
-        error_streak = 0
-        last_error = ""
-        tools_allowed = True
-        iteration = 0
+            self.messages.append(Message("system", system_prompt))
+        self.messages.extend(history)
+        self.messages.append(Message("user", text))
+        self.specs = specs
+        self.offered = frozenset(s.name for s in specs)
+        return await self._drive(())
+
+    async def resume(self, cp: Checkpoint, request_id: str, decision: ApprovalDecision,
+                     reason: str | None) -> TurnOutcome:
+        """After the claim: the held call decided, then the rest of the turn."""
+        held = cp.held
+        if decision == "approved":
+            answer = await self._tool_call(held, self.offered, approved=request_id)
+        else:
+            why = f" ({reason})" if reason else ""
+            code = "approval_denied" if decision == "denied" else "approval_expired"
+            text = ("the operator denied this call" + why if decision == "denied" else
+                    "nobody approved this call in time; it was not run")
+            args_digest = self.recorder.content(canonical_or_repr(held.arguments))
+            answer = self._complete(held, refuse(code, f"{text}; answer without it"),
+                                    args_digest, None, None)
+        if isinstance(answer, Held):  # only if a plugin or policy asks again
+            return await self._pause(answer, cp.remaining)
+        stop = self._after_call(held, answer)
+        if stop is not None:
+            return await self._finish("tool_error_streak", stop)
+        return await self._drive(cp.remaining)
+
+    async def _drive(self, pending: Sequence[ToolCall]) -> TurnOutcome:
+        """Run ``pending`` calls (those left in a resumed response), then the loop."""
+        engine, settings = self.engine, self.engine.settings
+        rec, hooks = self.recorder, self.hooks
+        if pending:
+            stopped = await self._calls(pending)
+            if stopped is not None:
+                return stopped
         while True:
-            request = ModelRequest(tuple(messages), specs if tools_allowed else (),
+            request = ModelRequest(tuple(self.messages),
+                                   self.specs if self.tools_allowed else (),
                                    settings.max_output_tokens)
             if engine.budget is not None:
                 await rec.flush()  # what was spent so far is on the record first
                 refusal = await engine.budget.check(self.session_id, request, engine.model.name)
                 if refusal is not None:
                     self.error = f"budget_exceeded: {refusal.limit}"
-                    return await self._finish(messages, "budget_exceeded", refusal.text)
+                    return await self._finish("budget_exceeded", refusal.text)
             if hooks is None:
                 response = await self._infer(request, engine.model)
             else:
-                response = await self._ask(hooks, request, iteration)
-            iteration += 1
+                response = await self._ask(hooks, request, self.iteration)
+            self.iteration += 1
             if response is None:
-                return await self._finish(messages, "model_error")
-            calls = response.tool_calls if tools_allowed else ()
+                return await self._finish("model_error")
+            calls = response.tool_calls if self.tools_allowed else ()
             if not calls:
                 text = response.text
                 if hooks is not None and hooks.has.transform_llm_output:
                     text = await hooks.output(text, response.model or engine.model.name)
-                return await self._finish(messages, "completed", text)
-            messages.append(Message("assistant", response.text, tool_calls=calls))
-            for call in calls:
-                outcome = await self._tool_call(call, offered)
-                messages.append(Message("tool", outcome.content, tool_call_id=call.id,
-                                        name=call.name, is_error=outcome.is_error))
-                if outcome.is_error:
-                    error_streak += 1
-                    last_error = f"{call.name}: {outcome.content.split(':')[0]}"
-                else:
-                    error_streak = 0
-                if error_streak >= settings.max_consecutive_tool_errors:
-                    text = (f"I stopped: {error_streak} tool calls in a row failed "
-                            f"(last: {last_error}). Nothing more was run for this request.")
-                    return await self._finish(messages, "tool_error_streak", text)
-            if self.tool_calls >= settings.max_tool_calls:
-                tools_allowed = False  # the cap is reached: one last call, without tools
+                return await self._finish("completed", text)
+            self.messages.append(Message("assistant", response.text, tool_calls=calls))
+            stopped = await self._calls(calls)
+            if stopped is not None:
+                return stopped
+
+    async def _calls(self, calls: Sequence[ToolCall]) -> TurnOutcome | None:
+        """The tool calls of one response, in order; a turn outcome if the turn stops
+        (paused for approval, or too many failures in a row)."""
+        for index, call in enumerate(calls):
+            answer = await self._tool_call(call, self.offered)
+            if isinstance(answer, Held):
+                return await self._pause(answer, calls[index + 1:])
+            stop = self._after_call(call, answer)
+            if stop is not None:
+                return await self._finish("tool_error_streak", stop)
+        if self.tool_calls >= self.engine.settings.max_tool_calls:
+            self.tools_allowed = False  # the cap is reached: one last call, without tools
+        return None
+
+    def _after_call(self, call: ToolCall, outcome: ToolOutcome) -> str | None:
+        """The model reads the outcome; the text to stop with after too many failures."""
+        self.messages.append(Message("tool", outcome.content, tool_call_id=call.id,
+                                     name=call.name, is_error=outcome.is_error))
+        if not outcome.is_error:
+            self.error_streak = 0
+            return None
+        self.error_streak += 1
+        self.last_error = f"{call.name}: {outcome.content.split(':')[0]}"
+        if self.error_streak < self.engine.settings.max_consecutive_tool_errors:
+            return None
+        return (f"I stopped: {self.error_streak} tool calls in a row failed "
+                f"(last: {self.last_error}). Nothing more was run for this request.")
+
+    async def _pause(self, held: Held, remaining: Sequence[ToolCall]) -> TurnOutcome:
+        """Record everything needed to resume, then answer that the turn waits."""
+        rec = self.recorder
+        checkpoint = Checkpoint(
+            turn_id=self.turn_id, session_id=self.session_id, source=self.source,
+            caller_session_id=self.caller_session_id, route=self.route, actor=str(self.actor),
+            messages=list(self.messages), offered=sorted(self.offered), held=held.call,
+            remaining=list(remaining), tools_allowed=self.tools_allowed,
+            error_streak=self.error_streak, last_error=self.last_error,
+            iteration=self.iteration, tool_calls=self.tool_calls,
+            model_calls=self.model_calls, usage=self.usage, tools_used=list(self.tools_used),
+            duration_ms=self.earlier_ms + _ms_since(self.started))
+        rec.add(TurnPaused(
+            turn_id=self.turn_id, session_id=self.session_id, request_id=held.request_id,
+            tool_call_id=audit_name(held.call.id), tool_name=audit_name(held.call.name),
+            checkpoint_digest=rec.content(checkpoint.to_json())))
+        await rec.flush()
+        text = (f"This needs an operator's approval before I run {held.call.name}: "
+                f"{held.message}. Approval request {held.request_id} (expires "
+                f"{held.expires_at}). Approve with `overt approvals approve "
+                f"{held.request_id}` or deny with `overt approvals deny {held.request_id} "
+                "--reason TEXT`; the answer follows once it is decided.")
+        return TurnOutcome(self.result(text, list(self.tools_used), None, held.request_id),
+                           self.messages)
 
     async def _ask(self, hooks: TurnHooks, request: ModelRequest,
                    iteration: int) -> ModelResponse | None:
@@ -270,7 +418,7 @@ class _Turn:
             rec.add(InferenceRecorded(
                 turn_id=self.turn_id, session_id=self.session_id, inference_id=inference_id,
                 iteration=self.model_calls - 1, model=model.name,
-                route=engine.settings.route, input_tokens=0, output_tokens=0, cost_usd=0.0,
+                route=self.route, input_tokens=0, output_tokens=0, cost_usd=0.0,
                 duration_ms=_ms_since(started), tools_offered=offered,
                 tool_calls_requested=0, stop_reason="error", response_digest=None,
                 escalated=escalated, escalation_reason=escalation_reason,
@@ -285,7 +433,7 @@ class _Turn:
         rec.add(InferenceRecorded(
             turn_id=self.turn_id, session_id=self.session_id, inference_id=inference_id,
             iteration=self.model_calls - 1, model=response.model or model.name,
-            route=engine.settings.route, input_tokens=response.usage.input_tokens,
+            route=self.route, input_tokens=response.usage.input_tokens,
             output_tokens=usage.output_tokens, cost_usd=usage.cost_usd,
             duration_ms=_ms_since(started), tools_offered=offered,
             tool_calls_requested=len(response.tool_calls), stop_reason=response.stop_reason,
@@ -293,26 +441,60 @@ class _Turn:
             escalation_reason=escalation_reason, info=dict(response.info)))
         return response
 
-    async def _tool_call(self, call: ToolCall, offered: frozenset[str]) -> ToolOutcome:
+    async def _tool_call(self, call: ToolCall, offered: frozenset[str], *,
+                         approved: str | None = None) -> ToolOutcome | Held:
+        """One call: precheck, the gate, then (allowed) hooks and dispatch.
+
+        ``approved`` is the approval request a resumed call was approved under.
+        """
         engine, rec, hooks = self.engine, self.recorder, self.hooks
         args_digest = rec.content(canonical_or_repr(call.arguments))
         checked = precheck(call, engine.tools, offered, self.tool_calls,
                            engine.settings.max_tool_calls, can_provide=self.can_provide)
-        provided_by = model_reads = None
         if isinstance(checked, ToolOutcome):
-            outcome = checked
-        elif hooks is None:  # no plugin: the plain path
+            return self._complete(call, checked, args_digest, None, None)
+        verdict = engine.gate.check(
+            tool_name=call.name, tool=checked, arguments=call.arguments,
+            args_digest=args_digest, tool_call_id=audit_name(call.id), actor=self.actor,
+            source=self.source, route=self.route, turn_id=self.turn_id,
+            session_id=self.session_id, path="loop" if approved is None else "resume",
+            approved_request=approved)
+        rec.add(verdict.event)
+        if verdict.effect == "ask":
+            return self._hold(call, verdict, "approval")
+        if verdict.effect == "quarantine":
+            held = self._hold(call, verdict, "quarantine")
+            outcome = refuse("quarantined", f"{verdict.message}; the call is held for an "
+                             f"operator's review as request {held.request_id} and was not run")
+            return self._complete(call, outcome, args_digest, None, None)
+        if verdict.effect != "allow":
+            return self._complete(call, refuse(verdict.reason_code, verdict.message),
+                                  args_digest, None, None)
+        provided_by = model_reads = None
+        if hooks is None:  # no plugin: the plain path
             assert checked is not None  # (None only when a plugin can provide results)
             rec.add(self._intent(call, args_digest))
-            await rec.flush()  # the intent is on the record before the effect
+            await rec.flush()  # the decision and the intent are on the record before the effect
             outcome = await self._dispatch(checked, call)
         else:
             outcome, provided_by, model_reads = await self._hooked(hooks, checked, call,
                                                                    args_digest)
+        return self._complete(call, outcome, args_digest, provided_by, model_reads)
+
+    def _hold(self, call: ToolCall, verdict: Verdict, mode: ApprovalMode) -> Held:
+        """An approval request bound to this exact call (tool, arguments digest, turn, actor)."""
+        request = verdict.hold(mode, ttl_s=self.engine.gate.approval_ttl_s)
+        self.recorder.add(request)
+        return Held(call, request.request_id, verdict.message, request.expires_at)
+
+    def _complete(self, call: ToolCall, outcome: ToolOutcome, args_digest: str,
+                  provided_by: str | None, model_reads: str | None) -> ToolOutcome:
+        """Record how the call ended; the outcome as the model reads it."""
+        rec = self.recorder
         self.tool_calls += 1
         event = ToolCallCompleted(
             turn_id=self.turn_id, session_id=self.session_id, tool_call_id=audit_name(call.id),
-            tool_name=audit_name(call.name), triggered_by=self.message.source,
+            tool_name=audit_name(call.name), triggered_by=self.source,
             caller_session_id=self.caller_session_id, tool_status=outcome.status,
             tool_duration_ms=outcome.duration_ms, exc_type=outcome.exc_type,
             args_sha256=args_digest, result_digest=rec.content(outcome.content),
@@ -328,14 +510,14 @@ class _Turn:
     def _intent(self, call: ToolCall, args_digest: str) -> ToolCallStarted:
         return ToolCallStarted(
             turn_id=self.turn_id, session_id=self.session_id, tool_call_id=audit_name(call.id),
-            tool_name=audit_name(call.name), triggered_by=self.message.source,
+            tool_name=audit_name(call.name), triggered_by=self.source,
             caller_session_id=self.caller_session_id, args_sha256=args_digest)
 
     async def _dispatch(self, tool: Tool, call: ToolCall) -> ToolOutcome:
         engine = self.engine
-        context = ToolContext(engine.ledger, self.turn_id, self.session_id,
-                              self.message.source, self.caller_session_id, call.id,
-                              engine.runtime_started_at)
+        context = ToolContext(engine.ledger, self.turn_id, self.session_id, self.source,
+                              self.caller_session_id, call.id, engine.runtime_started_at,
+                              self.actor, engine.gate.capabilities)
         outcome = await execute(tool, call, context, engine.settings.tool_timeout_s)
         self.tools_used.append(call.name)
         return outcome
@@ -369,8 +551,7 @@ class _Turn:
             model_reads = await hooks.after(call, args, outcome, provided_by)
         return outcome, provided_by, model_reads
 
-    async def _finish(self, messages: list[Message], status: TurnStatus,
-                      text: str = "") -> TurnOutcome:
+    async def _finish(self, status: TurnStatus, text: str = "") -> TurnOutcome:
         failed = status in ("model_error", "budget_exceeded")
         tools_used = None if failed else list(self.tools_used)
         error = self.error if failed else None
@@ -383,14 +564,15 @@ class _Turn:
             reply_digest=self.recorder.content(text), tools_used=tools_used,
             tool_calls=self.tool_calls, model_calls=self.model_calls,
             input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens,
-            cost_usd=self.usage.cost_usd, duration_ms=_ms_since(self.started),
+            cost_usd=self.usage.cost_usd,
+            duration_ms=round(self.earlier_ms + _ms_since(self.started), 3),
             error_type=error.split(":")[1].strip() if error else None))
         await self.recorder.flush()
         if self.recorder.events:  # on_event failures on the last batch, recorded too
             await self.recorder.flush()
         if not failed:
-            messages.append(Message("assistant", text))
-        return TurnOutcome(self.result(text, tools_used, error), messages)
+            self.messages.append(Message("assistant", text))
+        return TurnOutcome(self.result(text, tools_used, error), self.messages)
 
 
 def _response_body(response: ModelResponse) -> str:

@@ -1,0 +1,104 @@
+"""Taking up what a decided approval request released, from the ledger alone.
+
+A request that paused a turn resumes the turn (:meth:`Engine.resume`) from
+its checkpoint. A request with no paused turn (a quarantined call, or one a
+direct run held) releases the held call itself: approved, it runs once
+through the gate on the ``review`` path; denied or expired, it is closed.
+Either way the first step is the ``turn.resumed`` claim, so a request is
+acted on once however many processes try.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+
+from overt.engine.checkpoint import Checkpoint
+from overt.engine.direct import DirectResult, run_direct
+from overt.engine.loop import Engine
+from overt.engine.record import canonical_or_repr
+from overt.errors import LedgerIntegrityError, UsageError
+from overt.events import ApprovalDecision, TurnResumed
+from overt.ledger.canonical import digest_text
+from overt.ledger.chain import clean_text
+from overt.policy.actors import Actor
+from overt.policy.approvals import ApprovalRequest
+from overt.types import ResponseResult
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """What resuming a request produced: a turn's answer, or a released call's result."""
+
+    request: ApprovalRequest
+    result: ResponseResult | None = None
+    released: DirectResult | None = None
+
+
+async def load_checkpoint(engine: Engine, request: ApprovalRequest) -> Checkpoint:
+    """The checkpoint of the turn paused on ``request``, checked against the request.
+
+    Raises:
+        LedgerIntegrityError: no checkpoint, or it holds another call than the
+            one the request was made for (tool or arguments differ).
+    """
+    paused = [e for e in await engine.ledger.entries(turn_id=request.turn_id,
+                                                      kinds=["turn.paused"])
+              if e.data.get("request_id") == request.request_id]
+    if not paused:
+        raise LedgerIntegrityError(f"turn {request.turn_id} has no pause for request "
+                                   f"{request.request_id}")
+    body = await engine.ledger.content(paused[0].data["checkpoint_digest"], seq=paused[0].seq)
+    if body is None:
+        raise LedgerIntegrityError(f"the checkpoint of turn {request.turn_id} is not held "
+                                   "(pruned or redacted); it cannot be resumed")
+    checkpoint = Checkpoint.from_json(body)
+    if checkpoint.held.name != request.tool_name or _args_digest(checkpoint) != request.args_sha256:
+        raise LedgerIntegrityError(f"the checkpoint of turn {request.turn_id} holds another "
+                                   "call than the one approved; not resumed")
+    return checkpoint
+
+
+def _args_digest(checkpoint: Checkpoint) -> str:
+    return digest_text(clean_text(canonical_or_repr(checkpoint.held.arguments)))
+
+
+async def resume_request(engine: Engine, request: ApprovalRequest, *, by: Actor,
+                         reason: str | None = None) -> Resumed:
+    """Act on a decided request once (see the module docstring).
+
+    Raises:
+        LedgerConflict: it was already taken up (here or in another process).
+        LedgerIntegrityError: its checkpoint or held arguments are missing or
+            do not match the request.
+        UsageError: the request is still pending.
+    """
+    if request.status == "pending":
+        raise UsageError(f"request {request.request_id} is not decided yet")
+    decision: ApprovalDecision = request.status
+    if request.pauses_turn:
+        checkpoint = await load_checkpoint(engine, request)
+        outcome = await engine.resume(checkpoint, request.request_id, decision,
+                                      resumed_by=str(by), reason=reason)
+        return Resumed(request, result=outcome.result)
+    await engine.ledger.record([TurnResumed(
+        turn_id=request.turn_id, session_id=request.session_id, claim=request.request_id,
+        request_id=request.request_id, decision=decision, resumed_by=str(by),
+        pid=os.getpid(), host=socket.gethostname())])
+    if decision != "approved":
+        return Resumed(request)
+    body = await engine.ledger.content(request.args_sha256, seq=request.requested_seq)
+    if body is None:
+        raise LedgerIntegrityError(f"the arguments of request {request.request_id} are not "
+                                   "held (pruned or redacted); the call cannot be released")
+    arguments = json.loads(body)
+    if not isinstance(arguments, dict):
+        raise LedgerIntegrityError(f"request {request.request_id} holds no argument object")
+    released = await run_direct(
+        engine, request.tool_name, arguments, actor=Actor.parse(request.actor),
+        source=request.source, path="review", approved_request=request.request_id,
+        turn_id=request.turn_id, session_id=request.session_id,
+        tool_call_id=request.tool_call_id)
+    return Resumed(request, released=released)

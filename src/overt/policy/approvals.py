@@ -1,0 +1,160 @@
+"""Approval requests as the ledger holds them, and deciding them, once.
+
+A request is an ``approval.requested`` entry; its decision an
+``approval.decided`` entry; taking the held work up again a ``turn.resumed``
+entry. The last two are once-only claims keyed by the request id, so a second
+decision or a second resumption is refused by the ledger itself, in any
+process, on either backend. Nothing here runs a tool or a model: the runtime
+resumes what a decision releases (:mod:`overt.engine.resume`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from overt.clock import now_iso
+from overt.errors import ApprovalError, LedgerConflict, NotFoundError
+from overt.events import ApprovalDecided, ApprovalDecision, CapabilityChecked, Event
+from overt.ledger.base import Entry, Ledger
+from overt.ledger.canonical import digest_text
+from overt.policy.actors import Actor
+from overt.policy.capabilities import Capabilities
+
+ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
+EXPIRY_ACTOR = Actor("system", "expiry")
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """One request and what became of it."""
+
+    request_id: str
+    mode: str
+    status: ApprovalStatus
+    turn_id: str | None
+    session_id: str | None
+    tool_name: str
+    tool_call_id: str
+    args_sha256: str
+    actor: str
+    source: str
+    reason_code: str
+    decision_id: str
+    requested_at: str
+    requested_seq: int
+    expires_at: str
+    decided_by: str | None = None
+    decided_at: str | None = None
+    reason_digest: str | None = None
+    resumed: bool = False
+
+    def overdue(self, now: str | None = None) -> bool:
+        """Pending past its expiry (expired, though not yet on the record)."""
+        return self.status == "pending" and (now or now_iso()) >= self.expires_at
+
+    @property
+    def pauses_turn(self) -> bool:
+        """Whether a turn waits on it (otherwise deciding it releases a held call)."""
+        return self.mode == "approval" and self.turn_id is not None
+
+
+def _request(entry: Entry, decided: Entry | None, resumed: bool) -> ApprovalRequest:
+    d = entry.data
+    status: ApprovalStatus = decided.data["decision"] if decided is not None else "pending"
+    return ApprovalRequest(
+        request_id=d["request_id"], mode=d["mode"], status=status, turn_id=entry.turn_id,
+        session_id=entry.session_id, tool_name=d["tool_name"], tool_call_id=d["tool_call_id"],
+        args_sha256=d["args_sha256"], actor=d["actor"], source=d["source"],
+        reason_code=d["reason_code"], decision_id=d["decision_id"], requested_at=entry.at,
+        requested_seq=entry.seq, expires_at=d["expires_at"],
+        decided_by=decided.data["decided_by"] if decided is not None else None,
+        decided_at=decided.at if decided is not None else None,
+        reason_digest=decided.data.get("reason_digest") if decided is not None else None,
+        resumed=resumed)
+
+
+class ApprovalBook:
+    """Reads requests and records decisions. Stateless: every answer comes from the ledger."""
+
+    def __init__(self, ledger: Ledger, capabilities: Capabilities) -> None:
+        self.ledger = ledger
+        self.capabilities = capabilities
+
+    async def get(self, request_id: str) -> ApprovalRequest:
+        """Raises:
+            NotFoundError: no request has that id.
+        """
+        entry = await self.ledger.claimed("approval.requested", request_id)
+        if entry is None:
+            raise NotFoundError(f"no approval request {request_id!r}")
+        decided = await self.ledger.claimed("approval.decided", request_id)
+        resumed = await self.ledger.claimed("turn.resumed", request_id)
+        return _request(entry, decided, resumed is not None)
+
+    async def list(self, statuses: Sequence[ApprovalStatus] | None = None) -> list[ApprovalRequest]:
+        """Every request, oldest first (only ``statuses`` when given)."""
+        entries = await self.ledger.entries(
+            kinds=["approval.requested", "approval.decided", "turn.resumed"])
+        decided: dict[str, Entry] = {}
+        resumed: set[str] = set()
+        for e in entries:
+            if e.kind == "approval.decided":
+                decided[e.data["request_id"]] = e
+            elif e.kind == "turn.resumed":
+                resumed.add(e.data["request_id"])
+        out = [_request(e, decided.get(e.data["request_id"]), e.data["request_id"] in resumed)
+               for e in entries if e.kind == "approval.requested"]
+        return [r for r in out if statuses is None or r.status in statuses]
+
+    async def decide(self, request_id: str, decision: ApprovalDecision, *, by: Actor,
+                     reason: str | None = None) -> ApprovalRequest:
+        """Record ``decision`` on a pending request, checking ``by`` may decide it.
+
+        A request already past its expiry is recorded ``expired`` instead of
+        what was asked (check the returned status).
+
+        Raises:
+            NotFoundError: no such request.
+            ApprovalError: already decided (here or by a racing process), or
+                ``by`` lacks ``approvals.decide`` (``approvals.expire`` to expire).
+        """
+        request = await self.get(request_id)
+        if request.status != "pending":
+            raise ApprovalError(f"request {request_id} was already {request.status} by "
+                                f"{request.decided_by} at {request.decided_at}")
+        if decision != "expired" and request.overdue():
+            decision, by, reason = "expired", EXPIRY_ACTOR, None
+        needed = "approvals.expire" if decision == "expired" else "approvals.decide"
+        check = self.capabilities.check(by, needed)
+        events: list[Event] = [CapabilityChecked(
+            turn_id=request.turn_id, session_id=request.session_id, actor=str(by),
+            capability=needed, granted=check.granted, reason_code=check.reason_code,
+            subject=f"approval:{request_id}", tool_call_id=request.tool_call_id)]
+        if not check.granted:
+            await self.ledger.record(events)
+            raise ApprovalError(f"{by} may not decide approvals: {check.message}")
+        contents = {}
+        reason_digest = None
+        if reason:
+            reason_digest = digest_text(reason)
+            contents[reason_digest] = reason
+        events.append(ApprovalDecided(
+            turn_id=request.turn_id, session_id=request.session_id, claim=request_id,
+            request_id=request_id, decision=decision, decided_by=str(by),
+            reason_digest=reason_digest, tool_call_id=request.tool_call_id,
+            tool_name=request.tool_name))
+        try:
+            await self.ledger.record(events, contents)
+        except LedgerConflict:
+            now = await self.get(request_id)
+            raise ApprovalError(f"request {request_id} was already {now.status} by "
+                                f"{now.decided_by} at {now.decided_at}") from None
+        return await self.get(request_id)
+
+    async def reason(self, request: ApprovalRequest) -> str | None:
+        """The decider's reason, if one was given and is still held."""
+        if request.reason_digest is None:
+            return None
+        return await self.ledger.content(request.reason_digest)
