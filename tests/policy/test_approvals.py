@@ -124,7 +124,7 @@ def test_an_actor_without_the_capability_cannot_decide(ledger: Ledger, tmp_path:
     log = tmp_path / "payments"
     rt = runtime(ledger, log, [PAY])
     request_id = ask(rt).awaiting_approval
-    with pytest.raises(ApprovalError, match="approvals.decide"):
+    with pytest.raises(ApprovalError, match=r"approvals\.decide"):
         run(rt.approve(request_id, by=Actor.agent("default")))
     checks = run(ledger.entries(kinds=["capability.checked"]))
     assert (checks[-1].data["granted"], checks[-1].data["actor"]) == (False, "agent:default")
