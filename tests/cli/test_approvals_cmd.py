@@ -50,7 +50,7 @@ def _pause(project: Path) -> str:
 def test_ask_approve_and_the_finished_answer(project: Path) -> None:
     request_id = _pause(project)
     listed = overt(project, "approvals", "list")
-    assert request_id in listed.stdout and "pending" in listed.stdout and "get_usage" in listed.stdout
+    assert all(word in listed.stdout for word in (request_id, "pending", "get_usage"))
     approved = overt(project, "approvals", "approve", request_id, "--reason", "fine",
                      model=f"scripted:{project / 'answer.jsonl'}")
     assert approved.returncode == 0, approved.stderr
