@@ -142,7 +142,7 @@ async def _tool_steps(host: PluginHost, steps: int) -> list[float]:
     host.add_tools(tools)
     engine = Engine(_model(1), tools, cast(Ledger, NullLedger()), hooks=host.hooks,
                     settings=EngineSettings(max_tool_calls=10**9))
-    turn = _Turn(engine, IncomingMessage("cli", "q", {"session_id": "bench"}), "bench")
+    turn = _Turn(engine, "cli", "cli:bench", "bench")
     call, offered = ToolCall("c1", "lookup", {"key": "k"}), frozenset({"lookup"})
     samples = []
     for _ in range(steps):

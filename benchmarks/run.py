@@ -12,6 +12,7 @@ from benchmarks import (
     bench_hooks,
     bench_ledger,
     bench_memory,
+    bench_policy,
     bench_reasoning,
     bench_router,
     bench_turn,
@@ -21,8 +22,8 @@ from benchmarks import (
 def main() -> None:
     print(f"overt benchmarks on {platform.machine()}, Python {platform.python_version()}, "
           f"{__import__('os').cpu_count()} CPUs\n")
-    for module in (bench_turn, bench_ledger, bench_hooks, bench_router, bench_memory,
-                   bench_reasoning):
+    for module in (bench_turn, bench_ledger, bench_hooks, bench_router, bench_policy,
+                   bench_memory, bench_reasoning):
         module.main()
         print()
 

@@ -57,7 +57,6 @@ _TESTS: dict[str, Callable[[Any, Any], bool]] = {
     "ne": lambda a, e: bool(a != e),
     "in": lambda a, e: a in e,
     "not_in": lambda a, e: a not in e,
-    "glob": lambda a, e: isinstance(a, str) and fnmatch.fnmatchcase(a, e),
     "gt": _ordered(lambda a, e: bool(a > e)),
     "ge": _ordered(lambda a, e: bool(a >= e)),
     "lt": _ordered(lambda a, e: bool(a < e)),
@@ -96,20 +95,26 @@ class Condition:
         if self.op in ("glob", "regex") and not isinstance(self.value, str):
             raise ConfigError(f"condition on {self.arg!r}: {self.op} needs a string")
         test = _TESTS.get(self.op)
-        if self.op == "regex":
+        if self.op in ("regex", "glob"):  # compiled once: a call only runs the match
             try:
-                pattern = re.compile(self.value)
+                source = self.value if self.op == "regex" else fnmatch.translate(self.value)
+                search = re.compile(source).search
             except re.error as exc:
                 raise ConfigError(f"condition on {self.arg!r}: bad regex: {exc}") from None
-            test = lambda a, e: isinstance(a, str) and pattern.search(a) is not None  # noqa: E731
+            test = lambda a, e: isinstance(a, str) and search(a) is not None  # noqa: E731
         object.__setattr__(self, "_path", tuple(self.arg.split(".")))
         object.__setattr__(self, "_test", test)
 
     def holds(self, arguments: Mapping[str, Any]) -> bool:
-        actual = _lookup(arguments, self._path)
-        if self.op == "absent":
-            return actual is _MISSING
+        path = self._path
+        if len(path) == 1:  # the usual case: a top-level argument
+            actual = arguments.get(path[0], _MISSING) if isinstance(arguments, Mapping) \
+                else _MISSING
+        else:
+            actual = _lookup(arguments, path)
         if actual is _MISSING:
+            return self.op == "absent"
+        if self.op == "absent":
             return False
         try:
             return self._test(actual, self.value)
@@ -167,7 +172,10 @@ class Rule:
                 and any(fnmatch.fnmatchcase(tool, t) for t in self.tools))
 
     def matches_arguments(self, arguments: Mapping[str, Any]) -> bool:
-        return all(c.holds(arguments) for c in self.when)
+        for condition in self.when:
+            if not condition.holds(arguments):
+                return False
+        return True
 
 
 MEMORY_WRITE_TOOLS: tuple[str, ...] = ("node_create", "node_supersede", "link_create",
