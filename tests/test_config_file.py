@@ -240,3 +240,43 @@ def test_no_file_leaves_the_environment_and_defaults(tmp_path: Path) -> None:
 def test_a_route_named_by_a_variable_must_be_defined(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="route 'nope' is not defined"):
         config_file.load({"OVERT_ROUTE": "nope"}, path=write(tmp_path))
+
+
+POLICY = '''
+operator = "alice"
+
+[policy]
+approval_ttl_s = 600
+
+[[policy.rules]]
+name = "no-prod-deletes"
+priority = 100
+tools = ["delete_*"]
+effect = "deny"
+reason_code = "prod_delete"
+message = "not in production"
+when = [{ arg = "target.env", op = "eq", value = "prod" }]
+
+[capabilities]
+"agent:support" = ["usage.read"]
+'''
+
+
+def test_policy_rules_and_capabilities_fill_the_config(tmp_path: Path) -> None:
+    path = tmp_path / "overt.toml"
+    path.write_text(POLICY, encoding="utf-8")
+    config = config_file.load({}, path=path)
+    rule = config.policy.rules[0]
+    assert (rule.name, rule.effect, rule.priority, rule.tools) == (
+        "no-prod-deletes", "deny", 100, ("delete_*",))
+    assert rule.when[0].holds({"target": {"env": "prod"}})
+    assert config.policy.approval_ttl_s == 600 and config.policy.defaults
+    assert config.capabilities == {"agent:support": ("usage.read",)}
+    assert config.operator == "alice"
+
+
+def test_a_malformed_policy_rule_names_its_line_and_field() -> None:
+    found = problems(POLICY.replace('effect = "deny"', 'effect = "maybe"'))
+    assert len(found) == 1 and found[0].startswith("overt.toml:11: policy.rules[0].effect")
+    found = problems(POLICY.replace('op = "eq"', 'op = "almost"'))
+    assert len(found) == 1 and "policy.rules[0].when[0].op" in found[0]
