@@ -83,3 +83,18 @@ def test_an_actor_without_the_capability_is_refused(project: Path) -> None:
 
 def test_an_unknown_request_is_exit_code_4(project: Path) -> None:
     assert overt(project, "approvals", "show", "01NOSUCH").returncode == 4
+
+
+def test_show_tells_the_whole_story_of_a_paused_and_resumed_turn(project: Path) -> None:
+    request_id = _pause(project)
+    overt(project, "approvals", "approve", request_id, "--reason", "fine",
+          model=f"scripted:{project / 'answer.jsonl'}")
+    turn_id = json.loads(overt(project, "approvals", "show", request_id, "--json").stdout)[
+        "turn_id"]
+    shown = overt(project, "show", turn_id, "--content").stdout
+    for line in ("policy ask get_usage", "rule usage-is-private",
+                 f"approval requested {request_id}", "turn paused",
+                 f"approval {request_id} approved by operator:default", "reason: fine",
+                 "turn resumed (approved)", "policy allow get_usage", "[approved]",
+                 "reply: You have used 0 tokens today."):
+        assert line in shown, line

@@ -87,6 +87,24 @@ def turn_record(entries: list[Entry], contents: dict[str, str | None]) -> str:
                 ("approval", "approval_request_id")) if d.get(key))
             out.append(f"  [{e.seq}] step {d['step_number']} {d['phase']}{links}")
             body("text", d.get("content_digest"))
+        elif e.kind == "policy.decision":
+            cap = "" if d["capability_granted"] else f"  lacks {d['capability']}"
+            out.append(f"  [{e.seq}] policy {d['effect']} {d['tool_name']} "
+                       f"({d['tool_call_id']}) [{d['reason_code']}] rule {d['rule']}  "
+                       f"actor {d['actor']}  path {d['path']}{cap}")
+            out.append(f"        rules evaluated: {', '.join(d['rules_evaluated'])}")
+        elif e.kind == "approval.requested":
+            out.append(f"  [{e.seq}] approval requested {d['request_id']} ({d['mode']}) for "
+                       f"{d['tool_name']}  expires {d['expires_at']}")
+        elif e.kind == "approval.decided":
+            out.append(f"  [{e.seq}] approval {d['request_id']} {d['decision']} by "
+                       f"{d['decided_by']}")
+            body("reason", d.get("reason_digest"))
+        elif e.kind == "turn.paused":
+            out.append(f"  [{e.seq}] turn paused, waiting for approval {d['request_id']}")
+        elif e.kind == "turn.resumed":
+            out.append(f"  [{e.seq}] turn resumed ({d['decision']}) by {d['resumed_by']} "
+                       f"in pid {d['pid']} on {d['host']}")
         elif e.kind.startswith("hook."):
             out.append(f"  [{e.seq}] {e.kind} by plugin {d.get('plugin')} in {d.get('hook')}"
                        + _details(d, skip=("plugin", "hook")))
