@@ -7,10 +7,10 @@
   least 10 times faster (<= 50 µs per step);
 - the audit trail of one session of 10,000 turns and 50,000 steps, on SQLite:
   the one trail query and its assembly into turns, the median of 5 runs
-  (target: under 200 ms). The ledger holds what turns really record: per
-  turn, a message, an inference, five steps, a tool call (started and
-  completed) and a completion, each with its content; one turn in six
-  belongs to another session, interleaved.
+  (target: under 200 ms). The ledger holds what turns really record, committed
+  as the engine commits them (four times a turn): a message, two inferences,
+  five steps, a tool call (started and completed) and a completion, each with
+  its content; one turn in six belongs to another session, interleaved.
 """
 
 from __future__ import annotations
@@ -68,19 +68,35 @@ def _record_rate(ledger: Any, turns: int) -> float:
     return turns * STEPS_PER_TURN / elapsed
 
 
-def _turn(rec: Recorder, session: str, n: int) -> None:
-    """Add to ``rec`` the entries one realistic turn records, with their content."""
+def _inference(turn_id: str, session: str, rec: Recorder, iteration: int, calls: int,
+               n: int) -> InferenceRecorded:
+    return InferenceRecorded(
+        turn_id=turn_id, session_id=session, inference_id=new_ulid(), iteration=iteration,
+        model="local", route="default", input_tokens=420, output_tokens=64, cost_usd=0.0,
+        duration_ms=812.5, tools_offered=["check_credits", "check_inbox"],
+        tool_calls_requested=calls, stop_reason="tool_use" if calls else "end_turn",
+        response_digest=rec.content(f'{{"text": "reply {n}.{iteration}"}}'))
+
+
+def _turn(ledger: Any, rec: Recorder, session: str, n: int) -> int:
+    """Record one turn as the engine commits it: before each effect (two model
+    calls, one tool call) and at the end, four commits, each step in the commit
+    of the record it describes. Returns the steps recorded."""
+    steps_recorded = 0
+
+    def commit() -> None:
+        nonlocal steps_recorded
+        steps_recorded += sum(1 for e in rec.events if e.kind == "reasoning.step")
+        ledger.record_sync(rec.events, rec.contents)
+        rec.events, rec.contents = [], {}
+
     turn_id = new_ulid()
     rec.add(TurnStarted(
         turn_id=turn_id, session_id=session, source="cli", caller_session_id=session,
         message_digest=rec.content(f"question {n}: how are my credits?"), model="local",
         route="default", max_tool_calls=5))
-    rec.add(InferenceRecorded(
-        turn_id=turn_id, session_id=session, inference_id=new_ulid(), iteration=0,
-        model="local", route="default", input_tokens=420, output_tokens=64, cost_usd=0.0,
-        duration_ms=812.5, tools_offered=["check_credits", "check_inbox"],
-        tool_calls_requested=1, stop_reason="tool_use",
-        response_digest=rec.content(f'{{"text": "reply {n}"}}')))
+    commit()  # before the first model call
+    rec.add(_inference(turn_id, session, rec, 0, 1, n))
     steps = TurnSteps(rec, turn_id, session)
     steps.model_reasoning(f"Checking the balance for request {n}.", REASONING)
     call_id = f"call-{n}"
@@ -88,19 +104,24 @@ def _turn(rec: Recorder, session: str, n: int) -> None:
     rec.add(ToolCallStarted(
         turn_id=turn_id, session_id=session, tool_call_id=call_id, tool_name="check_credits",
         triggered_by="cli", caller_session_id=session, args_sha256=args))
+    commit()  # the intent, before the tool runs
     rec.add(ToolCallCompleted(
         turn_id=turn_id, session_id=session, tool_call_id=call_id, tool_name="check_credits",
         triggered_by="cli", caller_session_id=session, tool_status="ok",
         tool_duration_ms=3.2, exc_type=None, args_sha256=args,
         result_digest=rec.content(f"${n % 100}.50 remaining")))
     steps.executed(call_id, "check_credits", "ok", f"${n % 100}.50 remaining")
+    commit()  # before the second model call
+    rec.add(_inference(turn_id, session, rec, 1, 0, n))
     steps.model_reasoning("<think>The balance is known; answer now.</think>"
                           "You have credits left.", "", final=True)
     rec.add(TurnCompleted(
         turn_id=turn_id, session_id=session, status="completed",
         reply_digest=rec.content(f"You have ${n % 100}.50 left."), tools_used=["check_credits"],
-        tool_calls=1, model_calls=1, input_tokens=420, output_tokens=64, cost_usd=0.0,
-        duration_ms=830.0))
+        tool_calls=1, model_calls=2, input_tokens=840, output_tokens=128, cost_usd=0.0,
+        duration_ms=1650.0))
+    commit()
+    return steps_recorded
 
 
 def _fill(ledger: Any, turns: int, session: str) -> int:
@@ -109,11 +130,8 @@ def _fill(ledger: Any, turns: int, session: str) -> int:
     steps = 0
     for n in range(turns + turns // OTHER_EVERY):
         other = n % (OTHER_EVERY + 1) == OTHER_EVERY
-        _turn(rec, "cli:other" if other else session, n)
-        if not other:
-            steps += sum(1 for e in rec.events if e.kind == "reasoning.step")
-        ledger.record_sync(rec.events, rec.contents)  # the turn in one commit
-        rec.events, rec.contents = [], {}
+        recorded = _turn(ledger, rec, "cli:other" if other else session, n)
+        steps += 0 if other else recorded
     return steps
 
 

@@ -82,3 +82,14 @@ def test_an_unknown_session_has_an_empty_trail_and_bad_asks_are_usage_errors(
         run(build_trail(ledger))
     with pytest.raises(UsageError, match="unknown phase musing"):
         run(build_trail(ledger, session_id="s1", phases=["musing"]))
+
+
+def test_a_step_whose_text_is_not_stored_reads_as_none(ledger: Any) -> None:
+    from overt.events import ReasoningStepRecorded
+
+    run(thinking_two_calls_a_denial_and_an_error(ledger))
+    run(ledger.record([ReasoningStepRecorded(
+        turn_id="T-lost", session_id="s1", step_id="S", step_number=0, phase="thinking",
+        content_digest="sha256:" + "0" * 64)]))
+    trail = run(build_trail(ledger, turn_id="T-lost"))
+    assert [(s.step_number, s.content) for _, s in trail.steps()] == [(0, None)]

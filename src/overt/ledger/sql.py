@@ -145,6 +145,11 @@ def reasoning_steps_view(d: Dialect) -> str:
             "at AS created_at, seq FROM audit_log WHERE kind = 'reasoning.step'")
 
 
+BODY_WINDOW = 4096
+"""How far back (in entries) a trail looks for the body an entry names: more than
+any one transaction of a turn holds."""
+
+
 def trail(d: Dialect, kinds: Sequence[str], *, turn_id: str | None, session_id: str | None,
           since: str | None, until: str | None) -> tuple[str, list[Any]]:
     """Entries of ``kinds`` of the turns in scope, in ``seq`` order, as
@@ -172,9 +177,13 @@ def trail(d: Dialect, kinds: Sequence[str], *, turn_id: str | None, session_id: 
         scope = f"a.turn_id IN (SELECT s.turn_id FROM audit_log s WHERE {' AND '.join(started)})"
     params.extend(kinds)
     digest = f"coalesce({d.text('content_digest', 'a.data')}, {d.text('message_digest', 'a.data')})"
+    # A body is stored in the transaction of the entry naming it (at that
+    # transaction's first seq), so the search back stops after BODY_WINDOW
+    # entries: a body that is not there (never stored, redacted) costs a bounded
+    # walk, not one through the whole content tier per step.
     body = (f"CASE WHEN a.kind IN ('reasoning.step', 'turn.started') THEN (SELECT c.body "
-            f"FROM content_blobs c WHERE c.seq <= a.seq AND c.digest = {digest} "
-            "ORDER BY c.seq DESC LIMIT 1) END")
+            f"FROM content_blobs c WHERE c.seq <= a.seq AND c.seq > a.seq - {BODY_WINDOW} "
+            f"AND c.digest = {digest} ORDER BY c.seq DESC LIMIT 1) END")
     return (f"SELECT a.seq, a.kind, a.at, a.turn_id, a.session_id, a.data, {body} "
             f"FROM audit_log a WHERE {scope} AND a.kind IN ({d.phs(len(kinds))}) "
             "ORDER BY a.seq", params)
