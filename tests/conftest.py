@@ -85,6 +85,14 @@ def make_runtime(ledger: Ledger, tmp_path: Path) -> RuntimeFactory:
     return make
 
 
+LATEST = [1, 2, 3, 4, 5]
+"""Every migration version, in order (both backends)."""
+
+BUILTIN_TOOLS = ["get_operational_state", "get_usage", "node_create", "node_read", "node_search",
+                 "node_supersede", "link_create", "link_retract", "node_neighbors",
+                 "node_history"]
+"""The tools overt's built-in plugin registers, in order."""
+
 ALLOW_ALL = Gate(Policy([Rule("tests.allow_all", "allow", "tests_allow_all",
                              "tests that are not about policy let every tool run")]))
 """A gate whose policy allows every call (capabilities are still checked)."""

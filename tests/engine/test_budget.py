@@ -14,7 +14,9 @@ from tests.conftest import cli_message, run
 
 def _runtime(ledger: Any, model: ScriptedModel, budget: Budget,
              prices: dict[str, tuple[float, float]] | None = None) -> Runtime:
-    return Runtime(model=model, ledger=ledger, budget=budget, prices=PriceTable(prices))
+    # Only the two usage tools are offered: the token estimates below assume their specs.
+    return Runtime(model=model, ledger=ledger, budget=budget, prices=PriceTable(prices),
+                   allowed_tools=["get_operational_state", "get_usage"])
 
 
 def _calls_then_answer(tokens: int, model: str = "scripted") -> list[ModelResponse]:

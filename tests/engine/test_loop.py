@@ -56,9 +56,9 @@ def test_a_turn_with_two_tool_calls_is_recorded_step_by_step(
     assert result.text == "both echoed" and result.error is None
     assert result.tools_used == ["echo", "echo"]
     assert kinds(ledger) == [
-        "runtime.started", "turn.started", "inference", "tool_call.started",
-        "tool_call.completed", "tool_call.started", "tool_call.completed", "inference",
-        "turn.completed",
+        "runtime.started", "turn.started", "inference", "policy.decision", "tool_call.started",
+        "tool_call.completed", "policy.decision", "tool_call.started", "tool_call.completed",
+        "inference", "turn.completed",
     ]
     assert all(r["tool_status"] == "ok" for r in tool_records(ledger))
     second = model.requests[1].messages
@@ -210,7 +210,7 @@ def test_the_intent_record_is_committed_before_the_tool_runs(
 
     model = ScriptedModel([{"tool_calls": [call("inspect_ledger")]}, "done"])
     run(make_runtime(model, tools=[inspect_ledger]).respond(cli_message()))
-    assert seen == ["turn.started", "inference", "tool_call.started"]
+    assert seen == ["turn.started", "inference", "policy.decision", "tool_call.started"]
 
 
 def test_no_tool_runs_when_its_intent_cannot_be_recorded(

@@ -15,7 +15,7 @@ from overt.hooks import PluginHost
 from overt.hooks.manager import discover
 from overt.models.fake import ScriptedModel
 from overt.runtime import Runtime
-from tests.conftest import ALLOW_ALL, cli_message, run
+from tests.conftest import ALLOW_ALL, BUILTIN_TOOLS, cli_message, run
 from tests.hooks.conftest import records
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "overt-example-plugin"
@@ -33,7 +33,7 @@ def test_the_example_plugin_adds_its_tool_beside_the_built_ins(
     host = PluginHost.load(enabled=["overt_example_plugin"], plugin_files=[str(MODULE)])
     runtime = runtime_with(host, ledger, tmp_path, [
         {"tool_calls": [{"name": "utc_now", "arguments": {}}]}, "It is now."])
-    assert runtime.tools.names == ["get_operational_state", "get_usage", "utc_now"]
+    assert runtime.tools.names == [*BUILTIN_TOOLS, "utc_now"]
     result = run(runtime.respond(cli_message("what time is it?")))
     assert result.tools_used == ["utc_now"]
     assert records(ledger, "tool_call.completed")[0]["tool_status"] == "ok"

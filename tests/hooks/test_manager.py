@@ -15,7 +15,7 @@ from overt.models.fake import ScriptedModel
 from overt.runtime import Runtime
 from overt.tools.base import tool
 from overt.tools.registry import ToolRegistry
-from tests.conftest import cli_message, run
+from tests.conftest import BUILTIN_TOOLS, cli_message, run
 from tests.hooks.conftest import records
 
 PLUGIN_SOURCE = '''
@@ -73,7 +73,7 @@ def test_an_installed_plugin_is_not_imported_unless_enabled(
     host = PluginHost.load()
     assert host.names == ["builtin"]
     assert "quiet_plugin_mod" not in __import__("sys").modules
-    assert tool_names(host) == ["get_operational_state", "get_usage"]
+    assert tool_names(host) == BUILTIN_TOOLS
 
 
 def test_an_enabled_entry_point_plugin_is_loaded_and_its_tools_registered(
@@ -83,7 +83,7 @@ def test_an_enabled_entry_point_plugin_is_loaded_and_its_tools_registered(
     host = PluginHost.load(enabled=["loud"])
     assert host.names == ["builtin", "loud"]
     assert host.sources["loud"].startswith("entry point loud_plugin_mod (loud_plugin_mod 1.0)")
-    assert tool_names(host) == ["get_operational_state", "get_usage", "loud_plugin_mod_tool"]
+    assert tool_names(host) == [*BUILTIN_TOOLS, "loud_plugin_mod_tool"]
     assert [i.plugin for i in host.hooks.pre_tool_call] == ["loud"]
 
 
@@ -202,7 +202,7 @@ def test_a_failing_tool_registry_costs_the_plugin_its_tools_and_is_recorded_at_s
     host = PluginHost.builtin_only()
     host.register(plugin, "bad")
     runtime = Runtime(model=ScriptedModel(["hi"]), ledger=ledger, plugins=host)
-    assert runtime.tools.names == ["get_operational_state", "get_usage"]
+    assert runtime.tools.names == BUILTIN_TOOLS
     result = run(runtime.respond(cli_message()))
     assert result.error is None
     (error,) = records(ledger, "hook.error")

@@ -108,8 +108,8 @@ def test_sample_trace_a_bridged_tool_is_provided_and_never_reaches_registry_disp
     assert "kora__get_operational_state" in [t.name for t in model.requests[0].tools]
     assert seen == ["pre_tool_call", "pre_tool_call_can_provide_result",
                     "post_tool_call(provided_by=KoraBridge)", "transform_tool_result"]
-    assert kinds(ledger)[2:6] == ["inference", "tool_call.started", "hook.provided",
-                                  "tool_call.completed"]
+    assert kinds(ledger)[2:7] == ["inference", "policy.decision", "tool_call.started",
+                                  "hook.provided", "tool_call.completed"]
     (completed,) = records(ledger, "tool_call.completed")
     assert completed["tool_status"] == "ok" and completed["provided_by"] == "KoraBridge"
     (provided,) = records(ledger, "hook.provided")
@@ -180,7 +180,7 @@ def test_the_intent_is_committed_before_a_plugin_provides_the_result(
 
     model = ScriptedModel([{"tool_calls": [call("write_file", path="p", text="t")]}, "ok"])
     run(plugged(model, Reads(), tools=[write_file]).respond(cli_message()))
-    assert seen == ["turn.started", "inference", "tool_call.started"]
+    assert seen == ["turn.started", "inference", "policy.decision", "tool_call.started"]
 
 
 def test_answers_that_are_not_results_fall_through_to_the_next_plugin_then_the_registry(

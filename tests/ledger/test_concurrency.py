@@ -11,7 +11,7 @@ import pytest
 
 from overt.ledger import open_ledger
 from tests.backends import Raw
-from tests.conftest import run
+from tests.conftest import LATEST, run
 
 WORKLOAD = Path(__file__).resolve().parents[2] / "benchmarks" / "workload.py"
 
@@ -29,7 +29,7 @@ def _run_workers(url: str, processes: int, turns: int, concurrency: int) -> None
 def _kind_counts(ledger: Any) -> dict[str, int]:
     return {kind: run(ledger.count(kind)) for kind in (
         "runtime.started", "turn.started", "inference", "tool_call.started",
-        "tool_call.completed", "turn.completed")}
+        "tool_call.completed", "turn.completed", "policy.decision")}
 
 
 def _assert_tampering_is_detected(ledger: Any, raw: Raw) -> None:
@@ -69,10 +69,10 @@ def test_concurrent_processes_lose_no_record_and_keep_one_verifiable_chain(
     assert _kind_counts(ledger) == {
         "runtime.started": processes, "turn.started": total, "inference": 2 * total,
         "tool_call.started": 2 * total, "tool_call.completed": 2 * total,
-        "turn.completed": total}
+        "turn.completed": total, "policy.decision": 2 * total}
     report = run(ledger.verify())
     assert report.ok, report
-    assert report.entries == processes + 8 * total
+    assert report.entries == processes + 10 * total
     raw = Raw(ledger_url)
     try:
         _assert_tampering_is_detected(ledger, raw)
@@ -85,6 +85,6 @@ def test_concurrent_processes_lose_no_record_and_keep_one_verifiable_chain(
 def test_processes_that_migrate_at_once_all_succeed(ledger_url: str) -> None:
     _run_workers(ledger_url, processes=4, turns=1, concurrency=1)
     ledger: Any = open_ledger(ledger_url)
-    assert ledger.schema_versions() == [1, 2]
+    assert ledger.schema_versions() == LATEST
     assert run(ledger.verify()).ok
     ledger.close_sync()

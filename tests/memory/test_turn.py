@@ -101,11 +101,17 @@ def test_an_unknown_memory_tool_name_gets_a_clear_error(make_runtime: RuntimeFac
 def test_memory_writes_are_gated_by_policy_like_any_mutating_tool(
     make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
-    model = agent([lambda _: {"tool_calls": [tool("node_create", kind="Note", title="t",
-                                                  body="b")]},
-                   lambda _: "done"])
-    run(make_runtime(model).respond(cli_message()))
-    [decision] = [e.data for e in run(ledger.entries(kinds=["policy.decision"]))]
-    assert decision["tool_name"] == "node_create" and decision["effect"] != "allow"
-    assert decision["capability"] == "memory.write"
-    assert run(ledger.entries(kinds=["node.created"])) == []
+    def create() -> FunctionModel:
+        return agent([lambda _: {"tool_calls": [tool("node_create", kind="Note", title="t",
+                                                      body="b")]},
+                      lambda _: "done"])
+    frozen = Gate(Policy([Rule("freeze", "deny", "memory_frozen", tools=("node_*",),
+                               priority=10)]))
+    run(make_runtime(create(), gate=frozen).respond(cli_message()))
+    run(make_runtime(create(), gate=Gate()).respond(cli_message()))  # the defaults
+    decisions = [e.data for e in run(ledger.entries(kinds=["policy.decision"]))]
+    assert [(d["tool_name"], d["effect"], d["reason_code"], d["capability"])
+            for d in decisions] == [
+        ("node_create", "deny", "memory_frozen", "memory.write"),
+        ("node_create", "allow", "memory_append_only", "memory.write")]
+    assert len(run(ledger.entries(kinds=["node.created"]))) == 1
