@@ -16,6 +16,7 @@ Catch by type, never by message::
     │   ├── ToolNotFound        the model named a tool that is not offered
     │   ├── ToolArgumentError   arguments failed validation (also a TypeError)
     │   └── ToolTimeout         a tool ran past its time limit
+    ├── ChannelError            a channel (Slack, email) refused or did not answer
     ├── ModelError              a model could not produce a reply; ends the turn
     │   ├── ModelOutputError    the model's output could not be understood
     │   └── ModelAssetError     the model's weights are missing or corrupt
@@ -82,6 +83,10 @@ class ToolArgumentError(ToolError, TypeError):
 
 class ToolTimeout(ToolError):
     """A tool ran past its time limit."""
+
+
+class ChannelError(OvertError):
+    """A channel (Slack's Web API, an IMAP or SMTP server) refused or did not answer."""
 
 
 class ModelError(OvertError):

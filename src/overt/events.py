@@ -444,6 +444,58 @@ class LinkRetracted(Event):
     tool_call_id: str | None = None
 
 
+ChannelFilter = Literal["not_direct_message", "sender_not_allowed", "bot_message",
+                        "not_a_message", "no_message_id"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChannelReceived(Event):
+    """A channel took a message in: once per message (``claim``: ``slack:{event_id}``,
+    ``email:{message_id}``), so a retried delivery is seen as one.
+
+    ``filtered`` is why the message is not answered (never its text); ``None``: it
+    goes to the agent. ``channel_ids`` are the channel's own ids (Slack channel, ts,
+    user; email Message-ID).
+    """
+
+    kind: ClassVar[str] = "channel.received"
+    claim: str
+    source: str
+    caller_session_id: str
+    sender: str
+    channel_ids: dict[str, str]
+    filtered: ChannelFilter | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChannelReplied(Event):
+    """A reply was delivered where its message came from: once per message and per
+    resumed approval (``claim``). ``target`` is where it went (Slack channel and
+    thread, email Message-ID and References), so an answer that waited for an
+    approval can be delivered to the same place later; ``reply_ids`` are the ids
+    the channel gave the reply (Slack ``ts``, email Message-ID)."""
+
+    kind: ClassVar[str] = "channel.replied"
+    claim: str
+    source: str
+    target: dict[str, str]
+    reply_ids: dict[str, str]
+    awaiting_approval: str | None = None
+    resumed_from: str | None = None
+    """The approval request whose resumed answer this reply carries."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChannelReplyFailed(Event):
+    """A reply could not be delivered (the channel refused or did not answer)."""
+
+    kind: ClassVar[str] = "channel.reply_failed"
+    source: str
+    target: dict[str, str]
+    error_type: str
+    error_code: str | None = None
+
+
 _FIELDS: dict[type[Event], tuple[str, ...]] = {}
 
 
@@ -462,6 +514,7 @@ AnyEvent = (
     | HookToolsNarrowed | HookReissued | HookTransformed | HookError | PolicyDecided
     | ApprovalRequested | ApprovalDecided | TurnPaused | TurnResumed | CapabilityChecked
     | ReasoningStepRecorded | NodeCreated | NodeSuperseded | LinkCreated | LinkRetracted
+    | ChannelReceived | ChannelReplied | ChannelReplyFailed
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -471,5 +524,6 @@ EVENT_TYPES: dict[str, type[Event]] = {
                 HookRequestRewritten, HookToolsNarrowed, HookReissued, HookTransformed,
                 HookError, PolicyDecided, ApprovalRequested, ApprovalDecided, TurnPaused,
                 TurnResumed, CapabilityChecked, ReasoningStepRecorded, NodeCreated,
-                NodeSuperseded, LinkCreated, LinkRetracted)
+                NodeSuperseded, LinkCreated, LinkRetracted, ChannelReceived, ChannelReplied,
+                ChannelReplyFailed)
 }

@@ -151,21 +151,25 @@ class Runtime:
         await self.ledger.record(events, self.plugins.problem_contents)
 
     async def respond(self, message: IncomingMessage, *, session_id: str | None = None,
-                      history: Sequence[Message] = ()) -> ResponseResult:
-        """Answer ``message``; the turn is recorded and the reply goes to the transcript."""
+                      history: Sequence[Message] = (),
+                      channel_ids: Mapping[str, Any] | None = None) -> ResponseResult:
+        """Answer ``message``; the turn is recorded and the reply goes to the transcript
+        (with ``channel_ids``, the channel's own ids: Slack channel and thread, email
+        Message-ID)."""
         await self.start()
         outcome = await self.engine.run_turn(message, session_id=session_id, history=history)
         result = outcome.result
         if self.transcript is not None:
-            self._transcribe(result, message.source, message.caller_session_id)
+            self._transcribe(result, message.source, message.caller_session_id, channel_ids)
         return result
 
-    def _transcribe(self, result: ResponseResult, source: str, caller_session_id: str) -> None:
+    def _transcribe(self, result: ResponseResult, source: str, caller_session_id: str,
+                    channel_ids: Mapping[str, Any] | None = None) -> None:
         assert self.transcript is not None
         try:
             self.transcript.append(transcript_line(
                 result, source=source, caller_session_id=caller_session_id,
-                model=self.model.name))
+                model=self.model.name, channel_ids=channel_ids))
         except OSError as exc:  # the ledger has the turn; a lost transcript line is logged
             log.error("transcript line for turn %s not written: %s", result.turn_id, exc)
 

@@ -1,0 +1,94 @@
+"""Replies that leave a channel, and the record that says where they went.
+
+Every channel records a ``channel.replied`` entry when a reply is delivered,
+with the *target* (where the message came from: Slack channel and thread,
+email Message-ID and References). A turn that paused on an approval is
+answered twice: first "this awaits approval" (the entry carries
+``awaiting_approval``), later the resumed answer, delivered by
+:func:`deliver_resumed` to the target on record. That works from any process
+(the operator may approve from the CLI on another machine) and once: the
+resumed reply's claim is ``{first claim}:resumed:{request id}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from overt.engine.resume import Resumed
+from overt.errors import LedgerConflict
+from overt.events import ChannelReplied
+from overt.ledger.base import Entry, Ledger
+from overt.types import ResponseResult
+
+
+class Replier(Protocol):
+    """Sends a reply to a target on one channel; returns the ids the channel gave it."""
+
+    source: str
+
+    async def send_reply(self, target: Mapping[str, str], text: str) -> dict[str, str]:
+        """Deliver ``text`` to ``target``.
+
+        Raises:
+            ChannelError: the channel refused or did not answer.
+        """
+        ...
+
+
+async def record_reply(ledger: Ledger, result: ResponseResult, *, claim: str, source: str,
+                       target: Mapping[str, str], reply_ids: Mapping[str, str],
+                       resumed_from: str | None = None) -> None:
+    """Record that ``result`` was delivered to ``target``.
+
+    Raises:
+        LedgerConflict: a reply under ``claim`` is already on the record.
+    """
+    await ledger.record([ChannelReplied(
+        turn_id=result.turn_id, session_id=result.session_id, claim=claim, source=source,
+        target=dict(target), reply_ids=dict(reply_ids),
+        awaiting_approval=result.awaiting_approval, resumed_from=resumed_from)])
+
+
+async def paused_reply(ledger: Ledger, request_id: str, turn_id: str | None) -> Entry | None:
+    """The ``channel.replied`` entry that told the sender the turn awaits ``request_id``."""
+    if turn_id is None:
+        return None
+    for entry in await ledger.entries(turn_id=turn_id, kinds=[ChannelReplied.kind]):
+        if entry.data.get("awaiting_approval") == request_id:
+            return entry
+    return None
+
+
+async def deliver_resumed(resumed: Resumed, ledger: Ledger,
+                          repliers: Mapping[str, Replier]) -> dict[str, str] | None:
+    """Deliver the answer of a turn resumed after an approval to where its message
+    came from; the reply ids, or ``None`` when there is nothing to deliver (no answer,
+    the turn did not come from a channel here, or it was delivered already).
+
+    ``repliers`` maps a source (``slack_dm``, ``email``) to its channel.
+
+    Raises:
+        ChannelError: the channel refused the reply (recorded by the replier).
+    """
+    result, request = resumed.result, resumed.request
+    if result is None:
+        return None
+    first = await paused_reply(ledger, request.request_id, request.turn_id)
+    if first is None:
+        return None
+    source = str(first.data["source"])
+    replier = repliers.get(source)
+    if replier is None:
+        return None
+    claim = f"{first.data['claim']}:resumed:{request.request_id}"
+    if await ledger.claimed(ChannelReplied.kind, claim) is not None:
+        return None
+    target = {str(k): str(v) for k, v in first.data["target"].items()}
+    reply_ids = await replier.send_reply(target, result.text)
+    try:
+        await record_reply(ledger, result, claim=claim, source=source, target=target,
+                           reply_ids=reply_ids, resumed_from=request.request_id)
+    except LedgerConflict:
+        return None  # another process delivered it at the same moment: its record stands
+    return reply_ids

@@ -1,0 +1,227 @@
+"""Slack DMs: an Events API endpoint that answers direct messages in their thread.
+
+What a request goes through (:meth:`SlackDMHandler.handle_request`):
+
+1. Signature: Slack's v0 HMAC-SHA256 of ``v0:{timestamp}:{body}`` under the
+   signing secret (``slack_sdk.signature.SignatureVerifier``); a request older
+   than five minutes, or with a wrong or missing signature, gets 401.
+2. ``url_verification``: the challenge is echoed.
+3. ``event_callback``: the event is classified and claimed on the ledger
+   (``channel.received``, claim ``slack:{event_id}``) before Slack gets its 200;
+   a retried event finds its claim taken and is acknowledged without a second
+   answer. Only a ``message`` in an ``im`` channel from an allowed user, not from
+   a bot, goes to the agent; the others are recorded as filtered, without text.
+4. The 200 goes back at once (Slack waits three seconds); the turn runs after,
+   in a task, and its reply is posted with ``chat.postMessage`` in the thread,
+   then recorded (``channel.replied``).
+
+Crash windows: the claim is written before the acknowledgement, so a process
+that dies after it and before the reply leaves a ``channel.received`` with no
+``channel.replied`` (Slack's retries are deduplicated, so that message is not
+answered: at most once, never twice). A ledger that cannot take the claim gets
+500, and Slack retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from overt.channels.delivery import record_reply
+from overt.channels.settings import SLACK_API_BASE_URL
+from overt.errors import ChannelError, ExtraMissingError, LedgerConflict, LedgerError
+from overt.events import ChannelFilter, ChannelReceived, ChannelReplyFailed
+from overt.types import IncomingMessage
+
+if TYPE_CHECKING:
+    from starlette.routing import Route
+
+    from overt.runtime import Runtime
+
+log = logging.getLogger("overt.channels.slack")
+
+SOURCE: Final = "slack_dm"
+
+
+def classify(event: Mapping[str, Any], allowed_users: frozenset[str]) -> ChannelFilter | None:
+    """Why an Events API ``event`` is not answered, or ``None`` when it is."""
+    if event.get("type") != "message":
+        return "not_a_message"
+    if event.get("bot_id") or event.get("subtype") == "bot_message":
+        return "bot_message"  # our own reply comes back as an event: never answer it
+    if event.get("subtype"):
+        return "not_a_message"  # edits, deletions, joins
+    if event.get("channel_type") != "im":
+        return "not_direct_message"
+    if str(event.get("user", "")) not in allowed_users:
+        return "sender_not_allowed"
+    return None
+
+
+class SlackDMHandler:
+    """Answers Slack DMs with ``runtime``, under its gate, on its record.
+
+    ``client``: a ``slack_sdk.web.async_client.AsyncWebClient`` (built from
+    ``bot_token`` and ``api_base_url`` when not given). ``verifier``: a
+    ``slack_sdk.signature.SignatureVerifier`` (built from ``signing_secret``).
+
+    Raises:
+        ExtraMissingError: slack_sdk (the ``slack`` extra) is not installed.
+    """
+
+    source = SOURCE
+
+    def __init__(self, runtime: Runtime, *, signing_secret: str, bot_token: str,
+                 allowed_users: tuple[str, ...] | list[str],
+                 api_base_url: str = SLACK_API_BASE_URL, client: Any = None,
+                 verifier: Any = None) -> None:
+        try:
+            from slack_sdk.signature import SignatureVerifier
+        except ImportError as exc:
+            raise ExtraMissingError("slack", "slack_sdk") from exc
+        self.runtime = runtime
+        self.allowed_users = frozenset(allowed_users)
+        self.verifier = verifier or SignatureVerifier(signing_secret)
+        if client is None:
+            try:
+                from slack_sdk.web.async_client import AsyncWebClient
+            except ImportError as exc:  # aiohttp, which slack_sdk's async client needs
+                raise ExtraMissingError("slack", "aiohttp") from exc
+            client = AsyncWebClient(token=bot_token, base_url=api_base_url)
+        self.client = client
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- the endpoint ---------------------------------------------------------
+
+    async def handle_request(self, body: bytes,
+                             headers: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+        """Answer one Events API request: (HTTP status, JSON body).
+
+        The turn a new DM starts runs in a task after this returns; :meth:`drain`
+        waits for such tasks.
+        """
+        if not self.verifier.is_valid_request(body, dict(headers)):
+            return 401, {"ok": False, "error": "invalid_signature"}
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return 400, {"ok": False, "error": "invalid_json"}
+        if not isinstance(payload, dict):
+            return 400, {"ok": False, "error": "invalid_payload"}
+        if payload.get("type") == "url_verification":
+            return 200, {"challenge": payload.get("challenge", "")}
+        if payload.get("type") != "event_callback" or not isinstance(payload.get("event"),
+                                                                       dict):
+            return 200, {"ok": True}
+        try:
+            message = await self.receive(payload)
+        except LedgerConflict:
+            return 200, {"ok": True, "duplicate": True}  # a retry: answered once already
+        except LedgerError as exc:
+            log.error("Slack event %s not claimed: %s", payload.get("event_id"), exc)
+            return 500, {"ok": False, "error": "ledger_unavailable"}  # Slack will retry
+        if message is not None:
+            task = asyncio.create_task(self.answer(message))
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
+        return 200, {"ok": True}
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # the turn's own failure is on the ledger (the engine records it); this
+            # is what escaped it, e.g. a ledger that stopped answering
+            log.error("Slack DM turn failed: %s: %s", type(exc).__name__, exc)
+
+    async def receive(self, payload: Mapping[str, Any]) -> IncomingMessage | None:
+        """Claim and classify an ``event_callback``; the message to answer, if any.
+
+        Raises:
+            LedgerConflict: the event was received before (a retry).
+            LedgerError: the claim could not be recorded.
+        """
+        event: Mapping[str, Any] = payload["event"]
+        event_id = str(payload.get("event_id", ""))
+        channel, ts = str(event.get("channel", "")), str(event.get("ts", ""))
+        thread_ts = str(event.get("thread_ts") or ts)
+        metadata = {"channel_id": channel, "event_ts": str(event.get("event_ts") or ts),
+                    "event_id": event_id, "user_id": str(event.get("user", "")),
+                    "ts": ts, "thread_ts": thread_ts}
+        message = IncomingMessage(SOURCE, str(event.get("text", "")), metadata)
+        filtered = classify(event, self.allowed_users)
+        await self.runtime.ledger.record([ChannelReceived(
+            session_id=_session(channel, thread_ts), claim=f"slack:{event_id}", source=SOURCE,
+            caller_session_id=message.caller_session_id, sender=metadata["user_id"],
+            channel_ids={k: v for k, v in metadata.items() if v}, filtered=filtered)])
+        return message if filtered is None else None
+
+    async def answer(self, message: IncomingMessage) -> None:
+        """Run the turn for ``message`` and post its reply in the thread; a reply
+        that cannot be posted is recorded (``channel.reply_failed``) and logged."""
+        meta = message.metadata
+        target = {"channel": str(meta["channel_id"]), "thread_ts": str(meta["thread_ts"])}
+        result = await self.runtime.respond(
+            message, session_id=_session(target["channel"], target["thread_ts"]),
+            channel_ids=target | {"event_id": str(meta["event_id"])})
+        try:
+            reply_ids = await self.send_reply(target, result.text)
+        except ChannelError as exc:
+            log.error("reply to Slack event %s not posted: %s", meta["event_id"], exc)
+            return
+        await record_reply(self.runtime.ledger, result, claim=f"slack:{meta['event_id']}",
+                           source=SOURCE, target=target, reply_ids=reply_ids)
+
+    async def send_reply(self, target: Mapping[str, str], text: str) -> dict[str, str]:
+        """Post ``text`` in ``target``'s thread with ``chat.postMessage``; the posted ts.
+
+        Raises:
+            ChannelError: Slack refused the message or could not be reached (recorded).
+        """
+        from slack_sdk.errors import SlackApiError, SlackClientError
+
+        try:
+            response = await self.client.chat_postMessage(
+                channel=target["channel"], text=text, thread_ts=target["thread_ts"])
+        except (TimeoutError, SlackClientError, OSError) as exc:
+            code = None
+            if isinstance(exc, SlackApiError):
+                code = str(exc.response.get("error", "")) or None
+            await self.runtime.ledger.record([ChannelReplyFailed(
+                source=SOURCE, target=dict(target), error_type=type(exc).__name__,
+                error_code=code)])
+            raise ChannelError(f"chat.postMessage failed: {type(exc).__name__}"
+                               f"{f' ({code})' if code else ''}") from exc
+        return {"channel": str(response.get("channel", target["channel"])),
+                "ts": str(response.get("ts", ""))}
+
+    async def drain(self) -> None:
+        """Wait for every turn started by a request to finish (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def _session(channel: str, thread_ts: str) -> str:
+    return f"slack:{channel}:{thread_ts}"
+
+
+def slack_routes(handler: SlackDMHandler, path: str = "/slack/events") -> list[Route]:
+    """The Starlette route of the Events API endpoint, to mount in an app.
+
+    Raises:
+        ExtraMissingError: starlette is not installed.
+    """
+    try:
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+    except ImportError as exc:
+        raise ExtraMissingError("slack", "starlette") from exc
+
+    async def events(request: Request) -> JSONResponse:
+        status, body = await handler.handle_request(await request.body(), request.headers)
+        return JSONResponse(body, status_code=status)
+
+    return [Route(path, events, methods=["POST"])]
