@@ -1,0 +1,345 @@
+"""The HTTP JSON API of ``overt serve`` (the ``server`` extra: Starlette, uvicorn).
+
+Every ``/v1`` route needs ``Authorization: Bearer TOKEN``; the token names an
+actor (:mod:`overt.channels.auth`) and the route names the capability it needs
+(:data:`CAPABILITIES`). A refusal is a ``capability.checked`` entry on the
+record and a 403. ``/healthz`` and ``/openapi.json`` are open. The OpenAPI
+document (:mod:`overt.channels.openapi`) describes exactly these routes; a test
+holds the two together.
+
+A message becomes an :class:`~overt.types.IncomingMessage` with source
+``http`` and ``request_id`` (so ``caller_session_id`` is ``http:{request_id}``),
+runs through the same runtime and gate as every channel, and is answered with
+the :class:`~overt.types.ResponseResult`. A turn that paused for approval answers
+with ``awaiting_approval`` set; ``wait_s`` keeps the request open until the turn
+is answered (whoever approves it, from any process), and ``GET /v1/turns/{id}``
+or its event stream give the answer later.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from overt import __version__
+from overt.channels import openapi
+from overt.channels.auth import Tokens
+from overt.channels.events_stream import turn_events
+from overt.channels.turns import turn_state, wait_for_answer
+from overt.errors import ApprovalError, ExtraMissingError, NotFoundError, OvertError, UsageError
+from overt.events import CapabilityChecked
+from overt.ids import new_ulid
+from overt.policy.actors import Actor
+from overt.reasoning.trail import build_trail
+from overt.runtime import Runtime
+from overt.types import IncomingMessage
+
+try:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+    from starlette.types import ASGIApp, Receive, Scope, Send
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ExtraMissingError("server", "starlette") from exc
+
+log = logging.getLogger("overt.channels.http")
+
+DEFAULT_MAX_BODY_BYTES = 1_000_000
+MAX_WAIT_S = 300.0
+
+CAPABILITIES: dict[tuple[str, str], str] = {
+    ("POST", "/v1/messages"): "agent.ask",
+    ("GET", "/v1/turns/{turn_id}"): "trail.read",
+    ("GET", "/v1/turns/{turn_id}/events"): "trail.read",
+    ("GET", "/v1/sessions/{session_id}/trail"): "trail.read",
+    ("GET", "/v1/approvals"): "approvals.read",
+    ("GET", "/v1/approvals/{request_id}"): "approvals.read",
+    ("POST", "/v1/approvals/{request_id}/approve"): "approvals.decide",
+    ("POST", "/v1/approvals/{request_id}/deny"): "approvals.decide",
+}
+"""The capability each authenticated route needs (approve and deny are checked,
+and recorded, by the approval book itself)."""
+
+Handler = Callable[[Request, Actor], Awaitable[Response]]
+
+
+class ApiError(Exception):
+    """An error answered as ``{"error": {"code", "message"}}`` with a status."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status,
+                        headers=headers)
+
+
+def create_app(runtime: Runtime, tokens: Tokens, *,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+               mcp: ASGIApp | None = None,
+               mcp_lifespan: Callable[[], Any] | None = None,
+               poll_s: float = 0.1) -> Starlette:
+    """The API as an ASGI app over ``runtime``.
+
+    ``mcp``: an ASGI app (the MCP streamable HTTP transport) served at ``/mcp``
+    behind the same bearer tokens; ``mcp_lifespan`` the context manager it needs
+    running while the server is up. On startup the runtime is started and decided
+    approvals no process took up are resumed; on shutdown (after uvicorn has let
+    in-flight requests finish) the runtime is closed.
+    """
+    api = _Api(runtime, tokens, max_body_bytes, poll_s)
+
+    def guarded(method: str, path: str, handler: Handler) -> Route:
+        capability = CAPABILITIES[(method, path)]
+
+        async def endpoint(request: Request) -> Response:
+            return await api.call(request, capability, handler)
+        return Route(path, endpoint, methods=[method])
+
+    routes = [
+        Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/openapi.json", api.openapi, methods=["GET"]),
+        guarded("POST", "/v1/messages", api.post_message),
+        guarded("GET", "/v1/turns/{turn_id}", api.get_turn),
+        guarded("GET", "/v1/turns/{turn_id}/events", api.turn_events),
+        guarded("GET", "/v1/sessions/{session_id}/trail", api.session_trail),
+        guarded("GET", "/v1/approvals", api.list_approvals),
+        guarded("GET", "/v1/approvals/{request_id}", api.get_approval),
+        guarded("POST", "/v1/approvals/{request_id}/approve", api.approve),
+        guarded("POST", "/v1/approvals/{request_id}/deny", api.deny),
+    ]
+    if mcp is not None:
+        routes.append(Route("/mcp", _McpGate(mcp, tokens), methods=["GET", "POST", "DELETE"]))
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        await runtime.start()
+        resumed = await runtime.resume_pending()
+        if resumed:
+            log.info("resumed %d decided approval(s) no process had taken up", len(resumed))
+        try:
+            if mcp_lifespan is not None:
+                async with mcp_lifespan():
+                    yield
+            else:
+                yield
+        finally:
+            await runtime.close()
+
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+class _McpGate:
+    """The MCP transport behind a bearer token; the token's actor rides in the scope."""
+
+    def __init__(self, app: ASGIApp, tokens: Tokens) -> None:
+        self.app, self.tokens = app, tokens
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers") or [])
+        raw = headers.get(b"authorization")
+        actor = self.tokens.actor_for_header(raw.decode("latin-1") if raw else None)
+        if actor is None:
+            await _error(401, "unauthenticated", "a bearer token is required")(
+                scope, receive, send)
+            return
+        scope.setdefault("state", {})["overt_actor"] = actor
+        await self.app(scope, receive, send)
+
+
+class _Api:
+    def __init__(self, runtime: Runtime, tokens: Tokens, max_body_bytes: int,
+                 poll_s: float) -> None:
+        self.runtime, self.tokens = runtime, tokens
+        self.max_body_bytes, self.poll_s = max_body_bytes, poll_s
+
+    async def call(self, request: Request, capability: str, handler: Handler) -> Response:
+        actor = self.tokens.actor_for_header(request.headers.get("authorization"))
+        if actor is None:
+            return _error(401, "unauthenticated", "a bearer token is required")
+        check = self.runtime.gate.capabilities.check(actor, capability)
+        if not check.granted and capability != "approvals.decide":
+            await self.runtime.ledger.record([CapabilityChecked(
+                actor=str(actor), capability=capability, granted=False,
+                reason_code=check.reason_code,
+                subject=f"http:{request.method} {request.url.path}")])
+            return _error(403, check.reason_code, check.message)
+        try:
+            return await handler(request, actor)
+        except ApiError as exc:
+            return _error(exc.status, exc.code, exc.message)
+        except NotFoundError as exc:
+            return _error(404, "not_found", str(exc))
+        except ApprovalError as exc:
+            if not self.runtime.gate.capabilities.check(actor, "approvals.decide").granted:
+                return _error(403, "capability_missing", str(exc))
+            return _error(409, "already_decided", str(exc))
+        except UsageError as exc:
+            return _error(422, "invalid", str(exc))
+        except OvertError as exc:
+            log.error("%s %s failed: %s", request.method, request.url.path, exc)
+            return _error(503, "backend_error", str(exc))
+
+    async def body(self, request: Request) -> dict[str, Any]:
+        """The JSON object in the body, within the size limit."""
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise ApiError(413, "too_large", f"the body is over {self.max_body_bytes} bytes")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise ApiError(413, "too_large", f"the body is over {self.max_body_bytes} bytes")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        if not raw.strip():
+            return {}
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ApiError(400, "malformed_json", f"the body is not JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ApiError(422, "invalid", "the body must be a JSON object")
+        return data
+
+    # -- open routes ----------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok", "version": __version__})
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(openapi.document(__version__))
+
+    # -- messages and turns ---------------------------------------------------
+
+    async def post_message(self, request: Request, actor: Actor) -> Response:
+        body = await self.body(request)
+        text = _field(body, "text", str, required=True)
+        if not text.strip():
+            raise ApiError(422, "invalid", "text must not be empty")
+        session_id = _field(body, "session_id", str)
+        metadata = _field(body, "metadata", dict) or {}
+        wait_s = _field(body, "wait_s", (int, float))
+        if wait_s is not None and not 0 <= wait_s <= MAX_WAIT_S:
+            raise ApiError(422, "invalid", f"wait_s must be a number of seconds, 0 to "
+                                           f"{MAX_WAIT_S:g}")
+        request_id = new_ulid()
+        message = IncomingMessage("http", text, {
+            **{k: v for k, v in metadata.items() if isinstance(k, str)},
+            "request_id": request_id, "actor": str(actor)})
+        result = await self.runtime.respond(message, session_id=session_id)
+        reply: dict[str, Any] = {**result.to_dict(), "request_id": request_id,
+                                 "caller_session_id": message.caller_session_id}
+        if result.awaiting_approval is not None and wait_s:
+            state = await wait_for_answer(self.runtime.ledger, result.turn_id,
+                                          timeout_s=float(wait_s), poll_s=self.poll_s)
+            if state is not None and state["completed_at"] is not None:
+                reply.update(text=state["text"] or "", tools_used=state["tools_used"],
+                             error=state["error"], awaiting_approval=None)
+        return JSONResponse(reply)
+
+    async def get_turn(self, request: Request, actor: Actor) -> Response:
+        turn_id = request.path_params["turn_id"]
+        state = await turn_state(self.runtime.ledger, turn_id)
+        if state is None:
+            raise ApiError(404, "not_found", f"no turn {turn_id}")
+        return JSONResponse(state)
+
+    async def turn_events(self, request: Request, actor: Actor) -> Response:
+        turn_id = request.path_params["turn_id"]
+        if await turn_state(self.runtime.ledger, turn_id) is None:
+            raise ApiError(404, "not_found", f"no turn {turn_id}")
+        follow = request.query_params.get("follow", "true").lower() not in ("0", "false", "no")
+        stream = turn_events(self.runtime.ledger, turn_id, follow=follow, poll_s=self.poll_s)
+        return StreamingResponse(stream, media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})
+
+    async def session_trail(self, request: Request, actor: Actor) -> Response:
+        session_id = request.path_params["session_id"]
+        phases = request.query_params.get("phase")
+        trail = await build_trail(
+            self.runtime.ledger, session_id=session_id,
+            since=request.query_params.get("since"), until=request.query_params.get("until"),
+            phases=phases.split(",") if phases else None)
+        if not trail.turns:
+            raise ApiError(404, "not_found", f"no turns in session {session_id}")
+        return JSONResponse(trail_json(trail))
+
+    # -- approvals ------------------------------------------------------------
+
+    async def list_approvals(self, request: Request, actor: Actor) -> Response:
+        status = request.query_params.get("status")
+        statuses = status.split(",") if status else None
+        known = ("pending", "approved", "denied", "expired")
+        if statuses and not set(statuses) <= set(known):
+            raise ApiError(422, "invalid", f"status is one or more of {', '.join(known)}")
+        requests = await self.runtime.approvals.list(statuses)  # type: ignore[arg-type]
+        return JSONResponse({"approvals": [request_json(r) for r in requests]})
+
+    async def get_approval(self, request: Request, actor: Actor) -> Response:
+        found = await self.runtime.approvals.get(request.path_params["request_id"])
+        return JSONResponse(request_json(found))
+
+    async def approve(self, request: Request, actor: Actor) -> Response:
+        return await self._decide(request, actor, approve=True)
+
+    async def deny(self, request: Request, actor: Actor) -> Response:
+        return await self._decide(request, actor, approve=False)
+
+    async def _decide(self, request: Request, actor: Actor, *, approve: bool) -> Response:
+        body = await self.body(request)
+        reason = _field(body, "reason", str)
+        request_id = request.path_params["request_id"]
+        decide = self.runtime.approve if approve else self.runtime.deny
+        resumed = await decide(request_id, by=actor, reason=reason)
+        released = resumed.released
+        return JSONResponse({
+            "request": request_json(resumed.request),
+            "result": resumed.result.to_dict() if resumed.result is not None else None,
+            "released": None if released is None else {
+                "status": released.status, "content": released.content,
+                "is_error": released.is_error},
+        })
+
+
+def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *,
+           required: bool = False) -> Any:
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise ApiError(422, "invalid", f"{name} is required")
+        return None
+    if not isinstance(value, kind) or isinstance(value, bool):  # no field is a bool
+        raise ApiError(422, "invalid", f"{name} has the wrong type")
+    return value
+
+
+def request_json(r: Any) -> dict[str, Any]:
+    return {
+        "request_id": r.request_id, "status": r.status, "mode": r.mode,
+        "turn_id": r.turn_id, "session_id": r.session_id, "tool_name": r.tool_name,
+        "tool_call_id": r.tool_call_id, "actor": r.actor, "source": r.source,
+        "reason_code": r.reason_code, "requested_at": r.requested_at,
+        "expires_at": r.expires_at, "decided_by": r.decided_by, "decided_at": r.decided_at,
+        "resumed": r.resumed,
+    }
+
+
+def trail_json(trail: Any) -> dict[str, Any]:
+    """A trail as JSON: turns in order, each with its records in ledger order."""
+    return {
+        "session_id": trail.session_id,
+        "turns": [{
+            "turn_id": t.turn_id, "session_id": t.session_id, "started_at": t.started_at,
+            "source": t.source, "model": t.model, "message": t.message, "status": t.status,
+            "completed_at": t.completed_at, "paused_on": t.paused_on,
+            "records": [{"type": type(r).__name__, **r._asdict()} for r in t.records()],
+        } for t in trail.turns],
+    }

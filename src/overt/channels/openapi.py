@@ -1,0 +1,168 @@
+"""The OpenAPI document of the HTTP API, written as data next to its routes.
+
+A test checks that every route of :func:`overt.channels.http.create_app` is here
+and every path here is a route, and schemathesis checks the API against it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ERROR = {"$ref": "#/components/schemas/Error"}
+_ID = {"type": "string", "minLength": 1}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    words = {400: "malformed JSON", 401: "no valid bearer token",
+             403: "the token's actor lacks the capability", 404: "not found",
+             409: "already decided", 413: "the body is too large",
+             422: "a field is missing or has the wrong type",
+             503: "the ledger or the model could not be used"}
+    return {str(c): _json(_ERROR, words[c]) for c in codes}
+
+
+def _path_param(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": _ID}
+
+
+def _op(summary: str, capability: str | None, ok: dict[str, Any], *codes: int,
+        params: list[dict[str, Any]] | None = None,
+        body: dict[str, Any] | None = None) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "responses": {"200": ok, **_errors(*codes)}}
+    if capability is not None:
+        op["description"] = f"Needs the capability `{capability}`."
+        op["security"] = [{"bearer": []}]
+    else:
+        op["security"] = []
+    if params:
+        op["parameters"] = params
+    if body is not None:
+        op["requestBody"] = {"required": False,
+                             "content": {"application/json": {"schema": body}}}
+    return op
+
+
+_USAGE = {"type": "object", "properties": {
+    "input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"},
+    "cost_usd": {"type": "number"}}}
+_TOOLS_USED = {"type": ["array", "null"], "items": {"type": "string"},
+               "description": "null: the engine was bypassed, refused or errored; []: no tool"}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {"type": "object", "required": ["error"], "properties": {"error": {
+        "type": "object", "required": ["code", "message"],
+        "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+    "Message": {"type": "object", "required": ["text"], "properties": {
+        "text": {"type": "string", "minLength": 1},
+        "session_id": {"type": "string", "description": "default: http:{request_id}"},
+        "metadata": {"type": "object"},
+        "wait_s": {"type": "number", "minimum": 0, "maximum": 300,
+                   "description": "if the turn pauses for approval, wait this long for "
+                                  "its answer"}}},
+    "ResponseResult": {"type": "object", "required": [
+        "text", "tools_used", "usage", "error", "session_id", "turn_id", "awaiting_approval"],
+        "properties": {
+            "text": {"type": "string"}, "tools_used": _TOOLS_USED, "usage": _USAGE,
+            "error": {"type": ["string", "null"]}, "session_id": {"type": "string"},
+            "turn_id": {"type": "string"},
+            "awaiting_approval": {"type": ["string", "null"]},
+            "request_id": {"type": "string"},
+            "caller_session_id": {"type": "string"}}},
+    "Turn": {"type": "object", "required": ["turn_id", "status"], "properties": {
+        "turn_id": {"type": "string"}, "session_id": {"type": ["string", "null"]},
+        "source": {"type": ["string", "null"]},
+        "caller_session_id": {"type": ["string", "null"]},
+        "status": {"type": ["string", "null"],
+                   "description": "running, awaiting_approval, completed, model_error …"},
+        "awaiting_approval": {"type": ["string", "null"]},
+        "text": {"type": ["string", "null"]}, "tools_used": _TOOLS_USED,
+        "error": {"type": ["string", "null"]}, "usage": _USAGE,
+        "started_at": {"type": "string"}, "completed_at": {"type": ["string", "null"]}}},
+    "Trail": {"type": "object", "required": ["turns"], "properties": {
+        "session_id": {"type": ["string", "null"]},
+        "turns": {"type": "array", "items": {"type": "object"}}}},
+    "ApprovalRequest": {"type": "object", "required": ["request_id", "status"],
+                        "properties": {"request_id": {"type": "string"},
+                                       "status": {"type": "string"},
+                                       "tool_name": {"type": "string"},
+                                       "turn_id": {"type": ["string", "null"]}}},
+    "Approvals": {"type": "object", "required": ["approvals"], "properties": {
+        "approvals": {"type": "array",
+                      "items": {"$ref": "#/components/schemas/ApprovalRequest"}}}},
+    "Decision": {"type": "object", "properties": {"reason": {"type": "string"}}},
+    "Decided": {"type": "object", "required": ["request"], "properties": {
+        "request": {"$ref": "#/components/schemas/ApprovalRequest"},
+        "result": {"oneOf": [{"$ref": "#/components/schemas/ResponseResult"},
+                             {"type": "null"}]},
+        "released": {"type": ["object", "null"]}}},
+}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def paths() -> dict[str, dict[str, Any]]:
+    """Path -> method -> operation."""
+    auth = (401, 403)
+    return {
+        "/healthz": {"get": _op("Liveness", None, _json(
+            {"type": "object", "required": ["status"], "properties": {
+                "status": {"type": "string"}, "version": {"type": "string"}}}, "alive"))},
+        "/openapi.json": {"get": _op("This document", None, _json({"type": "object"},
+                                                                    "OpenAPI 3.1"))},
+        "/v1/messages": {"post": _op(
+            "Ask the agent; the turn's ResponseResult", "agent.ask",
+            _json(_ref("ResponseResult"), "the turn's answer"), 400, *auth, 413, 422, 503,
+            body=_ref("Message"))},
+        "/v1/turns/{turn_id}": {"get": _op(
+            "A turn's state and, once answered, its answer", "trail.read",
+            _json(_ref("Turn"), "the turn"), *auth, 404, 503,
+            params=[_path_param("turn_id")])},
+        "/v1/turns/{turn_id}/events": {"get": _op(
+            "The turn's ledger entries as Server-Sent Events, until it completes",
+            "trail.read", {"description": "an event stream",
+                           "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+            *auth, 404, 503, params=[_path_param("turn_id"), {
+                "name": "follow", "in": "query", "required": False,
+                "schema": {"type": "boolean", "default": True}}])},
+        "/v1/sessions/{session_id}/trail": {"get": _op(
+            "A session's reasoning trail", "trail.read", _json(_ref("Trail"), "the trail"),
+            *auth, 404, 422, 503, params=[_path_param("session_id"), *[
+                {"name": n, "in": "query", "required": False, "schema": {"type": "string"}}
+                for n in ("since", "until", "phase")]])},
+        "/v1/approvals": {"get": _op(
+            "Approval requests", "approvals.read", _json(_ref("Approvals"), "requests"),
+            *auth, 422, 503, params=[{"name": "status", "in": "query", "required": False,
+                                      "schema": {"type": "string"},
+                                      "description": "comma-separated: pending, approved, "
+                                                     "denied, expired"}])},
+        "/v1/approvals/{request_id}": {"get": _op(
+            "One approval request", "approvals.read", _json(_ref("ApprovalRequest"), "it"),
+            *auth, 404, 503, params=[_path_param("request_id")])},
+        "/v1/approvals/{request_id}/approve": {"post": _op(
+            "Approve; the paused turn answers", "approvals.decide",
+            _json(_ref("Decided"), "decided and taken up"), 400, *auth, 404, 409, 413, 422,
+            503, params=[_path_param("request_id")], body=_ref("Decision"))},
+        "/v1/approvals/{request_id}/deny": {"post": _op(
+            "Deny; the paused turn answers without the call", "approvals.decide",
+            _json(_ref("Decided"), "decided and taken up"), 400, *auth, 404, 409, 413, 422,
+            503, params=[_path_param("request_id")], body=_ref("Decision"))},
+    }
+
+
+def document(version: str) -> dict[str, Any]:
+    """The OpenAPI 3.1 document."""
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "overt", "version": version,
+                 "description": "The agent's HTTP API: ask, read turns and trails, decide "
+                                "approvals. Every /v1 route needs a bearer token."},
+        "paths": paths(),
+        "components": {"schemas": SCHEMAS, "securitySchemes": {
+            "bearer": {"type": "http", "scheme": "bearer"}}},
+    }

@@ -1,0 +1,64 @@
+"""A turn's state read back from the ledger: the answer, whichever process gave it.
+
+A turn that paused for an approval is answered by whoever took it up (an HTTP
+call, an MCP tool, ``overt approvals approve`` in another process): its answer
+is on the record, so a channel that waits for it reads the ledger, not memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from overt.ledger.base import Ledger
+
+TURN_KINDS = ("turn.started", "turn.paused", "turn.resumed", "turn.completed")
+
+
+async def turn_state(ledger: Ledger, turn_id: str) -> dict[str, Any] | None:
+    """The turn as a channel reports it, or ``None`` when there is no such turn.
+
+    ``status`` is ``running``, ``awaiting_approval`` (``awaiting_approval`` names
+    the request) or how the turn ended (``completed``, ``model_error`` …), with
+    ``text`` and ``tools_used`` once it ended.
+    """
+    entries = await ledger.entries(turn_id=turn_id, kinds=TURN_KINDS)
+    started = next((e for e in entries if e.kind == "turn.started"), None)
+    if started is None:
+        return None
+    state: dict[str, Any] = {
+        "turn_id": turn_id, "session_id": started.session_id,
+        "source": started.data.get("source"),
+        "caller_session_id": started.data.get("caller_session_id"),
+        "started_at": started.at, "status": "running", "awaiting_approval": None,
+        "text": None, "tools_used": None, "error": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0},
+        "completed_at": None,
+    }
+    last = entries[-1]
+    if last.kind == "turn.paused":
+        state["status"] = "awaiting_approval"
+        state["awaiting_approval"] = last.data.get("request_id")
+    elif last.kind == "turn.completed":
+        d = last.data
+        digest = d.get("reply_digest")
+        state.update(
+            status=d.get("status"), tools_used=d.get("tools_used"),
+            text=await ledger.content(digest) if digest else None,
+            error=d.get("error_type"), completed_at=last.at,
+            usage={"input_tokens": d.get("input_tokens", 0),
+                   "output_tokens": d.get("output_tokens", 0),
+                   "cost_usd": d.get("cost_usd", 0.0)})
+    return state
+
+
+async def wait_for_answer(ledger: Ledger, turn_id: str, *, timeout_s: float,
+                          poll_s: float = 0.1) -> dict[str, Any] | None:
+    """Poll the ledger until the turn has ended or ``timeout_s`` passed; its last state."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = await turn_state(ledger, turn_id)
+        if state is None or state["completed_at"] is not None or time.monotonic() >= deadline:
+            return state
+        await asyncio.sleep(poll_s)
