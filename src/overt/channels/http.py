@@ -234,7 +234,8 @@ class _Api:
         message = IncomingMessage("http", text, {
             **{k: v for k, v in metadata.items() if isinstance(k, str)},
             "request_id": request_id, "actor": str(actor)})
-        result = await self.runtime.respond(message, session_id=session_id)
+        result = await self.runtime.respond(message, session_id=session_id,
+                                            channel_ids={"http_request_id": request_id})
         reply: dict[str, Any] = {**result.to_dict(), "request_id": request_id,
                                  "caller_session_id": message.caller_session_id}
         if result.awaiting_approval is not None and wait_s:

@@ -92,7 +92,8 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
             raise McpToolError(f"{who} may not ask: {check.message}")
         message = IncomingMessage("mcp", text, {
             "caller_actor_kind": caller_kind(who), "tool_name": "ask", "actor": str(who)})
-        result = await runtime.respond(message, session_id=session_id)
+        result = await runtime.respond(message, session_id=session_id, channel_ids={
+            "mcp_tool": "ask", "mcp_actor": str(who)})
         reply = result.to_dict()
         if result.awaiting_approval is not None and wait_s > 0:
             state = await wait_for_answer(runtime.ledger, result.turn_id,

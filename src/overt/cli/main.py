@@ -23,7 +23,15 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from overt import __version__, config_file
-from overt.cli import approvals_cmd, config_cmd, export_cmd, memory_cmd, render, trail_cmd
+from overt.cli import (
+    approvals_cmd,
+    config_cmd,
+    export_cmd,
+    memory_cmd,
+    render,
+    serve_cmd,
+    trail_cmd,
+)
 from overt.clock import period_start
 from overt.config import Config
 from overt.errors import LedgerError, ModelError, NotFoundError, OvertError, UsageError
@@ -117,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     trail_cmd.add_parsers(sub)
     memory_cmd.add_parser(sub)
     approvals_cmd.add_parser(sub)
+    serve_cmd.add_parsers(sub)
     return p
 
 
@@ -182,6 +191,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return run_sync(_memory(config, args))
     if command == "approvals":
         return run_sync(_approvals(config, args))
+    if command in serve_cmd.COMMANDS:
+        return serve_cmd.run(config, args)
     if command in trail_cmd.COMMANDS:
         return run_sync(_trail(config, args))
     raise UsageError(f"unknown command {command}")

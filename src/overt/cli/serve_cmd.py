@@ -1,0 +1,106 @@
+"""``overt serve`` (the HTTP API and MCP over streamable HTTP) and ``overt mcp`` (stdio).
+
+Tokens live in a JSON file of SHA-256 digests (``--tokens``, env
+``OVERT_TOKENS``, default ``tokens.json`` beside a SQLite ledger, else in the
+current directory); ``overt serve --add-token ACTOR`` prints a new token once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from overt.config import Config
+from overt.errors import UsageError
+from overt.policy.actors import Actor
+
+COMMANDS = ("serve", "mcp")
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser("serve", help="the HTTP API (and MCP at /mcp); needs overt[server]")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--max-body-bytes", type=int, default=1_000_000)
+    serve.add_argument("--tokens", metavar="PATH", help="the tokens file (env OVERT_TOKENS)")
+    serve.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
+    serve.add_argument("--add-token", metavar="ACTOR",
+                       help="make a token for ACTOR (e.g. mcp_client:claude-code), store its "
+                            "hash, print it once, and exit")
+    serve.add_argument("--model", help="model spec (as for ask)")
+    mcp = sub.add_parser("mcp", help="the MCP server over stdio; needs overt[mcp]")
+    mcp.add_argument("--actor", default="mcp_client:default",
+                     help="who the stdio client is (default mcp_client:default)")
+    mcp.add_argument("--model", help="model spec (as for ask)")
+
+
+def tokens_path(config: Config, given: str | None) -> Path:
+    if given or os.environ.get("OVERT_TOKENS"):
+        return Path(given or os.environ["OVERT_TOKENS"])
+    db = str(config.db)
+    if db and "://" not in db and db != ":memory:":
+        return Path(db).parent / "tokens.json"
+    return Path("tokens.json")
+
+
+def run(config: Config, args: argparse.Namespace) -> int:
+    if args.command == "mcp":
+        return _mcp_stdio(config, Actor.parse(args.actor))
+    from overt.channels.auth import Tokens, add_token
+    path = tokens_path(config, args.tokens)
+    if args.add_token:
+        token = add_token(path, Actor.parse(args.add_token))
+        print(token)
+        print(f"overt: stored its SHA-256 in {path}; the token is not shown again",
+              file=sys.stderr)
+        return 0
+    tokens = Tokens.load(path)
+    if not tokens:
+        raise UsageError(f"no tokens in {path}: make one with `overt serve --add-token ACTOR`")
+    return _serve(config, tokens, args)
+
+
+def _serve(config: Config, tokens: object, args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+    except ImportError as exc:
+        from overt.errors import ExtraMissingError
+        raise ExtraMissingError("server", "uvicorn") from exc
+    from overt.channels.auth import Tokens
+    from overt.channels.http import create_app
+    from overt.runtime import Runtime
+    assert isinstance(tokens, Tokens)
+    runtime = Runtime.from_config(config)
+    mcp_app = mcp_lifespan = None
+    if not args.no_mcp:
+        from overt.channels.mcp_server import create_server
+        server = create_server(runtime)
+        mcp_app = server.streamable_http_app(streamable_http_path="/mcp", host=args.host,
+                                             max_request_body_size=args.max_body_bytes)
+        mcp_lifespan = server.session_manager.run
+    app = create_app(runtime, tokens, max_body_bytes=args.max_body_bytes, mcp=mcp_app,
+                     mcp_lifespan=mcp_lifespan)
+    # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests finish
+    # (a turn ends recorded, or paused and resumable) before the lifespan closes the ledger.
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose
+                else "warning", timeout_graceful_shutdown=30)
+    return 0
+
+
+def _mcp_stdio(config: Config, actor: Actor) -> int:
+    from overt.channels.mcp_server import create_server
+    from overt.runtime import Runtime
+    runtime = Runtime.from_config(config)
+    server = create_server(runtime, actor=actor)
+
+    async def main() -> None:
+        try:
+            await runtime.start()
+            await server.run_stdio_async()
+        finally:
+            await runtime.close()
+    asyncio.run(main())
+    return 0
