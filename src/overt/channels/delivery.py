@@ -27,8 +27,11 @@ class Replier(Protocol):
 
     source: str
 
-    async def send_reply(self, target: Mapping[str, str], text: str) -> dict[str, str]:
-        """Deliver ``text`` to ``target``.
+    async def send_reply(self, target: Mapping[str, str], text: str, *,
+                         key: str = "") -> dict[str, str]:
+        """Deliver ``text`` to ``target``. ``key`` names this reply (its claim): a
+        channel that can make a resend recognisable (email's Message-ID) derives it
+        from the key.
 
         Raises:
             ChannelError: the channel refused or did not answer.
@@ -38,8 +41,10 @@ class Replier(Protocol):
 
 async def record_reply(ledger: Ledger, result: ResponseResult, *, claim: str, source: str,
                        target: Mapping[str, str], reply_ids: Mapping[str, str],
-                       resumed_from: str | None = None) -> None:
-    """Record that ``result`` was delivered to ``target``.
+                       resumed_from: str | None = None,
+                       contents: Mapping[str, str] | None = None) -> None:
+    """Record that ``result`` was delivered to ``target`` (``contents``: bodies the
+    target refers to by digest, for the content tier).
 
     Raises:
         LedgerConflict: a reply under ``claim`` is already on the record.
@@ -47,7 +52,7 @@ async def record_reply(ledger: Ledger, result: ResponseResult, *, claim: str, so
     await ledger.record([ChannelReplied(
         turn_id=result.turn_id, session_id=result.session_id, claim=claim, source=source,
         target=dict(target), reply_ids=dict(reply_ids),
-        awaiting_approval=result.awaiting_approval, resumed_from=resumed_from)])
+        awaiting_approval=result.awaiting_approval, resumed_from=resumed_from)], contents)
 
 
 async def paused_reply(ledger: Ledger, request_id: str, turn_id: str | None) -> Entry | None:
@@ -85,7 +90,7 @@ async def deliver_resumed(resumed: Resumed, ledger: Ledger,
     if await ledger.claimed(ChannelReplied.kind, claim) is not None:
         return None
     target = {str(k): str(v) for k, v in first.data["target"].items()}
-    reply_ids = await replier.send_reply(target, result.text)
+    reply_ids = await replier.send_reply(target, result.text, key=claim)
     try:
         await record_reply(ledger, result, claim=claim, source=source, target=target,
                            reply_ids=reply_ids, resumed_from=request.request_id)

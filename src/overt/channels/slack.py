@@ -174,7 +174,8 @@ class SlackDMHandler:
         await record_reply(self.runtime.ledger, result, claim=f"slack:{meta['event_id']}",
                            source=SOURCE, target=target, reply_ids=reply_ids)
 
-    async def send_reply(self, target: Mapping[str, str], text: str) -> dict[str, str]:
+    async def send_reply(self, target: Mapping[str, str], text: str, *,
+                         key: str = "") -> dict[str, str]:
         """Post ``text`` in ``target``'s thread with ``chat.postMessage``; the posted ts.
 
         Raises:

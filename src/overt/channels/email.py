@@ -1,0 +1,291 @@
+"""Email: poll an IMAP mailbox, answer allowed senders by SMTP in the same thread.
+
+One message goes through :meth:`EmailChannel.poll_once` in this order; the
+ledger's once-only claims (``email:{Message-ID}``) make each step safe to redo:
+
+1. fetched unread with ``BODY.PEEK[]`` (reading it does not mark it ``\\Seen``);
+2. a message whose ``channel.replied`` is on record is only marked ``\\Seen``;
+3. ``channel.received`` recorded (sender and Message-ID, never the text), with
+   ``filtered`` set for a sender not allowed or an automatic message, which is
+   then marked ``\\Seen`` and left unanswered;
+4. the turn runs; the reply is sent by SMTP with ``In-Reply-To`` and
+   ``References`` (so it threads) and a Message-ID derived from the claim;
+5. ``channel.replied`` recorded; 6. the message marked ``\\Seen``.
+
+Crash windows (a process dies, or the server drops, between two steps):
+
+- after 3, before 4's send: the next poll finds it unread and not replied, and
+  answers it (a second turn on the record, one reply sent);
+- after 4's send, before 5: the next poll sends the reply again. It carries the
+  same Message-ID, so the recipient's mail client and most servers show it once;
+  this window is one SMTP round trip;
+- after 5, before 6: the next poll sees the reply on record and only marks it.
+
+A reply SMTP refuses is recorded (``channel.reply_failed``) and the message left
+unread, so the next poll tries again. Run one poller per mailbox: two pollers
+could both answer a message in window 3-5.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.policy
+import hashlib
+import imaplib
+import logging
+import smtplib
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from email.message import EmailMessage
+from email.parser import BytesParser
+from email.utils import make_msgid, parseaddr
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from overt.channels.delivery import record_reply
+from overt.channels.settings import EmailSettings
+from overt.errors import ChannelError, LedgerConflict
+from overt.events import ChannelFilter, ChannelReceived, ChannelReplied, ChannelReplyFailed
+from overt.ledger.canonical import digest_text
+from overt.types import IncomingMessage
+
+if TYPE_CHECKING:
+    from overt.runtime import Runtime
+
+log = logging.getLogger("overt.channels.email")
+
+SOURCE: Final = "email"
+
+Outcome = Literal["answered", "filtered", "already_replied", "reply_failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMail:
+    """What overt reads of one message."""
+
+    uid: str
+    message_id: str
+    sender: str
+    subject: str
+    references: str
+    text: str
+    automatic: bool
+
+    @property
+    def claim(self) -> str:
+        return f"email:{self.message_id}"
+
+
+def parse_mail(uid: str, raw: bytes) -> InboundMail:
+    """Read a raw RFC 5322 message. A message without a Message-ID gets one from its UID
+    so it can still be claimed once."""
+    msg = BytesParser(policy=email.policy.default).parsebytes(raw)
+    message_id = str(msg.get("Message-ID", "")).strip() or f"<uid-{uid}@overt.invalid>"
+    sender = parseaddr(str(msg.get("Reply-To") or msg.get("From", "")))[1].lower()
+    body = msg.get_body(preferencelist=("plain",)) if isinstance(msg, EmailMessage) else None
+    text = body.get_content() if isinstance(body, EmailMessage) else ""
+    auto = str(msg.get("Auto-Submitted", "no")).lower() != "no" or bool(msg.get("List-Id"))
+    return InboundMail(uid=uid, message_id=message_id, sender=sender,
+                       subject=str(msg.get("Subject", "")), text=str(text).strip(),
+                       references=" ".join(str(msg.get("References", "")).split()),
+                       automatic=auto)
+
+
+def reply_message(*, to: str, from_address: str, subject: str, in_reply_to: str,
+                  references: str, text: str, message_id: str) -> EmailMessage:
+    """A reply that threads: ``In-Reply-To`` the original, ``References`` its chain."""
+    msg = EmailMessage()
+    msg["From"] = from_address
+    msg["To"] = to
+    msg["Subject"] = subject if subject.lower().startswith("re:") else f"Re: {subject}"
+    msg["Message-ID"] = message_id
+    msg["In-Reply-To"] = in_reply_to
+    msg["References"] = f"{references} {in_reply_to}".strip()
+    msg["Auto-Submitted"] = "auto-replied"  # RFC 3834: other robots do not answer it
+    msg.set_content(text)
+    return msg
+
+
+def reply_id(claim: str, from_address: str) -> str:
+    """The reply's Message-ID: the same for a resend, so it is shown once."""
+    domain = from_address.rpartition("@")[2] or "overt.invalid"
+    return f"<overt.{hashlib.sha256(claim.encode()).hexdigest()[:32]}@{domain}>"
+
+
+class Mailbox:
+    """The IMAP side, through :mod:`imaplib` (blocking; called in a thread)."""
+
+    def __init__(self, settings: EmailSettings, password: str) -> None:
+        self.settings = settings
+        self._password = password
+
+    @contextmanager
+    def _session(self) -> Iterator[imaplib.IMAP4]:
+        s = self.settings
+        try:
+            conn = (imaplib.IMAP4_SSL(s.imap_host, s.imap_port, timeout=30) if s.imap_ssl
+                    else imaplib.IMAP4(s.imap_host, s.imap_port, timeout=30))
+            conn.login(s.imap_user, self._password)
+            _ok(conn.select(_quote(s.mailbox)), "SELECT")
+        except (OSError, imaplib.IMAP4.error) as exc:
+            raise ChannelError(f"IMAP {s.imap_host}:{s.imap_port}: {exc}") from exc
+        try:
+            yield conn
+        except (OSError, imaplib.IMAP4.error) as exc:
+            raise ChannelError(f"IMAP {s.imap_host}:{s.imap_port}: {exc}") from exc
+        finally:
+            try:
+                conn.logout()
+            except (OSError, imaplib.IMAP4.error) as exc:
+                log.info("IMAP logout: %s", exc)  # the work is done; the server hung up
+
+    def unseen(self) -> list[tuple[str, bytes]]:
+        """(UID, raw message) of every unread message, oldest first, left unread.
+
+        Raises:
+            ChannelError: the server refused or could not be reached.
+        """
+        with self._session() as conn:
+            found = _ok(conn.uid("SEARCH", "UNSEEN"), "SEARCH")
+            uids = found[0].decode().split() if found and isinstance(found[0], bytes) else []
+            out = []
+            for uid in uids:
+                data = _ok(conn.uid("FETCH", uid, "(BODY.PEEK[])"), "FETCH")
+                raw = next((part[1] for part in data if isinstance(part, tuple)), None)
+                if raw is not None:
+                    out.append((uid, raw))
+            return out
+
+    def mark_seen(self, uid: str) -> None:
+        """Flag ``uid`` ``\\Seen``: handled.
+
+        Raises:
+            ChannelError: the server refused or could not be reached.
+        """
+        with self._session() as conn:
+            _ok(conn.uid("STORE", uid, "+FLAGS", "(\\Seen)"), "STORE")
+
+
+def _ok(answer: tuple[str, Sequence[Any]], command: str) -> Sequence[Any]:
+    status, data = answer
+    if status != "OK":
+        raise imaplib.IMAP4.error(f"{command} answered {status}: {data!r}")
+    return data
+
+
+def _quote(mailbox: str) -> str:
+    return '"' + mailbox.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class EmailChannel:
+    """Answers mail from ``settings.allowed_senders`` with ``runtime``, on its record.
+
+    Also a replier for :func:`overt.channels.delivery.deliver_resumed`: an answer
+    that waited for an approval is sent in the same thread.
+    """
+
+    source = SOURCE
+
+    def __init__(self, runtime: Runtime, settings: EmailSettings, *, imap_password: str,
+                 smtp_password: str | None = None) -> None:
+        self.runtime = runtime
+        self.settings = settings
+        self.mailbox = Mailbox(settings, imap_password)
+        self._smtp_password = smtp_password
+        self.allowed = frozenset(a.lower() for a in settings.allowed_senders)
+
+    async def poll_once(self) -> dict[str, Outcome]:
+        """Handle every unread message once; what became of each, by Message-ID.
+
+        Raises:
+            ChannelError: the IMAP server refused or could not be reached.
+        """
+        outcomes: dict[str, Outcome] = {}
+        for uid, raw in await asyncio.to_thread(self.mailbox.unseen):
+            mail = parse_mail(uid, raw)
+            outcomes[mail.message_id] = await self.handle(mail)
+        return outcomes
+
+    async def handle(self, mail: InboundMail) -> Outcome:
+        """Steps 2-6 of the module docstring for one message.
+
+        Raises:
+            ChannelError: the message could not be marked handled.
+        """
+        ledger = self.runtime.ledger
+        if await ledger.claimed(ChannelReplied.kind, mail.claim) is not None:
+            await asyncio.to_thread(self.mailbox.mark_seen, mail.uid)
+            return "already_replied"
+        filtered = self._filter(mail)
+        message = IncomingMessage(SOURCE, mail.text, {"message_id": mail.message_id,
+                                                      "sender": mail.sender})
+        session = f"email:{(mail.references.split() or [mail.message_id])[0]}"
+        # a conflict: received before a crash, not replied to; answer it now (window 3-4)
+        with contextlib.suppress(LedgerConflict):
+            await ledger.record([ChannelReceived(
+                session_id=session, claim=mail.claim, source=SOURCE,
+                caller_session_id=message.caller_session_id, sender=mail.sender,
+                channel_ids={"message_id": mail.message_id, "uid": mail.uid},
+                filtered=filtered)])
+        if filtered is not None:
+            await asyncio.to_thread(self.mailbox.mark_seen, mail.uid)
+            return "filtered"
+        result = await self.runtime.respond(message, session_id=session,
+                                            channel_ids={"message_id": mail.message_id})
+        subject_digest = digest_text(mail.subject)
+        target = {"message_id": mail.message_id, "references": mail.references,
+                  "to": mail.sender, "subject_digest": subject_digest, "claim": mail.claim}
+        try:
+            reply_ids = await self._send(target, mail.subject, result.text, mail.claim)
+        except ChannelError as exc:
+            log.error("reply to %s not sent: %s", mail.message_id, exc)
+            return "reply_failed"
+        await record_reply(ledger, result, claim=mail.claim, source=SOURCE, target=target,
+                           reply_ids=reply_ids, contents={subject_digest: mail.subject})
+        await asyncio.to_thread(self.mailbox.mark_seen, mail.uid)
+        return "answered"
+
+    def _filter(self, mail: InboundMail) -> ChannelFilter | None:
+        if mail.automatic:
+            return "bot_message"
+        if mail.sender not in self.allowed:
+            return "sender_not_allowed"
+        return None
+
+    async def send_reply(self, target: Mapping[str, str], text: str, *,
+                         key: str = "") -> dict[str, str]:
+        """Send ``text`` as a reply in ``target``'s thread (a resumed turn's answer);
+        ``key`` (the reply's claim) gives it its Message-ID.
+
+        Raises:
+            ChannelError: SMTP refused it (recorded).
+        """
+        subject = await self.runtime.ledger.content(target["subject_digest"]) or ""
+        return await self._send(target, subject, text, key or make_msgid())
+
+    async def _send(self, target: Mapping[str, str], subject: str, text: str,
+                    claim: str) -> dict[str, str]:
+        message_id = reply_id(claim, self.settings.from_address)
+        msg = reply_message(to=target["to"], from_address=self.settings.from_address,
+                            subject=subject, in_reply_to=target["message_id"],
+                            references=target["references"], text=text,
+                            message_id=message_id)
+        try:
+            await asyncio.to_thread(self._smtp_send, msg)
+        except (OSError, smtplib.SMTPException) as exc:
+            await self.runtime.ledger.record([ChannelReplyFailed(
+                source=SOURCE, target={"message_id": target["message_id"]},
+                error_type=type(exc).__name__)])
+            raise ChannelError(f"SMTP {self.settings.smtp_host}:{self.settings.smtp_port}: "
+                               f"{type(exc).__name__}: {exc}") from exc
+        return {"message_id": message_id}
+
+    def _smtp_send(self, msg: EmailMessage) -> None:
+        s = self.settings
+        with smtplib.SMTP(s.smtp_host, s.smtp_port, timeout=30) as smtp:
+            if s.smtp_starttls:
+                smtp.starttls()
+            if s.smtp_user:
+                smtp.login(s.smtp_user, self._smtp_password or "")
+            smtp.send_message(msg)

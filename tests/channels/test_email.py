@@ -1,0 +1,235 @@
+"""The email channel against real servers: Dovecot for IMAP, aiosmtpd for SMTP."""
+
+from __future__ import annotations
+
+import imaplib
+import json
+import smtplib
+from collections.abc import Iterator
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from overt.channels import email as email_channel
+from overt.channels.delivery import deliver_resumed
+from overt.channels.email import EmailChannel
+from overt.channels.settings import EmailSettings
+from overt.errors import ChannelError, LedgerError
+from overt.ledger.base import Ledger
+from overt.models.fake import ScriptedModel
+from overt.policy.engine import Policy
+from overt.policy.gate import Gate
+from overt.policy.rules import Rule
+from overt.runtime import Runtime
+from overt.tools import tool
+from tests.channels.mail_servers import Imap, SmtpSink, dovecot, smtp_server
+from tests.conftest import RuntimeFactory, run
+
+OWNER = "owner@example.org"
+AGENT = "agent@overt.example"
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[tuple[Imap, SmtpSink, EmailSettings]]:
+    with dovecot(tmp_path) as imap, smtp_server() as (sink, smtp_port):
+        settings = EmailSettings(
+            imap_host=imap.host, imap_port=imap.port, imap_user=imap.user, imap_ssl=False,
+            smtp_host="127.0.0.1", smtp_port=smtp_port, smtp_starttls=False,
+            allowed_senders=("Owner@Example.org",), from_address=AGENT)
+        yield imap, sink, settings
+
+
+def deliver(imap: Imap, *, message_id: str, sender: str = f"Owner <{OWNER}>",
+            subject: str = "Disk", text: str = "how is my disk?",
+            references: str | None = None, **headers: str) -> None:
+    msg = EmailMessage()
+    msg["From"] = sender
+    msg["To"] = AGENT
+    msg["Subject"] = subject
+    msg["Message-ID"] = message_id
+    if references:
+        msg["References"] = references
+        msg["In-Reply-To"] = references.split()[-1]
+    for name, value in headers.items():
+        msg[name.replace("_", "-")] = value
+    msg.set_content(text)
+    conn = imaplib.IMAP4(imap.host, imap.port)
+    conn.login(imap.user, imap.password)
+    assert conn.append("INBOX", None, None, msg.as_bytes())[0] == "OK"
+    conn.logout()
+
+
+def unseen(imap: Imap) -> list[str]:
+    conn = imaplib.IMAP4(imap.host, imap.port)
+    conn.login(imap.user, imap.password)
+    conn.select("INBOX")
+    found = conn.uid("SEARCH", "UNSEEN")[1][0]
+    conn.logout()
+    return found.decode().split() if isinstance(found, bytes) else []
+
+
+async def data(ledger: Ledger, kind: str) -> list[dict[str, Any]]:
+    return [e.data for e in await ledger.entries(kinds=[kind])]
+
+
+def test_an_allowed_sender_is_answered_in_the_same_thread_and_the_mail_marked_handled(
+        servers: tuple[Imap, SmtpSink, EmailSettings], make_runtime: RuntimeFactory,
+        ledger: Ledger, tmp_path: Path) -> None:
+    imap, sink, settings = servers
+    channel = EmailChannel(make_runtime(ScriptedModel(["Plenty of space left."])), settings,
+                           imap_password=imap.password)
+    deliver(imap, message_id="<m1@example.org>", references="<m0@example.org>",
+            text="secret-marker: how is my disk?")
+
+    async def main() -> None:
+        assert await channel.poll_once() == {"<m1@example.org>": "answered"}
+        assert await channel.poll_once() == {}
+        [received] = await data(ledger, "channel.received")
+        assert (received["claim"], received["sender"], received["filtered"]) == (
+            "email:<m1@example.org>", OWNER, None)
+        [replied] = await data(ledger, "channel.replied")
+        assert replied["reply_ids"]["message_id"] == sink.messages[0]["Message-ID"]
+        audit = json.dumps([e.data for e in await ledger.entries(
+            kinds=["channel.received", "channel.replied"])])
+        assert "secret-marker" not in audit and "Disk" not in audit
+    run(main())
+    [reply] = sink.messages
+    assert reply["In-Reply-To"] == "<m1@example.org>"
+    assert reply["References"] == "<m0@example.org> <m1@example.org>"
+    assert (reply["Subject"], reply["To"], reply["From"]) == ("Re: Disk", OWNER, AGENT)
+    assert reply.get_content().strip() == "Plenty of space left."
+    assert sink.envelopes == [(AGENT, [OWNER])]
+    assert unseen(imap) == []
+    [line] = [json.loads(x) for x in (tmp_path / "transcript.jsonl").read_text().splitlines()]
+    assert (line["source"], line["caller_session_id"]) == ("email", "email:<m1@example.org>")
+    assert line["channel"] == {"message_id": "<m1@example.org>"} and line["tools_used"] == []
+
+
+def test_mail_not_to_answer_is_recorded_filtered_marked_and_not_answered(
+        servers: tuple[Imap, SmtpSink, EmailSettings], make_runtime: RuntimeFactory,
+        ledger: Ledger) -> None:
+    imap, sink, settings = servers
+    channel = EmailChannel(make_runtime(ScriptedModel([])), settings,
+                           imap_password=imap.password)
+    deliver(imap, message_id="<s1@example.net>", sender="someone@example.net")
+    deliver(imap, message_id="<a1@example.org>", Auto_Submitted="auto-replied")
+
+    async def main() -> None:
+        assert await channel.poll_once() == {"<s1@example.net>": "filtered",
+                                             "<a1@example.org>": "filtered"}
+        received = await data(ledger, "channel.received")
+        assert [r["filtered"] for r in received] == ["sender_not_allowed", "bot_message"]
+        assert await ledger.entries(kinds=["turn.started"]) == []
+    run(main())
+    assert sink.messages == [] and unseen(imap) == []
+
+
+def test_a_crash_after_the_reply_is_recorded_only_marks_the_mail_on_the_next_poll(
+        servers: tuple[Imap, SmtpSink, EmailSettings], make_runtime: RuntimeFactory,
+        monkeypatch: pytest.MonkeyPatch, ledger: Ledger) -> None:
+    imap, sink, settings = servers
+    channel = EmailChannel(make_runtime(ScriptedModel(["Once.", "Twice!"])), settings,
+                           imap_password=imap.password)
+    deliver(imap, message_id="<c1@example.org>")
+    real_mark = channel.mailbox.mark_seen
+
+    def dies(uid: str) -> None:
+        raise ChannelError("connection lost")
+
+    async def main() -> None:
+        monkeypatch.setattr(channel.mailbox, "mark_seen", dies)
+        with pytest.raises(ChannelError):
+            await channel.poll_once()
+        assert len(unseen(imap)) == 1
+        monkeypatch.setattr(channel.mailbox, "mark_seen", real_mark)
+        assert await channel.poll_once() == {"<c1@example.org>": "already_replied"}
+        assert len(await data(ledger, "channel.replied")) == 1
+    run(main())
+    assert [m.get_content().strip() for m in sink.messages] == ["Once."]
+    assert unseen(imap) == []
+
+
+def test_a_reply_smtp_refuses_is_recorded_and_the_mail_answered_on_the_next_poll(
+        servers: tuple[Imap, SmtpSink, EmailSettings], make_runtime: RuntimeFactory,
+        monkeypatch: pytest.MonkeyPatch, ledger: Ledger) -> None:
+    imap, sink, settings = servers
+    channel = EmailChannel(make_runtime(ScriptedModel(["First try.", "Second try."])),
+                           settings, imap_password=imap.password)
+    deliver(imap, message_id="<r1@example.org>")
+    real_send = channel._smtp_send
+
+    def refused(msg: EmailMessage) -> None:
+        raise smtplib.SMTPServerDisconnected("gone")
+
+    async def main() -> None:
+        monkeypatch.setattr(channel, "_smtp_send", refused)
+        assert await channel.poll_once() == {"<r1@example.org>": "reply_failed"}
+        [failed] = await data(ledger, "channel.reply_failed")
+        assert failed["error_type"] == "SMTPServerDisconnected"
+        monkeypatch.setattr(channel, "_smtp_send", real_send)
+        assert await channel.poll_once() == {"<r1@example.org>": "answered"}
+        assert len(await data(ledger, "channel.received")) == 1
+    run(main())
+    assert [m.get_content().strip() for m in sink.messages] == ["Second try."]
+    assert unseen(imap) == []
+
+
+def test_a_crash_between_sending_and_recording_resends_with_the_same_message_id(
+        servers: tuple[Imap, SmtpSink, EmailSettings], make_runtime: RuntimeFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    imap, sink, settings = servers
+    channel = EmailChannel(make_runtime(ScriptedModel(["Answer.", "Answer."])), settings,
+                           imap_password=imap.password)
+    deliver(imap, message_id="<w1@example.org>")
+    real_record = email_channel.record_reply
+
+    async def dies(*args: Any, **kwargs: Any) -> None:
+        raise LedgerError("ledger went away")
+
+    async def main() -> None:
+        monkeypatch.setattr(email_channel, "record_reply", dies)
+        with pytest.raises(LedgerError):
+            await channel.poll_once()
+        monkeypatch.setattr(email_channel, "record_reply", real_record)
+        assert await channel.poll_once() == {"<w1@example.org>": "answered"}
+    run(main())
+    first, second = sink.messages
+    assert first["Message-ID"] == second["Message-ID"]  # the recipient sees one message
+
+
+def test_an_answer_that_waited_for_approval_is_emailed_in_the_same_thread_once(
+        servers: tuple[Imap, SmtpSink, EmailSettings], ledger: Ledger) -> None:
+    imap, sink, settings = servers
+
+    @tool(read_only=True)
+    async def payroll(month: str) -> dict[str, int]:
+        """Payroll total.
+
+        Args:
+            month: YYYY-MM.
+        """
+        return {"total": 42}
+
+    gate = Gate(Policy([Rule("payroll-asks", "ask", "payroll_is_private",
+                             "payroll is shown after approval", tools=("payroll",))]))
+    runtime = Runtime(model=ScriptedModel([
+        {"tool_calls": [{"name": "payroll", "arguments": {"month": "2026-10"}}]},
+        "Payroll for October was 42."]), ledger=ledger, tools=[payroll], gate=gate)
+    channel = EmailChannel(runtime, settings, imap_password=imap.password)
+    deliver(imap, message_id="<p1@example.org>", subject="Payroll")
+
+    async def main() -> None:
+        assert await channel.poll_once() == {"<p1@example.org>": "answered"}
+        [replied] = await data(ledger, "channel.replied")
+        resumed = await runtime.approve(replied["awaiting_approval"])
+        assert await deliver_resumed(resumed, ledger, {"email": channel}) is not None
+        assert await deliver_resumed(resumed, ledger, {"email": channel}) is None
+    run(main())
+    waiting, answer = sink.messages
+    assert "approval" in waiting.get_content()
+    assert answer.get_content().strip() == "Payroll for October was 42."
+    for msg in (waiting, answer):
+        assert (msg["In-Reply-To"], msg["Subject"]) == ("<p1@example.org>", "Re: Payroll")
+    assert waiting["Message-ID"] != answer["Message-ID"]
