@@ -85,14 +85,15 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                mcp: ASGIApp | None = None,
                mcp_lifespan: Callable[[], Any] | None = None,
-               poll_s: float = 0.1) -> Starlette:
+               poll_s: float = 0.1, close_on_shutdown: bool = True) -> Starlette:
     """The API as an ASGI app over ``runtime``.
 
     ``mcp``: an ASGI app (the MCP streamable HTTP transport) served at ``/mcp``
     behind the same bearer tokens; ``mcp_lifespan`` the context manager it needs
     running while the server is up. On startup the runtime is started and decided
     approvals no process took up are resumed; on shutdown (after uvicorn has let
-    in-flight requests finish) the runtime is closed.
+    in-flight requests finish) the runtime is closed, unless ``close_on_shutdown``
+    is false (the caller owns it).
     """
     api = _Api(runtime, tokens, max_body_bytes, poll_s)
 
@@ -131,7 +132,8 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
             else:
                 yield
         finally:
-            await runtime.close()
+            if close_on_shutdown:
+                await runtime.close()
 
     return Starlette(routes=routes, lifespan=lifespan)
 
@@ -268,7 +270,7 @@ class _Api:
         trail = await build_trail(
             self.runtime.ledger, session_id=session_id,
             since=request.query_params.get("since"), until=request.query_params.get("until"),
-            phases=phases.split(",") if phases else None)
+            phases=phases.split(",") if phases is not None else None)
         if not trail.turns:
             raise ApiError(404, "not_found", f"no turns in session {session_id}")
         return JSONResponse(trail_json(trail))
@@ -277,9 +279,9 @@ class _Api:
 
     async def list_approvals(self, request: Request, actor: Actor) -> Response:
         status = request.query_params.get("status")
-        statuses = status.split(",") if status else None
+        statuses = status.split(",") if status is not None else None
         known = ("pending", "approved", "denied", "expired")
-        if statuses and not set(statuses) <= set(known):
+        if statuses is not None and not set(statuses) <= set(known):
             raise ApiError(422, "invalid", f"status is one or more of {', '.join(known)}")
         requests = await self.runtime.approvals.list(statuses)  # type: ignore[arg-type]
         return JSONResponse({"approvals": [request_json(r) for r in requests]})

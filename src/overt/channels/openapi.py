@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from overt.events import REASONING_PHASES
+
 _ERROR = {"$ref": "#/components/schemas/Error"}
 _ID = {"type": "string", "minLength": 1}
 
@@ -31,7 +33,7 @@ def _path_param(name: str) -> dict[str, Any]:
 
 def _op(summary: str, capability: str | None, ok: dict[str, Any], *codes: int,
         params: list[dict[str, Any]] | None = None,
-        body: dict[str, Any] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] | None = None, body_required: bool = False) -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "responses": {"200": ok, **_errors(*codes)}}
     if capability is not None:
         op["description"] = f"Needs the capability `{capability}`."
@@ -41,7 +43,7 @@ def _op(summary: str, capability: str | None, ok: dict[str, Any], *codes: int,
     if params:
         op["parameters"] = params
     if body is not None:
-        op["requestBody"] = {"required": False,
+        op["requestBody"] = {"required": body_required,
                              "content": {"application/json": {"schema": body}}}
     return op
 
@@ -57,10 +59,11 @@ SCHEMAS: dict[str, Any] = {
         "type": "object", "required": ["code", "message"],
         "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
     "Message": {"type": "object", "required": ["text"], "properties": {
-        "text": {"type": "string", "minLength": 1},
-        "session_id": {"type": "string", "description": "default: http:{request_id}"},
-        "metadata": {"type": "object"},
-        "wait_s": {"type": "number", "minimum": 0, "maximum": 300,
+        "text": {"type": "string", "pattern": "\\S",
+                 "description": "not empty or only white space"},
+        "session_id": {"type": ["string", "null"], "description": "default: http:{request_id}"},
+        "metadata": {"type": ["object", "null"]},
+        "wait_s": {"type": ["number", "null"], "minimum": 0, "maximum": 300,
                    "description": "if the turn pauses for approval, wait this long for "
                                   "its answer"}}},
     "ResponseResult": {"type": "object", "required": [
@@ -93,13 +96,18 @@ SCHEMAS: dict[str, Any] = {
     "Approvals": {"type": "object", "required": ["approvals"], "properties": {
         "approvals": {"type": "array",
                       "items": {"$ref": "#/components/schemas/ApprovalRequest"}}}},
-    "Decision": {"type": "object", "properties": {"reason": {"type": "string"}}},
+    "Decision": {"type": "object", "properties": {"reason": {"type": ["string", "null"]}}},
     "Decided": {"type": "object", "required": ["request"], "properties": {
         "request": {"$ref": "#/components/schemas/ApprovalRequest"},
         "result": {"oneOf": [{"$ref": "#/components/schemas/ResponseResult"},
                              {"type": "null"}]},
         "released": {"type": ["object", "null"]}}},
 }
+
+
+def _list_of(words: tuple[str, ...]) -> str:
+    one = "(" + "|".join(words) + ")"
+    return f"^{one}(,{one})*$"
 
 
 def _ref(name: str) -> dict[str, Any]:
@@ -118,7 +126,7 @@ def paths() -> dict[str, dict[str, Any]]:
         "/v1/messages": {"post": _op(
             "Ask the agent; the turn's ResponseResult", "agent.ask",
             _json(_ref("ResponseResult"), "the turn's answer"), 400, *auth, 413, 422, 503,
-            body=_ref("Message"))},
+            body=_ref("Message"), body_required=True)},
         "/v1/turns/{turn_id}": {"get": _op(
             "A turn's state and, once answered, its answer", "trail.read",
             _json(_ref("Turn"), "the turn"), *auth, 404, 503,
@@ -134,11 +142,15 @@ def paths() -> dict[str, dict[str, Any]]:
             "A session's reasoning trail", "trail.read", _json(_ref("Trail"), "the trail"),
             *auth, 404, 422, 503, params=[_path_param("session_id"), *[
                 {"name": n, "in": "query", "required": False, "schema": {"type": "string"}}
-                for n in ("since", "until", "phase")]])},
+                for n in ("since", "until")], {
+                "name": "phase", "in": "query", "required": False,
+                "schema": {"type": "string", "pattern": _list_of(REASONING_PHASES)},
+                "description": "comma-separated phases"}])},
         "/v1/approvals": {"get": _op(
             "Approval requests", "approvals.read", _json(_ref("Approvals"), "requests"),
             *auth, 422, 503, params=[{"name": "status", "in": "query", "required": False,
-                                      "schema": {"type": "string"},
+                                      "schema": {"type": "string", "pattern": _list_of(
+                                          ("pending", "approved", "denied", "expired"))},
                                       "description": "comma-separated: pending, approved, "
                                                      "denied, expired"}])},
         "/v1/approvals/{request_id}": {"get": _op(
