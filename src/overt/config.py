@@ -10,6 +10,7 @@ from typing import Any
 
 import platformdirs
 
+from overt.channels.settings import EmailSettings, SlackSettings
 from overt.errors import ConfigError
 from overt.memory.kinds import MemoryKinds
 from overt.models.router import EscalationRule
@@ -138,6 +139,8 @@ class Config:
     # Actor pattern -> capability patterns, over the defaults (overt.policy.capabilities).
     capabilities: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     operator: str = "default"  # the name approvals decided from this machine are recorded by
+    slack: SlackSettings | None = None  # [slack]: the Slack DM channel, when configured
+    email: EmailSettings | None = None  # [email]: the email channel, when configured
     # Node kinds and link rules of the memory graph ([memory] adds to the built-in ones).
     memory: MemoryKinds = field(default_factory=MemoryKinds.builtin)
     config_file: str | None = None  # the overt.toml this came from, if any

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from overt.channels.settings import EmailSettings, SlackSettings
 from overt.config import Budget, Config, ModelAlias, PolicySettings, Route
 from overt.config_lines import key_lines, line_of
 from overt.config_schema import (
@@ -188,6 +189,12 @@ def values(cfg: ConfigFile, base: Path | None = None) -> dict[str, object]:
         out["operator"] = cfg.operator
     if cfg.routes:
         out["routes"] = {name: _route(r) for name, r in cfg.routes.items()}
+    if cfg.slack is not None:
+        out["slack"] = SlackSettings(**{**cfg.slack.model_dump(),
+                                        "allowed_users": tuple(cfg.slack.allowed_users)})
+    if cfg.email is not None:
+        out["email"] = EmailSettings(**{**cfg.email.model_dump(),
+                                        "allowed_senders": tuple(cfg.email.allowed_senders)})
     return out
 
 

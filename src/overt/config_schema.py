@@ -158,6 +158,39 @@ class MemoryFile(_Strict):
         default_factory=dict)
 
 
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class SlackFile(_Strict):
+    """``[slack]``: the Slack DM channel (see :class:`overt.channels.settings.SlackSettings`);
+    secrets are named by variable, never written here."""
+
+    allowed_users: list[str] = Field(default_factory=list)
+    signing_secret_env: EnvName = "SLACK_SIGNING_SECRET"
+    bot_token_env: EnvName = "SLACK_BOT_TOKEN"
+    api_base_url: str = "https://slack.com/api/"
+    path: Annotated[str, Field(pattern=r"^/")] = "/slack/events"
+
+
+class EmailFile(_Strict):
+    """``[email]``: the email channel (see :class:`overt.channels.settings.EmailSettings`)."""
+
+    imap_host: str
+    imap_port: Annotated[int, Field(gt=0, lt=65536)] = 993
+    imap_user: str
+    imap_password_env: EnvName = "OVERT_IMAP_PASSWORD"
+    imap_ssl: bool = True
+    mailbox: str = "INBOX"
+    smtp_host: str
+    smtp_port: Annotated[int, Field(gt=0, lt=65536)] = 587
+    smtp_user: str | None = None
+    smtp_password_env: EnvName | None = None
+    smtp_starttls: bool = True
+    allowed_senders: list[str] = Field(default_factory=list)
+    from_address: Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]
+    poll_interval_s: Annotated[float, Field(gt=0)] = 60.0
+
+
 class ConfigFile(_Strict):
     """The whole of ``overt.toml``."""
 
@@ -178,6 +211,8 @@ class ConfigFile(_Strict):
     policy: PolicyFile = Field(default_factory=PolicyFile)
     capabilities: dict[str, list[str]] = Field(default_factory=dict)
     operator: str | None = None
+    slack: SlackFile | None = None
+    email: EmailFile | None = None
 
 
 def allowed_keys(loc: Loc) -> list[str] | None:

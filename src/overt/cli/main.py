@@ -26,6 +26,7 @@ from overt import __version__, config_file
 from overt.cli import (
     approvals_cmd,
     config_cmd,
+    email_cmd,
     export_cmd,
     memory_cmd,
     render,
@@ -126,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     memory_cmd.add_parser(sub)
     approvals_cmd.add_parser(sub)
     serve_cmd.add_parsers(sub)
+    email_cmd.add_parser(sub)
     return p
 
 
@@ -193,6 +195,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return run_sync(_approvals(config, args))
     if command in serve_cmd.COMMANDS:
         return serve_cmd.run(config, args)
+    if command in email_cmd.COMMANDS:
+        return email_cmd.run(config, args)
     if command in trail_cmd.COMMANDS:
         return run_sync(_trail(config, args))
     raise UsageError(f"unknown command {command}")

@@ -1,0 +1,62 @@
+"""``overt email poll [--once]``: answer the mailbox named in ``[email]``.
+
+The IMAP and SMTP passwords are read from the variables ``[email]`` names
+(``imap_password_env``, ``smtp_password_env``); this entry point is the one
+place they are read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+
+from overt.config import Config
+from overt.errors import ConfigError
+
+COMMANDS = ("email",)
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    email = sub.add_parser("email", help="the email channel ([email] in overt.toml)")
+    esub = email.add_subparsers(dest="email_command", required=True, metavar="COMMAND")
+    poll = esub.add_parser("poll", help="answer unread mail from allowed senders")
+    poll.add_argument("--once", action="store_true", help="poll once and exit")
+    poll.add_argument("--json", action="store_true", help="one JSON object per poll")
+
+
+def run(config: Config, args: argparse.Namespace) -> int:
+    settings = config.email
+    if settings is None:
+        raise ConfigError("no [email] table in overt.toml: the email channel is not configured")
+    imap_password = os.environ.get(settings.imap_password_env)
+    if not imap_password:
+        raise ConfigError(f"{settings.imap_password_env} is not set (the IMAP password)")
+    smtp_password = (os.environ.get(settings.smtp_password_env)
+                     if settings.smtp_password_env else None)
+    return asyncio.run(_poll(config, imap_password, smtp_password, args.once, args.json))
+
+
+async def _poll(config: Config, imap_password: str, smtp_password: str | None, once: bool,
+                as_json: bool) -> int:
+    from overt.channels.email import EmailChannel
+    from overt.runtime import Runtime
+
+    assert config.email is not None
+    runtime = Runtime.from_config(config)
+    channel = EmailChannel(runtime, config.email, imap_password=imap_password,
+                           smtp_password=smtp_password)
+    try:
+        while True:
+            outcomes = await channel.poll_once()
+            if as_json:
+                print(json.dumps(outcomes), flush=True)
+            else:
+                for message_id, outcome in outcomes.items():
+                    print(f"{message_id}\t{outcome}", flush=True)
+            if once:
+                return 0
+            await asyncio.sleep(config.email.poll_interval_s)  # the poll interval itself
+    finally:
+        await runtime.close()
