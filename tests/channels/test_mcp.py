@@ -182,3 +182,21 @@ def test_over_http_an_ask_held_for_approval_is_approved_over_mcp_and_answered_on
         assert run(ledger.verify()).ok
     finally:
         ledger.close_sync()  # type: ignore[attr-defined]
+
+
+def test_a_memory_tool_over_mcp_runs_through_the_gate_as_the_client(
+        ledger: Ledger, tmp_path: Path) -> None:
+    async def main() -> tuple[Any, Any]:
+        server = create_server(make_runtime(ledger, tmp_path, []),
+                               actor=Actor("mcp_client", "claude-code"))
+        async with Client(server) as client:
+            found = await client.call_tool("node_search", {"query": "anything"})
+            written = await client.call_tool("node_create",
+                                             {"kind": "Note", "title": "x", "body": "y"})
+            return found, written
+    found, written = run(main())
+    assert not found.is_error
+    assert written.is_error and "memory.write" in written.content[0].text  # not granted
+    decisions = [e.data for e in run(ledger.entries(kinds=["policy.decision"]))]
+    assert [(d["tool_name"], d["actor"]) for d in decisions][:1] == [
+        ("node_search", "mcp_client:claude-code")]

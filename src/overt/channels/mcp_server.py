@@ -31,14 +31,16 @@ from overt.types import IncomingMessage
 
 try:
     from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ExtraMissingError("mcp", "mcp") from exc
 
 MCP_TOOLS = ("ask", "trail", "approvals_list", "approve", "deny")
 
 
-class McpToolError(OvertError):
-    """An MCP tool call was refused or failed; the client reads the message."""
+class McpToolError(OvertError, ToolError):
+    """An MCP tool call was refused or failed; the client reads the message (the
+    SDK shows a ``ToolError``'s message and hides any other exception's)."""
 
 
 def caller_kind(actor: Actor) -> str:
@@ -169,6 +171,7 @@ def _add_memory_tool(server: MCPServer, runtime: Runtime, default: Actor, name: 
 
     fn: Callable[..., Awaitable[str]] = call
     fn.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": str}
     fn.__name__ = name
     server.add_tool(fn, name=name, description=description, structured_output=False)
     registered = server._tool_manager.get_tool(name)  # the SDK has no public setter
