@@ -115,12 +115,16 @@ def test_mail_not_to_answer_is_recorded_filtered_marked_and_not_answered(
                            imap_password=imap.password)
     deliver(imap, message_id="<s1@example.net>", sender="someone@example.net")
     deliver(imap, message_id="<a1@example.org>", Auto_Submitted="auto-replied")
+    deliver(imap, message_id="<s2@example.net>", sender="someone@example.net",
+            Reply_To=OWNER)
 
     async def main() -> None:
         assert await channel.poll_once() == {"<s1@example.net>": "filtered",
-                                             "<a1@example.org>": "filtered"}
+                                             "<a1@example.org>": "filtered",
+                                             "<s2@example.net>": "filtered"}
         received = await data(ledger, "channel.received")
-        assert [r["filtered"] for r in received] == ["sender_not_allowed", "bot_message"]
+        assert [r["filtered"] for r in received] == ["sender_not_allowed", "bot_message",
+                                                     "sender_not_allowed"]
         assert await ledger.entries(kinds=["turn.started"]) == []
     run(main())
     assert sink.messages == [] and unseen(imap) == []

@@ -82,7 +82,8 @@ def parse_mail(uid: str, raw: bytes) -> InboundMail:
     so it can still be claimed once."""
     msg = BytesParser(policy=email.policy.default).parsebytes(raw)
     message_id = str(msg.get("Message-ID", "")).strip() or f"<uid-{uid}@overt.invalid>"
-    sender = parseaddr(str(msg.get("Reply-To") or msg.get("From", "")))[1].lower()
+    # From, not Reply-To: a stranger could name an allowed address as Reply-To
+    sender = parseaddr(str(msg.get("From", "")))[1].lower()
     body = msg.get_body(preferencelist=("plain",)) if isinstance(msg, EmailMessage) else None
     text = body.get_content() if isinstance(body, EmailMessage) else ""
     auto = str(msg.get("Auto-Submitted", "no")).lower() != "no" or bool(msg.get("List-Id"))
