@@ -75,7 +75,7 @@ def test_export_writes_to_output_and_filters_by_session(
     path = tmp_path / "audit.jsonl"
     assert export(ledger, "--session", "cli:b", "--output", str(path)) == 0
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    assert len(lines) == 7 and {e["session_id"] for e in lines} == {"cli:b"}
+    assert len(lines) == 8 and {e["session_id"] for e in lines} == {"cli:b"}
 
 
 def test_since_and_until_take_durations_and_iso_times(

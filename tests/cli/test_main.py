@@ -76,7 +76,7 @@ def test_runs_and_show_read_the_turn_back(tmp_path: Path, script: Path,
     shown = capsys.readouterr().out
     assert "message: what's my burn?" in shown and "reply: You used 0 tokens today." in shown
     assert main(["--db", str(db), "show", turn_id, "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)["entries"]) == 7  # with policy.decision
+    assert len(json.loads(capsys.readouterr().out)["entries"]) == 8  # with the decision and step
 
 
 def test_show_of_an_unknown_turn_exits_4(tmp_path: Path,
@@ -92,7 +92,7 @@ def test_ledger_verify_exits_0_then_3_after_tampering(
     _ask(db, script)
     capsys.readouterr()
     assert main(["--db", str(db), "ledger", "verify"]) == 0
-    assert capsys.readouterr().out.startswith("ok: 8 entries verified")
+    assert capsys.readouterr().out.startswith("ok: 9 entries verified")
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("DROP TRIGGER audit_log_no_update")
     conn.execute("UPDATE audit_log SET data = replace(data, 'get_usage', 'get_usagf') "

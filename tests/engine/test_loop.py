@@ -57,8 +57,8 @@ def test_a_turn_with_two_tool_calls_is_recorded_step_by_step(
     assert result.tools_used == ["echo", "echo"]
     assert kinds(ledger) == [
         "runtime.started", "turn.started", "inference", "policy.decision", "tool_call.started",
-        "tool_call.completed", "policy.decision", "tool_call.started", "tool_call.completed",
-        "inference", "turn.completed",
+        "tool_call.completed", "reasoning.step", "policy.decision", "tool_call.started",
+        "tool_call.completed", "reasoning.step", "inference", "turn.completed",
     ]
     assert all(r["tool_status"] == "ok" for r in tool_records(ledger))
     second = model.requests[1].messages

@@ -29,7 +29,7 @@ def _run_workers(url: str, processes: int, turns: int, concurrency: int) -> None
 def _kind_counts(ledger: Any) -> dict[str, int]:
     return {kind: run(ledger.count(kind)) for kind in (
         "runtime.started", "turn.started", "inference", "tool_call.started",
-        "tool_call.completed", "turn.completed", "policy.decision")}
+        "tool_call.completed", "turn.completed", "policy.decision", "reasoning.step")}
 
 
 def _assert_tampering_is_detected(ledger: Any, raw: Raw) -> None:
@@ -69,10 +69,11 @@ def test_concurrent_processes_lose_no_record_and_keep_one_verifiable_chain(
     assert _kind_counts(ledger) == {
         "runtime.started": processes, "turn.started": total, "inference": 2 * total,
         "tool_call.started": 2 * total, "tool_call.completed": 2 * total,
-        "turn.completed": total, "policy.decision": 2 * total}
+        "turn.completed": total, "policy.decision": 2 * total,
+        "reasoning.step": 2 * total}
     report = run(ledger.verify())
     assert report.ok, report
-    assert report.entries == processes + 10 * total
+    assert report.entries == processes + 12 * total
     raw = Raw(ledger_url)
     try:
         _assert_tampering_is_detected(ledger, raw)

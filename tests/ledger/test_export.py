@@ -76,7 +76,7 @@ def test_jsonl_writes_each_audit_entry_as_one_canonical_line_in_seq_order(
     out = io.StringIO()
     count = run(export_jsonl(ledger, out))
     entries = run(ledger.entries())
-    assert count == len(entries) == 8  # with the policy decision
+    assert count == len(entries) == 9  # with the policy decision and the step
     assert out.getvalue().splitlines() == [canonical_json(e.to_dict()) for e in entries]
 
 
@@ -92,7 +92,7 @@ def test_jsonl_filters_by_session_since_and_until(
         run(export_jsonl(ledger, out, **filters))
         return [json.loads(line) for line in out.getvalue().splitlines()]
 
-    assert [e["session_id"] for e in lines(session_id="cli:b")] == ["cli:b"] * 7
+    assert [e["session_id"] for e in lines(session_id="cli:b")] == ["cli:b"] * 8
     assert {e["session_id"] for e in lines(since=b_start)} == {"cli:b"}
     assert {e["session_id"] for e in lines(until=b_start)} == {None, "cli:a"}
     assert lines(since=b_start, until=b_start) == []

@@ -23,7 +23,8 @@ def test_a_mutating_call_from_the_terminal_pauses_the_turn_for_approval(
     assert "approval" in result.text and result.awaiting_approval in result.text
     assert runs_of(log) == []
     assert kinds(ledger, result.turn_id) == [
-        "turn.started", "inference", "policy.decision", "approval.requested", "turn.paused"]
+        "turn.started", "inference", "policy.decision", "approval.requested", "reasoning.step",
+        "turn.paused"]
     decision = run(ledger.entries(turn_id=result.turn_id, kinds=["policy.decision"]))[0].data
     assert decision["effect"] == "ask" and decision["rule"] == "default.mutating_needs_approval"
     assert decision["args_sha256"].startswith("sha256:") and "bob" not in str(decision)
@@ -45,9 +46,15 @@ def test_approve_runs_the_held_call_once_and_the_turn_answers(
     assert resumed.result is not None and resumed.result.text == "Paid bob $5."
     assert resumed.result.turn_id == paused.turn_id and resumed.result.tools_used == [
         "send_payment"]
-    after = kinds(ledger, paused.turn_id)[5:]
+    after = kinds(ledger, paused.turn_id)[6:]
     assert after == ["capability.checked", "approval.decided", "turn.resumed", "policy.decision",
-                     "tool_call.started", "tool_call.completed", "inference", "turn.completed"]
+                     "tool_call.started", "tool_call.completed", "reasoning.step", "inference",
+                     "turn.completed"]
+    steps = [e.data for e in run(ledger.entries(turn_id=paused.turn_id,
+                                                kinds=["reasoning.step"]))]
+    assert [(s["step_number"], s["phase"]) for s in steps] == [
+        (0, "waiting_approval"), (1, "execute")]
+    assert steps[0]["approval_request_id"] == paused.awaiting_approval
     second = run(ledger.entries(turn_id=paused.turn_id, kinds=["policy.decision"]))[1].data
     assert (second["effect"], second["reason_code"], second["path"]) == (
         "allow", "approved", "resume")

@@ -54,6 +54,7 @@ from overt.models.base import Model
 from overt.models.pricing import PriceTable
 from overt.policy.actors import Actor
 from overt.policy.gate import Gate, Verdict
+from overt.reasoning.steps import TurnSteps
 from overt.tools.base import Tool, ToolContext
 from overt.tools.registry import ToolRegistry
 from overt.types import (
@@ -188,6 +189,7 @@ class _Turn:
         self.hooks = TurnHooks(engine.hooks, self.recorder, self.turn_id, session_id,
                                self.route) if engine.hooks.per_turn else None
         self.can_provide = bool(engine.hooks.pre_tool_call_can_provide_result)
+        self.steps = TurnSteps(self.recorder, self.turn_id, session_id)
         self.tools_used: list[str] = []
         self.tool_calls = 0
         self.model_calls = 0
@@ -215,6 +217,7 @@ class _Turn:
         turn.offered = frozenset(s.name for s in turn.specs)
         turn.error_streak, turn.last_error = cp.error_streak, cp.last_error
         turn.tools_allowed, turn.iteration = cp.tools_allowed, cp.iteration
+        turn.steps.next_number = cp.next_step
         return turn
 
     def result(self, text: str, tools_used: list[str] | None, error: str | None,
@@ -350,7 +353,7 @@ class _Turn:
             error_streak=self.error_streak, last_error=self.last_error,
             iteration=self.iteration, tool_calls=self.tool_calls,
             model_calls=self.model_calls, usage=self.usage, tools_used=list(self.tools_used),
-            duration_ms=self.earlier_ms + _ms_since(self.started))
+            next_step=self.steps.next_number, duration_ms=self.earlier_ms + _ms_since(self.started))
         rec.add(TurnPaused(
             turn_id=self.turn_id, session_id=self.session_id, request_id=held.request_id,
             tool_call_id=audit_name(held.call.id), tool_name=audit_name(held.call.name),
@@ -415,6 +418,7 @@ class _Turn:
             response = await model.complete(request)
         except Exception as exc:  # noqa: BLE001  any adapter failure ends the turn, recorded
             self.error = f"model_error: {type(exc).__name__}: {exc}"
+            self.steps.failed(f"the model {model.name} failed: {type(exc).__name__}")
             rec.add(InferenceRecorded(
                 turn_id=self.turn_id, session_id=self.session_id, inference_id=inference_id,
                 iteration=self.model_calls - 1, model=model.name,
@@ -439,6 +443,10 @@ class _Turn:
             tool_calls_requested=len(response.tool_calls), stop_reason=response.stop_reason,
             response_digest=rec.content(body), escalated=escalated,
             escalation_reason=escalation_reason, info=dict(response.info)))
+        if response.reasoning or (response.tool_calls and response.text) \
+                or "think>" in response.text:
+            self.steps.model_reasoning(response.text, response.reasoning,
+                                       final=not response.tool_calls)
         return response
 
     async def _tool_call(self, call: ToolCall, offered: frozenset[str], *,
@@ -466,10 +474,13 @@ class _Turn:
             held = self._hold(call, verdict, "quarantine")
             outcome = refuse("quarantined", f"{verdict.message}; the call is held for an "
                              f"operator's review as request {held.request_id} and was not run")
-            return self._complete(call, outcome, args_digest, None, None)
+            return self._complete(call, outcome, args_digest, None, None, step=False)
         if verdict.effect != "allow":
+            self.steps.held(call.name, verdict.reason_code, verdict.message,
+                            verdict.decision_id, tool_call_id=verdict.event.tool_call_id,
+                            effect=verdict.effect)
             return self._complete(call, refuse(verdict.reason_code, verdict.message),
-                                  args_digest, None, None)
+                                  args_digest, None, None, step=False)
         provided_by = model_reads = None
         if hooks is None:  # no plugin: the plain path
             assert checked is not None  # (None only when a plugin can provide results)
@@ -485,11 +496,15 @@ class _Turn:
         """An approval request bound to this exact call (tool, arguments digest, turn, actor)."""
         request = verdict.hold(mode, ttl_s=self.engine.gate.approval_ttl_s)
         self.recorder.add(request)
+        self.steps.held(call.name, verdict.reason_code, verdict.message, verdict.decision_id,
+                        request.request_id, request.tool_call_id, effect=verdict.effect)
         return Held(call, request.request_id, verdict.message, request.expires_at)
 
     def _complete(self, call: ToolCall, outcome: ToolOutcome, args_digest: str,
-                  provided_by: str | None, model_reads: str | None) -> ToolOutcome:
-        """Record how the call ended; the outcome as the model reads it."""
+                  provided_by: str | None, model_reads: str | None, *,
+                  step: bool = True) -> ToolOutcome:
+        """Record how the call ended (with its ``execute`` or ``error`` step unless the
+        gate's ``waiting_approval`` step already tells it); the outcome the model reads."""
         rec = self.recorder
         self.tool_calls += 1
         event = ToolCallCompleted(
@@ -500,6 +515,9 @@ class _Turn:
             args_sha256=args_digest, result_digest=rec.content(outcome.content),
             reason_code=outcome.reason_code, provided_by=provided_by)
         rec.add(event)
+        if step:
+            self.steps.executed(event.tool_call_id, event.tool_name, outcome.status,
+                                outcome.content)
         if audit_log.isEnabledFor(logging.INFO):
             audit_log.info("overt.tool_called %s", canonical_json({
                 "turn_id": self.turn_id, "session_id": self.session_id, **event.data()}))
@@ -555,6 +573,8 @@ class _Turn:
         failed = status in ("model_error", "budget_exceeded")
         tools_used = None if failed else list(self.tools_used)
         error = self.error if failed else None
+        if status in ("tool_error_streak", "budget_exceeded"):
+            self.steps.failed(text)
         if status == "model_error":
             text = "The model could not answer this time; the error is on the record."
         elif not text.strip():
