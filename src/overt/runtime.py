@@ -10,7 +10,15 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from typing import Any, TypeVar
 
 from overt import __version__, routing
@@ -90,6 +98,7 @@ class Runtime:
         self.gate = gate or Gate()
         self.operator = operator or Actor.operator()
         self.approvals = ApprovalBook(ledger, self.gate.capabilities)
+        self._listeners: list[Callable[[Resumed], Awaitable[object]]] = []
         self.engine = Engine(
             model, self.tools, ledger, system_prompt=system_prompt_for(self.tools.specs()),
             settings=self.settings, runtime_started_at=self.started_at,
@@ -232,10 +241,12 @@ class Runtime:
             if not request.resumed:
                 try:
                     reason = await self.approvals.reason(request)
-                    done.append(await resume_request(self.engine, request, by=self.operator,
-                                                     reason=reason))
+                    resumed = await resume_request(self.engine, request, by=self.operator,
+                                                   reason=reason)
                 except LedgerConflict:
                     continue  # another process took it up first
+                await self._announce(resumed)
+                done.append(resumed)
         return done
 
     async def _take_up(self, request: ApprovalRequest, actor: Actor,
@@ -246,7 +257,22 @@ class Runtime:
             return Resumed(request)  # another process took it up: its answer is on the record
         if resumed.result is not None and self.transcript is not None:
             self._transcribe(resumed.result, request.source, request.session_id or "")
+        await self._announce(resumed)
         return resumed
+
+    def on_resumed(self, listener: Callable[[Resumed], Awaitable[object]]) -> None:
+        """Call ``listener`` with each turn this runtime takes up after a decision
+        (a channel delivers the answer where the message came from). A listener
+        that raises is logged; the turn is on the record either way."""
+        self._listeners.append(listener)
+
+    async def _announce(self, resumed: Resumed) -> None:
+        for listener in self._listeners:
+            try:
+                await listener(resumed)
+            except Exception as exc:  # noqa: BLE001  a channel's failure is its own to record
+                log.error("delivering the answer of request %s failed: %s: %s",
+                          resumed.request.request_id, type(exc).__name__, exc)
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any], *,
                         actor: Actor | None = None, source: str = "cli") -> DirectResult:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -41,7 +41,7 @@ try:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
-    from starlette.routing import Route
+    from starlette.routing import BaseRoute, Route
     from starlette.types import ASGIApp, Receive, Scope, Send
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ExtraMissingError("server", "starlette") from exc
@@ -85,7 +85,8 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                mcp: ASGIApp | None = None,
                mcp_lifespan: Callable[[], Any] | None = None,
-               poll_s: float = 0.1, close_on_shutdown: bool = True) -> Starlette:
+               poll_s: float = 0.1, close_on_shutdown: bool = True,
+               extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The API as an ASGI app over ``runtime``.
 
     ``mcp``: an ASGI app (the MCP streamable HTTP transport) served at ``/mcp``
@@ -93,7 +94,8 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
     running while the server is up. On startup the runtime is started and decided
     approvals no process took up are resumed; on shutdown (after uvicorn has let
     in-flight requests finish) the runtime is closed, unless ``close_on_shutdown``
-    is false (the caller owns it).
+    is false (the caller owns it). ``extra_routes``: other channels' endpoints
+    (Slack's Events API), which authenticate their own way.
     """
     api = _Api(runtime, tokens, max_body_bytes, poll_s)
 
@@ -104,7 +106,7 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
             return await api.call(request, capability, handler)
         return Route(path, endpoint, methods=[method])
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         guarded("POST", "/v1/messages", api.post_message),
@@ -116,6 +118,7 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
         guarded("POST", "/v1/approvals/{request_id}/approve", api.approve),
         guarded("POST", "/v1/approvals/{request_id}/deny", api.deny),
     ]
+    routes.extend(extra_routes)
     if mcp is not None:
         routes.append(Route("/mcp", _McpGate(mcp, tokens), methods=["GET", "POST", "DELETE"]))
 

@@ -12,10 +12,15 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from overt.config import Config
 from overt.errors import UsageError
 from overt.policy.actors import Actor
+
+if TYPE_CHECKING:
+    from overt.engine.resume import Resumed
+    from overt.runtime import Runtime
 
 COMMANDS = ("serve", "mcp")
 
@@ -82,12 +87,35 @@ def _serve(config: Config, tokens: object, args: argparse.Namespace) -> int:
                                              max_request_body_size=args.max_body_bytes)
         mcp_lifespan = server.session_manager.run
     app = create_app(runtime, tokens, max_body_bytes=args.max_body_bytes, mcp=mcp_app,
-                     mcp_lifespan=mcp_lifespan)
+                     mcp_lifespan=mcp_lifespan, extra_routes=_slack(config, runtime))
     # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests finish
     # (a turn ends recorded, or paused and resumable) before the lifespan closes the ledger.
     uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose
                 else "warning", timeout_graceful_shutdown=30)
     return 0
+
+
+def _slack(config: Config, runtime: Runtime) -> list[Any]:
+    """The Slack Events endpoint when ``[slack]`` is configured, with approved answers
+    posted back to the DM thread they were asked in."""
+    settings = config.slack
+    if settings is None:
+        return []
+    from overt.channels.delivery import deliver_resumed
+    from overt.channels.slack import SlackDMHandler, slack_routes
+    secret, token = (os.environ.get(settings.signing_secret_env),
+                     os.environ.get(settings.bot_token_env))
+    if not secret or not token:
+        raise UsageError(f"[slack] is configured: set {settings.signing_secret_env} and "
+                         f"{settings.bot_token_env}")
+    handler = SlackDMHandler(runtime, signing_secret=secret, bot_token=token,
+                             allowed_users=settings.allowed_users,
+                             api_base_url=settings.api_base_url)
+
+    async def deliver(resumed: Resumed) -> None:
+        await deliver_resumed(resumed, runtime.ledger, {handler.source: handler})
+    runtime.on_resumed(deliver)
+    return slack_routes(handler, settings.path)
 
 
 def _mcp_stdio(config: Config, actor: Actor) -> int:

@@ -418,7 +418,7 @@ class _Turn:
             response = await model.complete(request)
         except Exception as exc:  # noqa: BLE001  any adapter failure ends the turn, recorded
             self.error = f"model_error: {type(exc).__name__}: {exc}"
-            self.steps.failed(f"the model {model.name} failed: {type(exc).__name__}")
+            self.steps.failed(self.error)
             rec.add(InferenceRecorded(
                 turn_id=self.turn_id, session_id=self.session_id, inference_id=inference_id,
                 iteration=self.model_calls - 1, model=model.name,
