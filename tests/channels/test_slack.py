@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 from slack_sdk.signature import SignatureVerifier
 
-from overt.channels.delivery import deliver_resumed
+from overt.channels.delivery import deliver_pending, deliver_resumed
 from overt.channels.slack import SlackDMHandler, slack_routes
 from overt.ledger.base import Ledger
 from overt.models.base import Model
@@ -269,4 +269,26 @@ def test_an_answer_that_waited_for_approval_is_posted_to_the_same_thread_once(
         assert [r["claim"] for r in replies] == [
             "slack:Ev001", f"slack:Ev001:resumed:{request_id}"]
         assert replies[1]["resumed_from"] == request_id
+    run(main())
+
+
+def test_an_answer_approved_in_another_process_is_delivered_by_the_next_sweep(
+        ledger: Ledger, tmp_path: Path) -> None:
+    runtime = _asking_runtime(ledger, tmp_path, ScriptedModel([
+        {"tool_calls": [{"name": "payroll", "arguments": {"month": "2026-10"}}]}]))
+    # the operator's CLI: its own runtime on the same ledger, no Slack secrets
+    operator = _asking_runtime(ledger, tmp_path, ScriptedModel(["Payroll was 42."]))
+
+    async def main() -> None:
+        async with slack_app(runtime) as (handler, fake, post):
+            await post(*signed(event("what was payroll?")))
+            await fake.wait_for_posts(1)
+            await handler.drain()
+            [replied] = await kinds(ledger, "channel.replied")
+            await operator.approve(replied["awaiting_approval"])
+            assert len(fake.posts) == 1  # the other process could not post
+            delivered = await deliver_pending(runtime, {"slack_dm": handler})
+            assert len(delivered) == 1
+            assert await deliver_pending(runtime, {"slack_dm": handler}) == []
+            assert [p["text"] for p in fake.posts][1:] == ["Payroll was 42."]
     run(main())

@@ -13,13 +13,16 @@ resumed reply's claim is ``{first claim}:resumed:{request id}``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from overt.engine.resume import Resumed
 from overt.errors import LedgerConflict
 from overt.events import ChannelReplied
 from overt.ledger.base import Entry, Ledger
-from overt.types import ResponseResult
+from overt.types import ResponseResult, Usage
+
+if TYPE_CHECKING:
+    from overt.runtime import Runtime
 
 
 class Replier(Protocol):
@@ -97,3 +100,39 @@ async def deliver_resumed(resumed: Resumed, ledger: Ledger,
     except LedgerConflict:
         return None  # another process delivered it at the same moment: its record stands
     return reply_ids
+
+
+async def deliver_pending(runtime: Runtime,
+                          repliers: Mapping[str, Replier]) -> list[dict[str, str]]:
+    """Deliver every resumed answer a channel here still owes, whichever process
+    decided and resumed the turn (an operator approving from the CLI, the HTTP
+    API, MCP). Safe to run in every process at once: each delivery is claimed.
+
+    Raises:
+        ChannelError: a channel refused a reply (recorded by the replier); the
+            others before it were delivered.
+    """
+    ledger = runtime.ledger
+    delivered: list[dict[str, str]] = []
+    for first in await ledger.entries(kinds=[ChannelReplied.kind]):
+        request_id = first.data.get("awaiting_approval")
+        if not request_id or first.data.get("source") not in repliers:
+            continue
+        if await ledger.claimed(ChannelReplied.kind,
+                                f"{first.data['claim']}:resumed:{request_id}") is not None:
+            continue
+        request = await runtime.approvals.get(str(request_id))
+        completed = await ledger.entries(turn_id=first.turn_id, kinds=["turn.completed"])
+        if not request.resumed or not completed:
+            continue
+        done = completed[-1]
+        text = await ledger.content(done.data["reply_digest"], seq=done.seq) or ""
+        result = ResponseResult(text, done.data["tools_used"],
+                                Usage(done.data["input_tokens"], done.data["output_tokens"],
+                                      done.data["cost_usd"]),
+                                None, done.session_id or "", done.turn_id or "")
+        ids = await deliver_resumed(Resumed(request, result=result), ledger, repliers)
+        if ids is not None:
+            delivered.append(ids)
+    return delivered
+

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 
 from overt.config import Config
 from overt.errors import ConfigError
@@ -40,6 +41,7 @@ def run(config: Config, args: argparse.Namespace) -> int:
 
 async def _poll(config: Config, imap_password: str, smtp_password: str | None, once: bool,
                 as_json: bool) -> int:
+    from overt.channels.delivery import deliver_pending
     from overt.channels.email import EmailChannel
     from overt.runtime import Runtime
 
@@ -50,6 +52,10 @@ async def _poll(config: Config, imap_password: str, smtp_password: str | None, o
     try:
         while True:
             outcomes = await channel.poll_once()
+            # answers of turns resumed after an approval, wherever it was decided
+            for ids in await deliver_pending(runtime, {channel.source: channel}):
+                print(f"{ids.get('message_id', '')}\tanswered_after_approval", flush=True,
+                      file=sys.stderr)
             if as_json:
                 print(json.dumps(outcomes), flush=True)
             else:

@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from overt import __version__, config_file
+from overt.channels.delivery import deliver_pending
 from overt.cli import (
     approvals_cmd,
     config_cmd,
@@ -33,6 +34,7 @@ from overt.cli import (
     serve_cmd,
     trail_cmd,
 )
+from overt.cli.repliers import repliers
 from overt.clock import period_start
 from overt.config import Config
 from overt.errors import LedgerError, ModelError, NotFoundError, OvertError, UsageError
@@ -339,7 +341,11 @@ async def _show(config: Config, turn_id: str, content: bool, as_json: bool) -> i
 async def _approvals(config: Config, args: argparse.Namespace) -> int:
     runtime = Runtime.from_config(config, progress=_progress)
     try:
-        return await approvals_cmd.run(args, runtime)
+        code = await approvals_cmd.run(args, runtime)
+        channels = repliers(config, runtime)
+        if channels:  # a resumed turn asked on Slack or by email is answered there
+            await deliver_pending(runtime, channels)
+        return code
     finally:
         await runtime.close()
 

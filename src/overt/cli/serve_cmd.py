@@ -96,25 +96,25 @@ def _serve(config: Config, tokens: object, args: argparse.Namespace) -> int:
 
 
 def _slack(config: Config, runtime: Runtime) -> list[Any]:
-    """The Slack Events endpoint when ``[slack]`` is configured, with approved answers
-    posted back to the DM thread they were asked in."""
+    """The Slack Events endpoint when ``[slack]`` is configured; answers of turns
+    resumed after an approval are posted back to their thread (and email, when
+    configured here), now and each time this process resumes one."""
+    from overt.channels.delivery import deliver_pending
+    from overt.channels.slack import SlackDMHandler, slack_routes
+    from overt.cli.repliers import repliers
+    channels = repliers(config, runtime)
+
+    async def deliver(_resumed: Resumed) -> None:
+        await deliver_pending(runtime, channels)
+    if channels:
+        runtime.on_resumed(deliver)
     settings = config.slack
     if settings is None:
         return []
-    from overt.channels.delivery import deliver_resumed
-    from overt.channels.slack import SlackDMHandler, slack_routes
-    secret, token = (os.environ.get(settings.signing_secret_env),
-                     os.environ.get(settings.bot_token_env))
-    if not secret or not token:
+    handler = channels.get("slack_dm")
+    if not isinstance(handler, SlackDMHandler):
         raise UsageError(f"[slack] is configured: set {settings.signing_secret_env} and "
                          f"{settings.bot_token_env}")
-    handler = SlackDMHandler(runtime, signing_secret=secret, bot_token=token,
-                             allowed_users=settings.allowed_users,
-                             api_base_url=settings.api_base_url)
-
-    async def deliver(resumed: Resumed) -> None:
-        await deliver_resumed(resumed, runtime.ledger, {handler.source: handler})
-    runtime.on_resumed(deliver)
     return slack_routes(handler, settings.path)
 
 
