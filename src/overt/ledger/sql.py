@@ -176,7 +176,10 @@ def trail(d: Dialect, kinds: Sequence[str], *, turn_id: str | None, session_id: 
                 params.append(value)
         scope = f"a.turn_id IN (SELECT s.turn_id FROM audit_log s WHERE {' AND '.join(started)})"
     params.extend(kinds)
-    digest = f"coalesce({d.text('content_digest', 'a.data')}, {d.text('message_digest', 'a.data')})"
+    # one JSON field read per row, not two: a step names content_digest, a turn
+    # its message_digest
+    digest = (f"CASE a.kind WHEN 'reasoning.step' THEN {d.text('content_digest', 'a.data')} "
+              f"ELSE {d.text('message_digest', 'a.data')} END")
     # A body is stored in the transaction of the entry naming it (at that
     # transaction's first seq), so the search back stops after BODY_WINDOW
     # entries: a body that is not there (never stored, redacted) costs a bounded
