@@ -280,3 +280,19 @@ def test_a_malformed_policy_rule_names_its_line_and_field() -> None:
     assert len(found) == 1 and found[0].startswith("overt.toml:11: policy.rules[0].effect")
     found = problems(POLICY.replace('op = "eq"', 'op = "almost"'))
     assert len(found) == 1 and "policy.rules[0].when[0].op" in found[0]
+
+
+def test_mcp_servers_fill_the_config_and_need_exactly_one_of_command_or_url(
+        tmp_path: Path) -> None:
+    path = tmp_path / "overt.toml"
+    path.write_text('[mcp_servers.notes]\ncommand = ["notes-server", "--stdio"]\n'
+                    'read_only = ["add"]\n[mcp_servers.web]\nurl = "http://127.0.0.1:9/mcp"\n',
+                    encoding="utf-8")
+    config = config_file.load({}, path=path)
+    notes, web = config.mcp_servers
+    assert (notes.name, notes.command, notes.read_only) == (
+        "notes", ("notes-server", "--stdio"), ("add",))
+    assert (web.name, web.url) == ("web", "http://127.0.0.1:9/mcp")
+    path.write_text('[mcp_servers.bad]\nread_only = []\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="exactly one of command or url"):
+        config_file.load({}, path=path)

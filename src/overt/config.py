@@ -16,6 +16,7 @@ from overt.memory.kinds import MemoryKinds
 from overt.models.router import EscalationRule
 from overt.policy.gate import DEFAULT_APPROVAL_TTL_S
 from overt.policy.rules import Rule
+from overt.tools.mcp_toolset import McpServerSpec
 
 
 def default_data_dir() -> Path:
@@ -139,6 +140,7 @@ class Config:
     # Actor pattern -> capability patterns, over the defaults (overt.policy.capabilities).
     capabilities: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     operator: str = "default"  # the name approvals decided from this machine are recorded by
+    mcp_servers: tuple[McpServerSpec, ...] = ()  # [mcp_servers.NAME]: their tools join ours
     slack: SlackSettings | None = None  # [slack]: the Slack DM channel, when configured
     email: EmailSettings | None = None  # [email]: the email channel, when configured
     # Node kinds and link rules of the memory graph ([memory] adds to the built-in ones).

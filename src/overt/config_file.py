@@ -40,6 +40,7 @@ from overt.errors import ConfigError
 from overt.memory.kinds import MemoryKinds
 from overt.models.router import EscalationRule
 from overt.policy.rules import rule_from_mapping
+from overt.tools.mcp_toolset import specs_from_config
 
 DEFAULT_NAME = "overt.toml"
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -183,6 +184,9 @@ def values(cfg: ConfigFile, base: Path | None = None) -> dict[str, object]:
     if cfg.memory.kinds or cfg.memory.links:
         out["memory"] = MemoryKinds.builtin().extended(cfg.memory.kinds, cfg.memory.links)
     out["policy"] = _policy(cfg.policy)
+    if cfg.mcp_servers:
+        out["mcp_servers"] = tuple(specs_from_config(
+            {name: m.model_dump() for name, m in cfg.mcp_servers.items()}))
     if cfg.capabilities:
         out["capabilities"] = {actor: tuple(c) for actor, c in cfg.capabilities.items()}
     if cfg.operator is not None:

@@ -142,6 +142,17 @@ class PolicyFile(_Strict):
     rules: list[RuleFile] = Field(default_factory=list)
 
 
+class McpServerFile(_Strict):
+    """``[mcp_servers.NAME]``: an MCP server whose tools the agent may use, started
+    with ``command`` (stdio) or reached at ``url`` (streamable HTTP)."""
+
+    command: list[str] | None = None
+    url: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    read_only: list[str] = Field(default_factory=list)
+    timeout_s: Annotated[float, Field(gt=0)] = 30.0
+
+
 class PluginsFile(_Strict):
     enabled: list[str] = Field(default_factory=list)
     disabled: list[str] = Field(default_factory=list)
@@ -209,6 +220,7 @@ class ConfigFile(_Strict):
     memory: MemoryFile = Field(default_factory=MemoryFile)
     providers: dict[str, ProviderFile] = Field(default_factory=dict)
     policy: PolicyFile = Field(default_factory=PolicyFile)
+    mcp_servers: dict[str, McpServerFile] = Field(default_factory=dict)
     capabilities: dict[str, list[str]] = Field(default_factory=dict)
     operator: str | None = None
     slack: SlackFile | None = None

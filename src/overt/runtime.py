@@ -30,10 +30,11 @@ from overt.engine.direct import DirectResult, run_direct
 from overt.engine.loop import Engine, EngineSettings
 from overt.engine.resume import Resumed, resume_request
 from overt.errors import ApprovalError, LedgerConflict, UsageError
-from overt.events import ApprovalDecision, Event, RuntimeStarted
+from overt.events import ApprovalDecision, Event, HookError, RuntimeStarted
 from overt.hooks.manager import PluginHost
 from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
+from overt.ledger.canonical import digest_text
 from overt.models.base import Model
 from overt.models.pricing import PriceTable
 from overt.models.resolve import ModelCatalog, ModelOptions, Progress
@@ -44,6 +45,7 @@ from overt.policy.engine import Policy
 from overt.policy.gate import Gate
 from overt.prompts import load_template, render
 from overt.tools.base import Tool
+from overt.tools.mcp_toolset import McpServerSpec, load_toolset
 from overt.tools.registry import ToolRegistry
 from overt.types import IncomingMessage, Message, ResponseResult, ToolSpec
 
@@ -60,7 +62,8 @@ class Runtime:
                  plugins: PluginHost | None = None, models: ModelCatalog | None = None,
                  prices: PriceTable | None = None, budget: Budget | None = None,
                  allowed_tools: Collection[str] | None = None, gate: Gate | None = None,
-                 operator: Actor | None = None) -> None:
+                 operator: Actor | None = None,
+                 mcp_servers: Sequence[McpServerSpec] = ()) -> None:
         """``tools``: the tools to offer besides the plugins' (``None``: overt's built-in
         tools, through its built-in plugin). ``plugins``: the registered plugins
         (``None``: the built-in plugin alone when ``tools`` is None, else none).
@@ -70,6 +73,8 @@ class Runtime:
         ``allowed_tools``: offer only these (a route's ``tools``; None: all).
         ``gate``: capabilities and policy (None: the defaults, which ask before any
         mutating tool). ``operator``: who decides approvals from this runtime.
+        ``mcp_servers``: MCP servers whose tools join the registry when the runtime
+        starts (:mod:`overt.tools.mcp_toolset`).
 
         Raises:
             UsageError: two tools share a name, or ``allowed_tools`` names a tool
@@ -94,6 +99,8 @@ class Runtime:
         def system_prompt_for(specs: tuple[ToolSpec, ...]) -> str:
             return render(template, specs, max_calls)
 
+        self._system_prompt_for = system_prompt_for
+        self._mcp_servers = list(mcp_servers)
         self.prices = prices or PriceTable()
         self.gate = gate or Gate()
         self.operator = operator or Actor.operator()
@@ -146,7 +153,7 @@ class Runtime:
             gate=Gate(Policy(config.policy.rules, defaults=config.policy.defaults),
                       Capabilities(config.capabilities),
                       approval_ttl_s=config.policy.approval_ttl_s),
-            operator=Actor.operator(config.operator))
+            operator=Actor.operator(config.operator), mcp_servers=config.mcp_servers)
 
     async def start(self) -> None:
         """Record that this runtime started (once), with any plugin that failed to register."""
@@ -157,7 +164,29 @@ class Runtime:
             overt_version=__version__, pid=os.getpid(), host=socket.gethostname(),
             model=self.model.name)]
         events.extend(self.plugins.problems)
-        await self.ledger.record(events, self.plugins.problem_contents)
+        contents = dict(self.plugins.problem_contents)
+        for spec in self._mcp_servers:
+            await self._add_mcp_tools(spec, events, contents)
+        await self.ledger.record(events, contents)
+
+    async def _add_mcp_tools(self, spec: McpServerSpec, events: list[Event],
+                             contents: dict[str, str]) -> None:
+        """Register a server's tools; a server that cannot be reached is recorded
+        (``hook.error``, consequence ``no_tools``) and the runtime goes on without it."""
+        try:
+            tools = await load_toolset(spec)
+            for tool in tools:
+                self.tools.register(tool)
+        except Exception as exc:  # noqa: BLE001  any failure of a server: recorded, skipped
+            log.error("MCP server %s: no tools: %s: %s", spec.name, type(exc).__name__, exc)
+            message = f"{type(exc).__name__}: {exc}"
+            digest = digest_text(message)
+            contents[digest] = message
+            events.append(HookError(plugin=f"mcp:{spec.name}", hook="register_tools",
+                                    error_type=type(exc).__name__, consequence="no_tools",
+                                    error_digest=digest))
+            return
+        self.engine.system_prompt = self._system_prompt_for(self.tools.specs())
 
     async def respond(self, message: IncomingMessage, *, session_id: str | None = None,
                       history: Sequence[Message] = (),
