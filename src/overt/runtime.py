@@ -304,12 +304,14 @@ class Runtime:
                           resumed.request.request_id, type(exc).__name__, exc)
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any], *,
-                        actor: Actor | None = None, source: str = "cli") -> DirectResult:
-        """Run one tool outside a turn (a batch or scheduled job), through the same
-        gate: a call policy holds comes back ``held`` with its approval request."""
+                        actor: Actor | None = None, source: str = "cli",
+                        caller_session_id: str | None = None) -> DirectResult:
+        """Run one tool outside a turn (a batch or scheduled job, an MCP client's
+        call), through the same gate: a call policy holds comes back ``held`` with
+        its approval request. ``caller_session_id`` defaults to ``direct:ACTOR``."""
         await self.start()
         return await run_direct(self.engine, name, arguments, actor=actor or self.operator,
-                                source=source)
+                                source=source, caller_session_id=caller_session_id)
 
     async def close(self) -> None:
         await self.ledger.close()

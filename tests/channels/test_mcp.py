@@ -200,3 +200,7 @@ def test_a_memory_tool_over_mcp_runs_through_the_gate_as_the_client(
     decisions = [e.data for e in run(ledger.entries(kinds=["policy.decision"]))]
     assert [(d["tool_name"], d["actor"]) for d in decisions][:1] == [
         ("node_search", "mcp_client:claude-code")]
+    calls = [e.data for e in run(ledger.entries(kinds=["tool_call.completed"]))]
+    assert [(c["tool_name"], c["triggered_by"], c["caller_session_id"]) for c in calls] == [
+        ("node_search", "mcp", "mcp:claude-code:node_search"),
+        ("node_create", "mcp", "mcp:claude-code:node_create")]

@@ -162,7 +162,8 @@ def _add_memory_tool(server: MCPServer, runtime: Runtime, default: Actor, name: 
         ctx = kwargs.pop("ctx")
         who = _actor(ctx, default)
         arguments = {k: v for k, v in kwargs.items() if v is not None or k in required}
-        done = await runtime.call_tool(name, arguments, actor=who, source="mcp")
+        done = await runtime.call_tool(name, arguments, actor=who, source="mcp",
+                                       caller_session_id=f"mcp:{caller_kind(who)}:{name}")
         if done.status == "held":
             return json.dumps({"status": "held", "request_id": done.request_id})
         if done.is_error:

@@ -45,8 +45,8 @@ class DirectResult:
 async def run_direct(engine: Engine, name: str, arguments: Mapping[str, Any], *, actor: Actor,
                      source: str = "cli", path: GatePath = "direct",
                      approved_request: str | None = None, turn_id: str | None = None,
-                     session_id: str | None = None,
-                     tool_call_id: str | None = None) -> DirectResult:
+                     session_id: str | None = None, tool_call_id: str | None = None,
+                     caller_session_id: str | None = None) -> DirectResult:
     """Run tool ``name`` once with ``arguments`` as ``actor``, through the gate.
 
     Raises:
@@ -56,7 +56,7 @@ async def run_direct(engine: Engine, name: str, arguments: Mapping[str, Any], *,
     rec = Recorder(engine.ledger, engine.observers, engine.hooks.on_event)
     call = ToolCall(tool_call_id or f"direct_{new_ulid()}", name, dict(arguments))
     call_id = audit_name(call.id)
-    caller = f"direct:{actor}"
+    caller = caller_session_id or f"direct:{actor}"
     args_digest = rec.content(canonical_or_repr(call.arguments))
     tool = engine.tools.get(name)
     verdict = None
