@@ -245,9 +245,10 @@ class Runtime:
         request = await self.approvals.decide(request_id, decision, by=actor, reason=reason)
         return await self._take_up(request, actor, reason)
 
-    async def expire_due(self) -> list[Resumed]:
-        """Record every pending request past its expiry as ``expired``, and let each
-        paused turn answer without its call."""
+    async def expire_due(self, *, answer: bool = True) -> list[Resumed]:
+        """Record every pending request past its expiry as ``expired``, and (unless
+        ``answer`` is false) let each paused turn answer without its call; turns not
+        answered here are taken up by :meth:`resume_pending`."""
         await self.start()
         done = []
         for request in await self.approvals.list(["pending"]):
@@ -258,7 +259,8 @@ class Runtime:
                 except ApprovalError as exc:  # decided meanwhile by someone else: theirs stands
                     log.info("not expiring %s: %s", request.request_id, exc)
                     continue
-                done.append(await self._take_up(decided, EXPIRY_ACTOR, None))
+                done.append(await self._take_up(decided, EXPIRY_ACTOR, None) if answer
+                            else Resumed(decided))
         return done
 
     async def resume_pending(self) -> list[Resumed]:

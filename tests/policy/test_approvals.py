@@ -184,3 +184,15 @@ def test_a_decided_request_whose_process_died_is_taken_up_once_by_resume_pending
     done = run(later.resume_pending())
     assert [d.result.text for d in done if d.result] == ["paid after all"]
     assert run(later.resume_pending()) == [] and runs_of(log) == ["500 bob"]
+
+
+def test_expiring_without_answering_leaves_the_turn_to_resume_pending(
+        ledger: Ledger, tmp_path: Path) -> None:
+    log = tmp_path / "payments"
+    rt = runtime(ledger, log, [PAY, "It expired."], ttl_s=-1)
+    paused = ask(rt)
+    [recorded] = run(rt.expire_due(answer=False))
+    assert recorded.request.status == "expired" and recorded.result is None
+    assert run(ledger.entries(turn_id=paused.turn_id, kinds=["turn.completed"])) == []
+    [answered] = run(rt.resume_pending())
+    assert answered.result is not None and answered.result.text == "It expired."

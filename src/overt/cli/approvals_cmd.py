@@ -1,7 +1,8 @@
 """``overt approvals``: the requests the gate held, and deciding them.
 
 ``list`` records the expiry of requests past their time first (so what it
-shows is what the ledger says); ``approve`` / ``deny`` decide one request and
+shows is what the ledger says; it calls no model: ``expire`` or ``resume``
+lets those turns answer); ``approve`` / ``deny`` decide one request and
 take up what it held at once: the paused turn continues in this process and
 its answer is printed. ``resume`` takes up decided requests whose process died
 before it could; ``expire`` expires overdue requests and lets their turns answer.
@@ -50,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 async def run(args: argparse.Namespace, runtime: Runtime) -> int:
     command = args.approvals_command
     if command == "list":
-        await runtime.expire_due()
+        await runtime.expire_due(answer=False)
         requests = await runtime.approvals.list(None if args.all else ["pending"])
         requests.sort(key=lambda r: (r.status != "pending", r.requested_at))
         _out(args, [_dict(r) for r in requests], _table(requests))
