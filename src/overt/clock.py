@@ -25,6 +25,11 @@ def now_iso() -> str:
     return f"{_second_prefix[1]}.{micros:06d}Z"
 
 
+def ms_since(started: float) -> float:
+    """Milliseconds since ``started`` (a ``time.perf_counter()`` reading), to the microsecond."""
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
 def iso_after(seconds: float) -> str:
     """``seconds`` from now, in the ledger's format."""
     return to_iso(datetime.now(UTC) + timedelta(seconds=seconds))

@@ -243,7 +243,7 @@ class Runtime:
         await self.start()
         actor = by or self.operator
         request = await self.approvals.decide(request_id, decision, by=actor, reason=reason)
-        return await self._take_up(request, actor, reason)
+        return await self._take_up(request, actor, reason) or Resumed(request)
 
     async def expire_due(self, *, answer: bool = True) -> list[Resumed]:
         """Record every pending request past its expiry as ``expired``, and (unless
@@ -259,8 +259,8 @@ class Runtime:
                 except ApprovalError as exc:  # decided meanwhile by someone else: theirs stands
                     log.info("not expiring %s: %s", request.request_id, exc)
                     continue
-                done.append(await self._take_up(decided, EXPIRY_ACTOR, None) if answer
-                            else Resumed(decided))
+                resumed = await self._take_up(decided, EXPIRY_ACTOR, None) if answer else None
+                done.append(resumed or Resumed(decided))
         return done
 
     async def resume_pending(self) -> list[Resumed]:
@@ -270,22 +270,20 @@ class Runtime:
         done = []
         for request in await self.approvals.list(["approved", "denied", "expired"]):
             if not request.resumed:
-                try:
-                    reason = await self.approvals.reason(request)
-                    resumed = await resume_request(self.engine, request, by=self.operator,
-                                                   reason=reason)
-                except LedgerConflict:
-                    continue  # another process took it up first
-                await self._announce(resumed)
-                done.append(resumed)
+                reason = await self.approvals.reason(request)
+                resumed = await self._take_up(request, self.operator, reason)
+                if resumed is not None:
+                    done.append(resumed)
         return done
 
     async def _take_up(self, request: ApprovalRequest, actor: Actor,
-                       reason: str | None) -> Resumed:
+                       reason: str | None) -> Resumed | None:
+        """Resume what ``request`` held here, transcribed and announced; ``None`` when
+        another process took it up first (its answer is on the record)."""
         try:
             resumed = await resume_request(self.engine, request, by=actor, reason=reason)
         except LedgerConflict:
-            return Resumed(request)  # another process took it up: its answer is on the record
+            return None
         if resumed.result is not None and self.transcript is not None:
             self._transcribe(resumed.result, request.source, request.session_id or "")
         await self._announce(resumed)

@@ -114,23 +114,23 @@ async def deliver_pending(runtime: Runtime,
     """
     ledger = runtime.ledger
     delivered: list[dict[str, str]] = []
-    for first in await ledger.entries(kinds=[ChannelReplied.kind]):
+    replies = await ledger.entries(kinds=[ChannelReplied.kind])
+    done = {e.data["claim"] for e in replies if e.data.get("resumed_from")}
+    for first in replies:
         request_id = first.data.get("awaiting_approval")
-        if not request_id or first.data.get("source") not in repliers:
-            continue
-        if await ledger.claimed(ChannelReplied.kind,
-                                f"{first.data['claim']}:resumed:{request_id}") is not None:
-            continue
+        if not request_id or first.data.get("source") not in repliers \
+                or f"{first.data['claim']}:resumed:{request_id}" in done:
+            continue  # not paused, not ours to deliver, or delivered already
         request = await runtime.approvals.get(str(request_id))
         completed = await ledger.entries(turn_id=first.turn_id, kinds=["turn.completed"])
         if not request.resumed or not completed:
             continue
-        done = completed[-1]
-        text = await ledger.content(done.data["reply_digest"], seq=done.seq) or ""
-        result = ResponseResult(text, done.data["tools_used"],
-                                Usage(done.data["input_tokens"], done.data["output_tokens"],
-                                      done.data["cost_usd"]),
-                                None, done.session_id or "", done.turn_id or "")
+        end = completed[-1]
+        text = await ledger.content(end.data["reply_digest"], seq=end.seq) or ""
+        result = ResponseResult(text, end.data["tools_used"],
+                                Usage(end.data["input_tokens"], end.data["output_tokens"],
+                                      end.data["cost_usd"]),
+                                None, end.session_id or "", end.turn_id or "")
         ids = await deliver_resumed(Resumed(request, result=result), ledger, repliers)
         if ids is not None:
             delivered.append(ids)

@@ -13,14 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from overt.engine.dispatch import ToolOutcome, execute, refuse
-from overt.engine.record import Recorder, audit_name, canonical_or_repr
-from overt.events import (
-    GatePath,
-    PolicyDecided,
-    ToolCallCompleted,
-    ToolCallStarted,
-)
+from overt.engine.dispatch import execute, refuse
+from overt.engine.record import CallSite, Recorder, audit_name, canonical_or_repr
+from overt.events import GatePath, PolicyDecided
 from overt.ids import new_ulid
 from overt.policy.actors import Actor
 from overt.tools.base import ToolContext
@@ -56,7 +51,7 @@ async def run_direct(engine: Engine, name: str, arguments: Mapping[str, Any], *,
     rec = Recorder(engine.ledger, engine.observers, engine.hooks.on_event)
     call = ToolCall(tool_call_id or f"direct_{new_ulid()}", name, dict(arguments))
     call_id = audit_name(call.id)
-    caller = caller_session_id or f"direct:{actor}"
+    site = CallSite(turn_id, session_id, source, caller_session_id or f"direct:{actor}")
     args_digest = rec.content(canonical_or_repr(call.arguments))
     tool = engine.tools.get(name)
     verdict = None
@@ -80,27 +75,15 @@ async def run_direct(engine: Engine, name: str, arguments: Mapping[str, Any], *,
         if verdict.effect != "allow":
             outcome = refuse(verdict.reason_code, verdict.message)
         else:
-            rec.add(ToolCallStarted(turn_id=turn_id, session_id=session_id,
-                                    tool_call_id=call_id, tool_name=name, triggered_by=source,
-                                    caller_session_id=caller, args_sha256=args_digest))
+            rec.add(site.intent(call, args_digest))
             await rec.flush()  # the decision and the intent are on the record before the effect
             context = ToolContext(engine.ledger, turn_id or "", session_id or "", source,
-                                  caller, call.id, engine.runtime_started_at, actor,
+                                  site.caller_session_id, call.id, engine.runtime_started_at,
+                                  actor,
                                   engine.gate.capabilities)
             outcome = await execute(tool, call, context, engine.settings.tool_timeout_s)
-    await _complete(rec, call_id, name, source, caller, args_digest, outcome, turn_id,
-                    session_id)
+    rec.add(site.completion(call, outcome, args_digest, rec.content(outcome.content)))
+    await rec.flush()
     return DirectResult(call_id, outcome.status, outcome.content, outcome.is_error,
                         verdict.event if verdict is not None else None)
 
-
-async def _complete(rec: Recorder, call_id: str, name: str, source: str, caller: str,
-                    args_digest: str, outcome: ToolOutcome, turn_id: str | None,
-                    session_id: str | None) -> None:
-    rec.add(ToolCallCompleted(
-        turn_id=turn_id, session_id=session_id, tool_call_id=call_id,
-        tool_name=audit_name(name), triggered_by=source, caller_session_id=caller,
-        tool_status=outcome.status, tool_duration_ms=outcome.duration_ms,
-        exc_type=outcome.exc_type, args_sha256=args_digest,
-        result_digest=rec.content(outcome.content), reason_code=outcome.reason_code))
-    await rec.flush()

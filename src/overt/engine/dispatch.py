@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from overt.clock import ms_since
 from overt.errors import ToolArgumentError
 from overt.events import ToolStatus
 from overt.tools.base import Tool, ToolContext
@@ -103,20 +104,17 @@ async def execute(tool: Tool, call: ToolCall, context: ToolContext,
         if not deadline.expired():  # the tool's own TimeoutError: an execution error
             return _failed(exc, started)
         return ToolOutcome("timeout", f"tool_timeout: {tool.name} did not finish within "
-                           f"{timeout:g}s", True, _ms_since(started), exc_type="TimeoutError",
+                           f"{timeout:g}s", True, ms_since(started), exc_type="TimeoutError",
                            executed=True)
     except Exception as exc:  # noqa: BLE001  a tool's failure is the model's to read
         return _failed(exc, started)
-    return ToolOutcome("ok", render_result(value), False, _ms_since(started), executed=True)
+    return ToolOutcome("ok", render_result(value), False, ms_since(started), executed=True)
 
 
 def _failed(exc: Exception, started: float) -> ToolOutcome:
     name = exc_type_name(exc)
     detail = str(exc).strip()
     content = f"tool_execution_error: {name}" + (f": {detail}" if detail else "")
-    return ToolOutcome("execution_error", content, True, _ms_since(started), exc_type=name,
+    return ToolOutcome("execution_error", content, True, ms_since(started), exc_type=name,
                        executed=True)
 
-
-def _ms_since(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)

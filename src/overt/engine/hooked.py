@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from overt.clock import ms_since
 from overt.engine.dispatch import ToolOutcome, render_result
 from overt.engine.record import Recorder, audit_name
 from overt.errors import HookTimeout, UsageError
@@ -156,7 +157,7 @@ class TurnHooks:
                 code = "hook_timeout" if isinstance(exc, HookTimeout) else "hook_error"
                 return ToolOutcome(
                     "not_allowed", f"{code}: the check of plugin {impl.plugin} did not answer, "
-                    "so the call was not run", True, _ms_since(started), reason_code=code)
+                    "so the call was not run", True, ms_since(started), reason_code=code)
             self.rec.add(HookBlocked(
                 turn_id=self.turn_id, session_id=self.session_id, plugin=impl.plugin,
                 hook="pre_tool_call", tool_call_id=audit_name(call_.id),
@@ -164,7 +165,7 @@ class TurnHooks:
                 reason_code=block.reason_code))
             message = block.message or block.reason_code
             return ToolOutcome("not_allowed", f"{block.reason_code}: blocked by plugin "
-                               f"{impl.plugin}: {message}", True, _ms_since(started),
+                               f"{impl.plugin}: {message}", True, ms_since(started),
                                reason_code=block.reason_code)
         return None
 
@@ -194,7 +195,7 @@ class TurnHooks:
                 tool_name=audit_name(call_.name)))
             outcome = ToolOutcome("execution_error" if is_error else "ok",
                                   render_result(answer["result"]), is_error,
-                                  _ms_since(started), executed=True)
+                                  ms_since(started), executed=True)
             return outcome, impl.plugin
         return None
 
@@ -293,10 +294,3 @@ def _tool_list(answer: Any) -> tuple[ToolSpec, ...]:
         raise UsageError(f"expected a list of tools, got {type(answer).__name__}")
     return tuple(shapes.to_spec(item) for item in answer)
 
-
-def _ms_since(started: float) -> float:
-    return _ms(time.perf_counter() - started)
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 3)

@@ -21,28 +21,31 @@ transform_tool_result``.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from overt.clock import ms_since
 from overt.engine.budget import BudgetGuard
 from overt.engine.checkpoint import Checkpoint
 from overt.engine.dispatch import ToolOutcome, execute, precheck, refuse, unknown_tool
 from overt.engine.hooked import TurnHooks
-from overt.engine.record import Recorder, audit_name, canonical_or_repr, jsonable
+from overt.engine.record import (
+    CallSite,
+    Recorder,
+    audit_name,
+    canonical_or_repr,
+    response_body,
+    resumption,
+)
 from overt.errors import LedgerError, OvertError
 from overt.events import (
     ApprovalDecision,
     ApprovalMode,
     Event,
     InferenceRecorded,
-    ToolCallCompleted,
-    ToolCallStarted,
     TurnCompleted,
     TurnPaused,
-    TurnResumed,
     TurnStarted,
     TurnStatus,
 )
@@ -161,10 +164,8 @@ class Engine:
             LedgerError: the claim could not be recorded (nothing ran).
         """
         turn = _Turn.restore(self, checkpoint)
-        turn.recorder.add(TurnResumed(
-            turn_id=turn.turn_id, session_id=turn.session_id, claim=request_id,
-            request_id=request_id, decision=decision, resumed_by=resumed_by, pid=os.getpid(),
-            host=socket.gethostname()))
+        turn.recorder.add(resumption(turn.turn_id, turn.session_id, request_id, decision,
+                                     resumed_by))
         await turn.recorder.flush()  # the claim: only one resumer gets past this
         try:
             return await turn.resume(checkpoint, request_id, decision, reason)
@@ -190,6 +191,7 @@ class _Turn:
                                self.route) if engine.hooks.per_turn else None
         self.can_provide = bool(engine.hooks.pre_tool_call_can_provide_result)
         self.steps = TurnSteps(self.recorder, self.turn_id, session_id)
+        self.site = CallSite(self.turn_id, session_id, source, caller_session_id)
         self.tools_used: list[str] = []
         self.tool_calls = 0
         self.model_calls = 0
@@ -353,7 +355,7 @@ class _Turn:
             error_streak=self.error_streak, last_error=self.last_error,
             iteration=self.iteration, tool_calls=self.tool_calls,
             model_calls=self.model_calls, usage=self.usage, tools_used=list(self.tools_used),
-            next_step=self.steps.next_number, duration_ms=self.earlier_ms + _ms_since(self.started))
+            next_step=self.steps.next_number, duration_ms=self.earlier_ms + ms_since(self.started))
         rec.add(TurnPaused(
             turn_id=self.turn_id, session_id=self.session_id, request_id=held.request_id,
             tool_call_id=audit_name(held.call.id), tool_name=audit_name(held.call.name),
@@ -423,7 +425,7 @@ class _Turn:
                 turn_id=self.turn_id, session_id=self.session_id, inference_id=inference_id,
                 iteration=self.model_calls - 1, model=model.name,
                 route=self.route, input_tokens=0, output_tokens=0, cost_usd=0.0,
-                duration_ms=_ms_since(started), tools_offered=offered,
+                duration_ms=ms_since(started), tools_offered=offered,
                 tool_calls_requested=0, stop_reason="error", response_digest=None,
                 escalated=escalated, escalation_reason=escalation_reason,
                 error_type=type(exc).__name__))
@@ -433,13 +435,13 @@ class _Turn:
             cost = engine.prices.cost(response.model or model.name, usage)
             usage = Usage(usage.input_tokens, usage.output_tokens, cost)
         self.usage = self.usage + usage
-        body = _response_body(response)
+        body = response_body(response)
         rec.add(InferenceRecorded(
             turn_id=self.turn_id, session_id=self.session_id, inference_id=inference_id,
             iteration=self.model_calls - 1, model=response.model or model.name,
             route=self.route, input_tokens=response.usage.input_tokens,
             output_tokens=usage.output_tokens, cost_usd=usage.cost_usd,
-            duration_ms=_ms_since(started), tools_offered=offered,
+            duration_ms=ms_since(started), tools_offered=offered,
             tool_calls_requested=len(response.tool_calls), stop_reason=response.stop_reason,
             response_digest=rec.content(body), escalated=escalated,
             escalation_reason=escalation_reason, info=dict(response.info)))
@@ -484,7 +486,7 @@ class _Turn:
         provided_by = model_reads = None
         if hooks is None:  # no plugin: the plain path
             assert checked is not None  # (None only when a plugin can provide results)
-            rec.add(self._intent(call, args_digest))
+            rec.add(self.site.intent(call, args_digest))
             await rec.flush()  # the decision and the intent are on the record before the effect
             outcome = await self._dispatch(checked, call)
         else:
@@ -507,13 +509,8 @@ class _Turn:
         gate's ``waiting_approval`` step already tells it); the outcome the model reads."""
         rec = self.recorder
         self.tool_calls += 1
-        event = ToolCallCompleted(
-            turn_id=self.turn_id, session_id=self.session_id, tool_call_id=audit_name(call.id),
-            tool_name=audit_name(call.name), triggered_by=self.source,
-            caller_session_id=self.caller_session_id, tool_status=outcome.status,
-            tool_duration_ms=outcome.duration_ms, exc_type=outcome.exc_type,
-            args_sha256=args_digest, result_digest=rec.content(outcome.content),
-            reason_code=outcome.reason_code, provided_by=provided_by)
+        event = self.site.completion(call, outcome, args_digest, rec.content(outcome.content),
+                                     provided_by)
         rec.add(event)
         if step:
             self.steps.executed(event.tool_call_id, event.tool_name, outcome.status,
@@ -524,12 +521,6 @@ class _Turn:
         if model_reads is not None and model_reads != outcome.content:
             return replace(outcome, content=model_reads)
         return outcome
-
-    def _intent(self, call: ToolCall, args_digest: str) -> ToolCallStarted:
-        return ToolCallStarted(
-            turn_id=self.turn_id, session_id=self.session_id, tool_call_id=audit_name(call.id),
-            tool_name=audit_name(call.name), triggered_by=self.source,
-            caller_session_id=self.caller_session_id, args_sha256=args_digest)
 
     async def _dispatch(self, tool: Tool, call: ToolCall) -> ToolOutcome:
         engine = self.engine
@@ -552,7 +543,7 @@ class _Turn:
             blocked = await hooks.check(call, args)
             if blocked is not None:
                 return blocked, None, None
-        self.recorder.add(self._intent(call, args_digest))
+        self.recorder.add(self.site.intent(call, args_digest))
         await self.recorder.flush()  # the intent is on the record before the effect
         provided = None
         if hooks.has.pre_tool_call_can_provide_result:
@@ -585,7 +576,7 @@ class _Turn:
             tool_calls=self.tool_calls, model_calls=self.model_calls,
             input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens,
             cost_usd=self.usage.cost_usd,
-            duration_ms=round(self.earlier_ms + _ms_since(self.started), 3),
+            duration_ms=round(self.earlier_ms + ms_since(self.started), 3),
             error_type=error.split(":")[1].strip() if error else None))
         await self.recorder.flush()
         if self.recorder.events:  # on_event failures on the last batch, recorded too
@@ -593,26 +584,3 @@ class _Turn:
         if not failed:
             self.messages.append(Message("assistant", text))
         return TurnOutcome(self.result(text, tools_used, error), self.messages)
-
-
-def _response_body(response: ModelResponse) -> str:
-    """A model response as the content tier stores it (canonical JSON).
-
-    Encoded once; only output that is not JSON as it is (malformed arguments)
-    takes the slower path that stores such arguments as their repr.
-    """
-    def body(arguments: Callable[[object], object]) -> str:
-        return canonical_json({
-            "text": response.text, "reasoning": response.reasoning,
-            "tool_calls": [{"id": c.id, "name": c.name, "arguments": arguments(c.arguments),
-                            "malformed": c.malformed} for c in response.tool_calls],
-        })
-
-    try:
-        return body(lambda arguments: arguments)
-    except (TypeError, ValueError):
-        return body(jsonable)
-
-
-def _ms_since(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,17 +1,30 @@
-"""A turn's events waiting for the next commit, who hears of them once committed, and
-how model-chosen values are made fit for the audit tier."""
+"""A turn's events waiting for the next commit, who hears of them once committed, the
+records of a tool call (the same from a turn and from a direct run), and how
+model-chosen values are made fit for the audit tier."""
 
 from __future__ import annotations
 
 import logging
+import os
 import re
+import socket
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from overt.events import Event, HookError
+from overt.engine.dispatch import ToolOutcome
+from overt.events import (
+    ApprovalDecision,
+    Event,
+    HookError,
+    ToolCallCompleted,
+    ToolCallStarted,
+    TurnResumed,
+)
 from overt.hooks.calls import Impl
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import canonical_json, digest_text
 from overt.ledger.chain import clean_text
+from overt.types import ModelResponse, ToolCall
 
 log = logging.getLogger("overt.hooks")
 
@@ -103,3 +116,59 @@ def canonical_or_repr(value: object) -> str:
         return canonical_json(value)
     except (TypeError, ValueError):
         return canonical_json(repr(value))
+
+
+@dataclass(frozen=True, slots=True)
+class CallSite:
+    """Where tool calls come from: the ids every tool-call record carries."""
+
+    turn_id: str | None
+    session_id: str | None
+    source: str
+    caller_session_id: str
+
+    def intent(self, call: ToolCall, args_digest: str) -> ToolCallStarted:
+        """The record committed before a call's effect."""
+        return ToolCallStarted(
+            turn_id=self.turn_id, session_id=self.session_id, tool_call_id=audit_name(call.id),
+            tool_name=audit_name(call.name), triggered_by=self.source,
+            caller_session_id=self.caller_session_id, args_sha256=args_digest)
+
+    def completion(self, call: ToolCall, outcome: ToolOutcome, args_digest: str,
+                   result_digest: str, provided_by: str | None = None) -> ToolCallCompleted:
+        """The record of how a call ended (run, refused, failed or timed out)."""
+        return ToolCallCompleted(
+            turn_id=self.turn_id, session_id=self.session_id, tool_call_id=audit_name(call.id),
+            tool_name=audit_name(call.name), triggered_by=self.source,
+            caller_session_id=self.caller_session_id, tool_status=outcome.status,
+            tool_duration_ms=outcome.duration_ms, exc_type=outcome.exc_type,
+            args_sha256=args_digest, result_digest=result_digest,
+            reason_code=outcome.reason_code, provided_by=provided_by)
+
+
+def resumption(turn_id: str | None, session_id: str | None, request_id: str,
+               decision: ApprovalDecision, resumed_by: str) -> TurnResumed:
+    """The claim that takes up what a decided request held, in this process."""
+    return TurnResumed(turn_id=turn_id, session_id=session_id, claim=request_id,
+                       request_id=request_id, decision=decision, resumed_by=resumed_by,
+                       pid=os.getpid(), host=socket.gethostname())
+
+
+def response_body(response: ModelResponse) -> str:
+    """A model response as the content tier stores it (canonical JSON).
+
+    Encoded once; only output that is not JSON as it is (malformed arguments)
+    takes the slower path that stores such arguments as their repr.
+    """
+    def body(arguments: Callable[[object], object]) -> str:
+        return canonical_json({
+            "text": response.text, "reasoning": response.reasoning,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": arguments(c.arguments),
+                            "malformed": c.malformed} for c in response.tool_calls],
+        })
+
+    try:
+        return body(lambda arguments: arguments)
+    except (TypeError, ValueError):
+        return body(jsonable)
+

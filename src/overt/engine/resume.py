@@ -11,16 +11,14 @@ acted on once however many processes try.
 from __future__ import annotations
 
 import json
-import os
-import socket
 from dataclasses import dataclass
 
 from overt.engine.checkpoint import Checkpoint
 from overt.engine.direct import DirectResult, run_direct
 from overt.engine.loop import Engine
-from overt.engine.record import canonical_or_repr
+from overt.engine.record import canonical_or_repr, resumption
 from overt.errors import LedgerIntegrityError, UsageError
-from overt.events import ApprovalDecision, TurnResumed
+from overt.events import ApprovalDecision
 from overt.ledger.canonical import digest_text
 from overt.ledger.chain import clean_text
 from overt.policy.actors import Actor
@@ -83,10 +81,8 @@ async def resume_request(engine: Engine, request: ApprovalRequest, *, by: Actor,
         outcome = await engine.resume(checkpoint, request.request_id, decision,
                                       resumed_by=str(by), reason=reason)
         return Resumed(request, result=outcome.result)
-    await engine.ledger.record([TurnResumed(
-        turn_id=request.turn_id, session_id=request.session_id, claim=request.request_id,
-        request_id=request.request_id, decision=decision, resumed_by=str(by),
-        pid=os.getpid(), host=socket.gethostname())])
+    await engine.ledger.record([resumption(request.turn_id, request.session_id,
+                                           request.request_id, decision, str(by))])
     if decision != "approved":
         return Resumed(request)
     body = await engine.ledger.content(request.args_sha256, seq=request.requested_seq)

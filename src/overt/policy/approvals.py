@@ -11,7 +11,7 @@ resumes what a decision releases (:mod:`overt.engine.resume`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from overt.clock import now_iso
@@ -146,12 +146,13 @@ class ApprovalBook:
             reason_digest=reason_digest, tool_call_id=request.tool_call_id,
             tool_name=request.tool_name))
         try:
-            await self.ledger.record(events, contents)
+            recorded = await self.ledger.record(events, contents)
         except LedgerConflict:
             now = await self.get(request_id)
             raise ApprovalError(f"request {request_id} was already {now.status} by "
                                 f"{now.decided_by} at {now.decided_at}") from None
-        return await self.get(request_id)
+        return replace(request, status=decision, decided_by=str(by),
+                       decided_at=recorded[-1].at, reason_digest=reason_digest)
 
     async def reason(self, request: ApprovalRequest) -> str | None:
         """The decider's reason, if one was given and is still held."""

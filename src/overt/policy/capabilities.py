@@ -90,10 +90,10 @@ class Capabilities:
             return exact, self.grants[exact]
         best: tuple[int, str] | None = None
         for pattern in self.grants:
-            if pattern == actor.kind:
+            if pattern == actor.kind:  # (KIND:* is stored as KIND)
                 rank = 1
             elif ":" in pattern and fnmatch.fnmatchcase(exact, pattern):
-                rank = 2 if not pattern.endswith(":*") else 1
+                rank = 2
             elif pattern == "*":
                 rank = 0
             else:
@@ -125,8 +125,8 @@ class Capabilities:
 
 
 def _normal(pattern: str) -> str:
-    return pattern[:-2] if pattern.endswith(":*") and ":" not in pattern[:-2] \
-        and pattern[:-2] in ACTOR_KINDS else pattern
+    """``KIND:*`` as ``KIND``: the same grant, one key."""
+    return pattern[:-2] if pattern.endswith(":*") and pattern[:-2] in ACTOR_KINDS else pattern
 
 
 def _check_pattern(pattern: str) -> None:
