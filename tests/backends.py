@@ -84,6 +84,7 @@ class Raw:
         # with database access drops them too, and verify must still catch the change.
         self.execute("DROP INDEX IF EXISTS audit_log_claims")
         self.execute("DROP INDEX IF EXISTS audit_log_reasoning_phase")
+        self.execute("DROP INDEX IF EXISTS audit_log_steps_at")
         return self
 
     @property

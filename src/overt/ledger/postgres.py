@@ -419,7 +419,8 @@ class PostgresLedger:
         return int(row[0]), round(float(row[1]), 10)
 
     async def count(self, kind: str, since: str | None = None) -> int:
-        row = await self._aread(lambda c: c.execute(sql.count(D), (kind, since or "")).fetchone())
+        statement = sql.count(D, kind)
+        row = await self._aread(lambda c: c.execute(statement, (kind, since or "")).fetchone())
         return int(row[0])
 
     async def last_error(self) -> Entry | None:

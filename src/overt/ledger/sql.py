@@ -57,6 +57,40 @@ def failure_condition(d: Dialect, version: int = 2) -> str:
 
 HEAD = "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"
 
+UNINDEXED_KINDS = ("reasoning.step", "policy.decision", "tool_call.started")
+"""Kinds a turn writes several times, never looked up by kind over time: left out of
+``audit_log_kind_at`` (migration 6). Each kind in a commit dirties a page of that
+index of its own, written whole to the WAL, and these three made up two thirds of
+those pages. They are found by turn or by session; steps by time through
+``audit_log_steps_at``."""
+
+KIND_INDEXED = "kind NOT IN ('reasoning.step', 'policy.decision', 'tool_call.started')"
+"""The condition of ``audit_log_kind_at``. A query by kind states it word for word
+(:func:`of_kinds`): SQLite uses a partial index only for a query whose WHERE holds
+the index's own terms."""
+
+
+def of_kinds(d: Dialect, kinds: Sequence[str], alias: str = "") -> str:
+    """``kind IN (...)`` for ``kinds`` (bound as parameters, in order), with
+    :data:`KIND_INDEXED` when every one of them is in ``audit_log_kind_at``."""
+    column = f"{alias}.kind" if alias else "kind"
+    where = f"{column} = {d.ph}" if len(kinds) == 1 else f"{column} IN ({d.phs(len(kinds))})"
+    if not any(k in UNINDEXED_KINDS for k in kinds):
+        where += " AND " + KIND_INDEXED.replace("kind", column, 1)
+    return where
+
+
+KIND_INDEX = f"CREATE INDEX audit_log_kind_at ON audit_log (kind, at) WHERE {KIND_INDEXED}"
+"""Entries by kind and time (migration 6), the high-volume kinds left out."""
+
+
+def steps_index(d: Dialect) -> str:
+    """Reasoning steps by time, and by phase within a time (migration 6). It replaces
+    an index by phase first, which put each commit's steps on one page per phase;
+    this one appends them to the last page."""
+    return (f"CREATE INDEX audit_log_steps_at ON audit_log (at, ({d.text('phase')})) "
+            "WHERE kind = 'reasoning.step'")
+
 
 def insert_entries(d: Dialect) -> str:
     return f"INSERT INTO audit_log ({ENTRY_COLUMNS}) VALUES ({d.phs(9)})"
@@ -105,7 +139,9 @@ def select_entries(d: Dialect, *, turn_id: str | None, session_id: str | None,
             where.append(f"{column} = {d.ph}")
             params.append(value)
     if kinds:
-        where.append(f"kind IN ({d.phs(len(kinds))})")
+        # by kind alone, through audit_log_kind_at; with a turn or session, through theirs
+        where.append(of_kinds(d, kinds) if turn_id is None and session_id is None
+                     else f"kind IN ({d.phs(len(kinds))})")
         params.extend(kinds)
     if since is not None:
         where.append(f"at >= {d.ph}")
@@ -125,7 +161,7 @@ def select_entries(d: Dialect, *, turn_id: str | None, session_id: str | None,
 def reasoning_phase_index(d: Dialect) -> str:
     """Reasoning steps by phase and time (migration 4): ``overt trail --phase error``
     across sessions reads this index, not every entry. Per turn, steps are found
-    by ``audit_log_turn``; by time, by ``audit_log_kind_at``."""
+    by ``audit_log_turn``. Migration 6 replaces it with :func:`steps_index`."""
     return (f"CREATE INDEX audit_log_reasoning_phase ON audit_log (({d.text('phase')}), at) "
             "WHERE kind = 'reasoning.step'")
 
@@ -168,7 +204,7 @@ def trail(d: Dialect, kinds: Sequence[str], *, turn_id: str | None, session_id: 
         scope = f"a.session_id = {d.ph}"
         params.append(session_id)
     else:
-        started = ["s.kind = 'turn.started'"]
+        started = ["s.kind = 'turn.started'", KIND_INDEXED.replace("kind", "s.kind", 1)]
         for condition, value in ((f"s.session_id = {d.ph}", session_id),
                                  (f"s.at >= {d.ph}", since), (f"s.at < {d.ph}", until)):
             if value is not None:
@@ -224,21 +260,23 @@ def usage(d: Dialect, by: Sequence[str] = ("route", "model")) -> str:
             f"coalesce(sum({d.number('input_tokens')}), 0), "
             f"coalesce(sum({d.number('output_tokens')}), 0), "
             f"coalesce(sum({d.number('cost_usd')}), 0.0) "
-            f"FROM audit_log WHERE kind = 'inference' AND at >= {d.ph} AND at < {d.ph} "
+            f"FROM audit_log WHERE kind = 'inference' AND {KIND_INDEXED} "
+            f"AND at >= {d.ph} AND at < {d.ph} "
             f"GROUP BY 1, 2, 3, 4 ORDER BY 3 DESC, 8 DESC, 6 DESC")
 
 
 def spent(d: Dialect, *, session: bool) -> str:
     """Tokens (input + output) and dollars of inferences since a time (and of one session)."""
-    where = f"kind = 'inference' AND at >= {d.ph}"
+    where = f"kind = 'inference' AND {KIND_INDEXED} AND at >= {d.ph}"
     if session:
         where += f" AND session_id = {d.ph}"
     return (f"SELECT coalesce(sum({d.number('input_tokens')} + {d.number('output_tokens')}), 0),"
             f" coalesce(sum({d.number('cost_usd')}), 0.0) FROM audit_log WHERE {where}")
 
 
-def count(d: Dialect) -> str:
-    return f"SELECT count(*) FROM audit_log WHERE kind = {d.ph} AND at >= {d.ph}"
+def count(d: Dialect, kind: str) -> str:
+    """Entries of ``kind`` (the first parameter) at or after a time (the second)."""
+    return f"SELECT count(*) FROM audit_log WHERE {of_kinds(d, [kind])} AND at >= {d.ph}"
 
 
 def last_error(d: Dialect) -> str:
@@ -262,7 +300,7 @@ SQLITE_VERIFY_PAYLOADS = (
 
 def prune_anchors(d: Dialect) -> str:
     return (f"SELECT {d.text('through_seq')}, {d.text('last_removed_hash')} FROM audit_log "
-            "WHERE kind = 'ledger.pruned'")
+            f"WHERE kind = 'ledger.pruned' AND {KIND_INDEXED}")
 
 
 def first_newer(d: Dialect) -> str:
@@ -274,7 +312,8 @@ def first_waiting(d: Dialect) -> str:
     """The first entry of the oldest turn still waiting on something, up to a seq."""
     kinds = ", ".join(f"'{k}'" for k in WAITING_KINDS)
     return (
-        f"SELECT min(s.seq) FROM audit_log s WHERE s.kind = 'turn.started' AND s.seq <= {d.ph} "
+        f"SELECT min(s.seq) FROM audit_log s WHERE s.kind = 'turn.started' "
+        f"AND {KIND_INDEXED.replace('kind', 's.kind', 1)} AND s.seq <= {d.ph} "
         f"AND EXISTS (SELECT 1 FROM audit_log w WHERE w.turn_id = s.turn_id "
         f"AND w.kind IN ({kinds})) "
         "AND NOT EXISTS (SELECT 1 FROM audit_log c WHERE c.turn_id = s.turn_id "

@@ -279,7 +279,7 @@ class SqliteLedger:
         return int(row[0]), round(float(row[1]), 10)
 
     async def count(self, kind: str, since: str | None = None) -> int:
-        return int(self._query(sql.count(D), (kind, since or ""))[0][0])
+        return int(self._query(sql.count(D, kind), (kind, since or ""))[0][0])
 
     async def last_error(self) -> Entry | None:
         rows = self._query(sql.last_error(D))

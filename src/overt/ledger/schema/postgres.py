@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from overt.ledger.schema import memory
 from overt.ledger.sql import (
+    KIND_INDEX,
     POSTGRES,
     claims_index,
     failure_condition,
     reasoning_phase_index,
     reasoning_steps_view,
+    steps_index,
 )
 
 FUNCTIONS = """
@@ -129,6 +131,14 @@ _CLAIMS_V3 = claims_index(POSTGRES) + ";\n"
 
 _REASONING_V4 = reasoning_phase_index(POSTGRES) + ";\n" + reasoning_steps_view(POSTGRES) + ";\n"
 
+# Indexes whose pages a commit appends to, not one page per kind or phase it holds.
+_APPENDING_INDEXES_V6 = f"""
+DROP INDEX audit_log_kind_at;
+{KIND_INDEX};
+DROP INDEX audit_log_reasoning_phase;
+{steps_index(POSTGRES)};
+"""
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, append-only guards, views", _INITIAL),
     (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
@@ -136,4 +146,6 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (4, "reasoning steps: index by phase and time, reasoning_steps view", _REASONING_V4),
     (5, "memory: nodes, links, full-text search",
      memory.postgres(lambda t: _guard(t, gated=False))),
+    (6, "indexes that append: kind and time without the high-volume kinds, steps by time",
+     _APPENDING_INDEXES_V6),
 ]

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from overt.ledger.schema import memory
 from overt.ledger.sql import (
+    KIND_INDEX,
     SQLITE,
     claims_index,
     failure_condition,
     reasoning_phase_index,
     reasoning_steps_view,
+    steps_index,
 )
 
 APPEND_ONLY = "overt ledger is append-only"
@@ -125,6 +127,14 @@ _CLAIMS_V3 = claims_index(SQLITE) + ";\n"
 
 _REASONING_V4 = reasoning_phase_index(SQLITE) + ";\n" + reasoning_steps_view(SQLITE) + ";\n"
 
+# Indexes whose pages a commit appends to, not one page per kind or phase it holds.
+_APPENDING_INDEXES_V6 = f"""
+DROP INDEX audit_log_kind_at;
+{KIND_INDEX};
+DROP INDEX audit_log_reasoning_phase;
+{steps_index(SQLITE)};
+"""
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, prune gate, views", _INITIAL),
     (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
@@ -132,4 +142,6 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (4, "reasoning steps: index by phase and time, reasoning_steps view", _REASONING_V4),
     (5, "memory: nodes, links, full-text search",
      memory.sqlite(lambda t: _no_update(t) + _no_delete(t, gated=False))),
+    (6, "indexes that append: kind and time without the high-volume kinds, steps by time",
+     _APPENDING_INDEXES_V6),
 ]
