@@ -144,6 +144,20 @@ def test_record_writes_entries_and_content_in_one_transaction(ledger: Any) -> No
     assert [e.kind for e in run(ledger.entries(turn_id="T2"))] == ["turn.started"]
 
 
+def test_a_body_is_keyed_by_the_entry_naming_it(ledger: Any, raw: Raw) -> None:
+    run(ledger.record([RuntimeStarted(overt_version="0", pid=1, host="h", model="m")]))
+    named, unnamed = digest_text("m2"), digest_text("a note no entry names")
+    entries = run(ledger.record([_event(1), _event(2)], {
+        unnamed: "a note no entry names", named: "m2", digest_text("m1"): "m1"}))
+    keys = dict((d, s) for s, d in raw.query("SELECT seq, digest FROM content_blobs"))
+    assert keys == {named: entries[1].seq, digest_text("m1"): entries[0].seq,
+                    unnamed: entries[0].seq}
+    # a reader holding the entry finds the body by its exact key, or searching back
+    assert run(ledger.content(named, seq=entries[1].seq)) == "m2"
+    assert run(ledger.content(unnamed, seq=entries[1].seq)) == "a note no entry names"
+    assert run(ledger.content(named, seq=entries[0].seq)) is None
+
+
 def test_event_data_that_is_not_json_is_refused_and_nothing_is_written(ledger: Any) -> None:
     bad = RuntimeStarted(overt_version="1", pid=1, host="h", model=float("nan"))  # type: ignore[arg-type]
     with pytest.raises(LedgerError):

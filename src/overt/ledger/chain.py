@@ -92,6 +92,23 @@ def chain(head: tuple[int, str], at: str,
     return rows, entries, (seq, prev)
 
 
+def content_rows(first_seq: int, entries: Sequence[Entry],
+                 contents: Mapping[str, str]) -> list[tuple[int, str, str]]:
+    """(seq, digest, body) for a batch's content, each body keyed by the seq of the
+    first entry of the batch naming its digest in a field, so that a reader holding
+    the entry finds the body by its exact key. A body no entry names is keyed by
+    the batch's ``first_seq``. Either way a body's seq is never after an entry of
+    the batch naming it, which is what a search back from that entry and a prune
+    through a seq rely on."""
+    seq_of: dict[str, int] = {}
+    for entry in entries:
+        for value in entry.data.values():
+            if value.__class__ is str and value in contents and value not in seq_of:
+                seq_of[value] = entry.seq
+    return [(seq_of.get(digest, first_seq), digest, clean_text(body))
+            for digest, body in contents.items()]
+
+
 def row_to_entry(row: Sequence[Any]) -> Entry:
     return Entry(int(row[0]), row[1], row[2], row[3], row[4], row[5], json.loads(row[6]),
                  row[7], row[8])

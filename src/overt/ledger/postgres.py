@@ -58,7 +58,7 @@ from overt.ledger.chain import (
     Row,
     batch_claims,
     chain,
-    clean_text,
+    content_rows,
     drafts,
     row_to_entry,
     verify_rows,
@@ -293,7 +293,7 @@ class PostgresLedger:
         try:
             head: tuple[int, str] = (int(row[0]), row[1]) if row else (0, GENESIS)
             entry_rows: list[Row] = []
-            content_rows: list[tuple[int, str, bytes, str]] = []
+            bodies: list[tuple[int, str, bytes, str]] = []
             inserts: list[tuple[str, tuple[Any, ...]]] = []
             taken: set[tuple[str, str]] = set()
             for pending in group:
@@ -305,17 +305,18 @@ class PostgresLedger:
                     continue
                 taken.update(pending.claims)
                 inserts.extend(pending.inserts)
-                if pending.contents:
-                    content_rows.extend((head[0] + 1, digest, clean_text(body).encode("utf-8"), at)
-                                        for digest, body in pending.contents.items())
+                first = head[0] + 1
                 rows, entries, head = chain(head, at, pending.batch)
+                if pending.contents:
+                    bodies.extend((seq, digest, body.encode("utf-8"), at) for seq, digest, body
+                                  in content_rows(first, entries, pending.contents))
                 entry_rows.extend(rows)
                 results.append(entries)
             with conn.cursor() as copy_cur:
-                if content_rows:
+                if bodies:
                     with copy_cur.copy(_COPY_CONTENT) as copy:
-                        for content_row in content_rows:
-                            copy.write_row(content_row)
+                        for body_row in bodies:
+                            copy.write_row(body_row)
                 if entry_rows:
                     with copy_cur.copy(_COPY_ENTRIES) as copy:
                         for entry_row in entry_rows:

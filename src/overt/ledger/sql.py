@@ -216,13 +216,15 @@ def trail(d: Dialect, kinds: Sequence[str], *, turn_id: str | None, session_id: 
     # its message_digest
     digest = (f"CASE a.kind WHEN 'reasoning.step' THEN {d.text('content_digest', 'a.data')} "
               f"ELSE {d.text('message_digest', 'a.data')} END")
-    # A body is stored in the transaction of the entry naming it (at that
-    # transaction's first seq), so the search back stops after BODY_WINDOW
-    # entries: a body that is not there (never stored, redacted) costs a bounded
-    # walk, not one through the whole content tier per step.
-    body = (f"CASE WHEN a.kind IN ('reasoning.step', 'turn.started') THEN (SELECT c.body "
-            f"FROM content_blobs c WHERE c.seq <= a.seq AND c.seq > a.seq - {BODY_WINDOW} "
-            f"AND c.digest = {digest} ORDER BY c.seq DESC LIMIT 1) END")
+    # A body is keyed by the seq of the entry naming it (ledgers written before that
+    # keyed it by the first seq of its transaction: for those, the search back
+    # stops after BODY_WINDOW entries, so a body that is not there, never stored or
+    # redacted, costs a bounded walk, not one through the whole content tier).
+    body = (f"CASE WHEN a.kind IN ('reasoning.step', 'turn.started') THEN coalesce(("
+            f"SELECT c.body FROM content_blobs c WHERE c.seq = a.seq AND c.digest = {digest}), "
+            f"(SELECT c.body FROM content_blobs c WHERE c.seq < a.seq "
+            f"AND c.seq > a.seq - {BODY_WINDOW} AND c.digest = {digest} "
+            "ORDER BY c.seq DESC LIMIT 1)) END")
     return (f"SELECT a.seq, a.kind, a.at, a.turn_id, a.session_id, a.data, {body} "
             f"FROM audit_log a WHERE {scope} AND a.kind IN ({d.phs(len(kinds))}) "
             "ORDER BY a.seq", params)

@@ -44,7 +44,7 @@ from overt.ledger.chain import (
     Draft,
     batch_claims,
     chain,
-    clean_text,
+    content_rows,
     drafts,
     row_to_entry,
     verify_payloads,
@@ -190,9 +190,9 @@ class SqliteLedger:
             self._head = (row[0], row[1]) if row else (0, GENESIS)
         rows, entries, head = chain(self._head, at, batch)
         if contents:
-            first = self._head[0] + 1
             self._conn.executemany(sql.insert_content(D), [
-                (first, d, clean_text(body), at) for d, body in contents.items()])
+                (seq, digest, body, at)
+                for seq, digest, body in content_rows(self._head[0] + 1, entries, contents)])
         self._conn.executemany(sql.insert_entries(D), rows)
         for statement, values in inserts:
             self._conn.execute(statement, values)
