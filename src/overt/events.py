@@ -10,6 +10,8 @@ beside the event, referenced by digest.
 from __future__ import annotations
 
 import dataclasses
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -30,7 +32,8 @@ class Event:
 
     def data(self) -> dict[str, Any]:
         """The event's fields as the ledger's ``data`` object (ids moved to columns)."""
-        return {name: getattr(self, name) for name in _data_fields(type(self))}
+        names, values = _data_getter(type(self))
+        return dict(zip(names, values(self), strict=True))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -496,16 +499,22 @@ class ChannelReplyFailed(Event):
     error_code: str | None = None
 
 
-_FIELDS: dict[type[Event], tuple[str, ...]] = {}
+_GETTERS: dict[type[Event], tuple[tuple[str, ...], Callable[[Event], tuple[Any, ...]]]] = {}
 
 
-def _data_fields(cls: type[Event]) -> tuple[str, ...]:
-    names = _FIELDS.get(cls)
-    if names is None:
+def _data_getter(cls: type[Event]) -> tuple[tuple[str, ...], Callable[[Event], tuple[Any, ...]]]:
+    """The names of an event class's data fields and a function reading their values
+    in one call (an event is recorded on every step: this is on the hot path)."""
+    getter = _GETTERS.get(cls)
+    if getter is None:
         names = tuple(f.name for f in dataclasses.fields(cls)
                       if f.name not in ("turn_id", "session_id"))
-        _FIELDS[cls] = names
-    return names
+        if len(names) > 1:
+            getter = (names, operator.attrgetter(*names))
+        else:  # attrgetter of one name returns the value itself, of none is an error
+            getter = (names, lambda event: tuple(getattr(event, n) for n in names))
+        _GETTERS[cls] = getter
+    return getter
 
 
 AnyEvent = (

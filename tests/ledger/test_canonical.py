@@ -47,6 +47,25 @@ def test_equal_values_give_equal_canonical_bytes(value: object) -> None:
     assert canonical_json(json.loads(canonical_json(value))) == canonical_json(value)
 
 
+@given(json_values)
+def test_canonical_json_is_the_documented_json_dumps(value: object) -> None:
+    import json
+
+    assert canonical_json(value) == json.dumps(value, sort_keys=True, separators=(",", ":"),
+                                               ensure_ascii=False, allow_nan=False)
+
+
+def test_a_value_json_cannot_hold_is_refused_as_json_refuses_it() -> None:
+    cyclic: list[object] = []
+    cyclic.append(cyclic)
+    with pytest.raises(ValueError, match="Circular"):
+        canonical_json({"x": cyclic})
+    with pytest.raises(TypeError):
+        canonical_json({"x": object()})
+    with pytest.raises(TypeError):
+        canonical_json({(1, 2): "tuple key"})
+
+
 def test_digests_are_tagged_with_their_algorithm() -> None:
     assert digest_text("abc") == "sha256:" + hashlib.sha256(b"abc").hexdigest()
     assert digest_value({"a": 1}) == digest_text('{"a":1}')
