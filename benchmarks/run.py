@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import (
     bench_hooks,
     bench_ledger,
+    bench_machine,
     bench_memory,
     bench_policy,
     bench_reasoning,
@@ -22,7 +23,7 @@ from benchmarks import (
 def main() -> None:
     print(f"overt benchmarks on {platform.machine()}, Python {platform.python_version()}, "
           f"{__import__('os').cpu_count()} CPUs\n")
-    for module in (bench_turn, bench_ledger, bench_hooks, bench_router, bench_policy,
+    for module in (bench_machine, bench_turn, bench_ledger, bench_hooks, bench_router, bench_policy,
                    bench_memory, bench_reasoning):
         module.main()
         print()
