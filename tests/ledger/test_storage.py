@@ -257,3 +257,23 @@ def test_the_last_error_includes_a_plugins_failure(ledger: Any) -> None:
                                  consequence="ignored")]))
     last = run(ledger.last_error())
     assert last is not None and last.kind == "hook.error"
+
+
+def test_a_sessions_spend_is_read_from_its_own_entries(ledger: Any, raw: Raw) -> None:
+    from overt.events import InferenceRecorded
+    from overt.ledger import sql
+
+    def inference(session: str, tokens: int) -> InferenceRecorded:
+        return InferenceRecorded(
+            turn_id="T", session_id=session, inference_id=f"I{session}{tokens}", iteration=0,
+            model="m", route="default", input_tokens=tokens, output_tokens=1, cost_usd=0.5,
+            duration_ms=1.0, tools_offered=[], tool_calls_requested=0, stop_reason="end_turn",
+            response_digest=None)
+
+    run(ledger.record([inference("a", 10), inference("b", 100), inference("a", 20)]))
+    assert run(ledger.spent(since="", session_id="a")) == (32, 1.0)
+    assert run(ledger.spent(since="")) == (133, 1.5)
+    if not raw.pg:  # the plan: the session's index, not every inference since then
+        plan = raw.query("EXPLAIN QUERY PLAN " + sql.spent(sql.SQLITE, session=True), ("", "a"))
+        assert "audit_log_session" in str(plan), plan
+

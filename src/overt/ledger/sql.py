@@ -269,9 +269,10 @@ def usage(d: Dialect, by: Sequence[str] = ("route", "model")) -> str:
 
 def spent(d: Dialect, *, session: bool) -> str:
     """Tokens (input + output) and dollars of inferences since a time (and of one session)."""
-    where = f"kind = 'inference' AND {KIND_INDEXED} AND at >= {d.ph}"
-    if session:
-        where += f" AND session_id = {d.ph}"
+    if session:  # through the session's own entries, not every inference since then
+        where = f"kind = 'inference' AND at >= {d.ph} AND session_id = {d.ph}"
+    else:
+        where = f"kind = 'inference' AND {KIND_INDEXED} AND at >= {d.ph}"
     return (f"SELECT coalesce(sum({d.number('input_tokens')} + {d.number('output_tokens')}), 0),"
             f" coalesce(sum({d.number('cost_usd')}), 0.0) FROM audit_log WHERE {where}")
 
