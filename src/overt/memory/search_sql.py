@@ -12,6 +12,7 @@ import hashlib
 import re
 from typing import Any
 
+from overt.ledger.schema.memory_search import SEQ_MASK, SLOT_SHIFT
 from overt.ledger.sql import Dialect
 
 CURRENT = ("NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id)")
@@ -30,12 +31,38 @@ STOP_WORDS = frozenset((
 ))
 
 # bm25 per column (title, body, tags); lower is better, so the score is its negation.
-_SQLITE_RANK = "bm25(memory_nodes_fts, 2.0, 1.0, 0.0)"
-# ts_rank_cd weights for D (tags: nothing), C (unused), B (body), A (title).
-_POSTGRES_RANK = "ts_rank_cd('{0, 0, 0.5, 1.0}', n.search, q)"
+_SQLITE_RANK = "bm25(memory_search, 2.0, 1.0, 0.0)"
+# ts_rank weights for D (tags: nothing), C (unused), B (body), A (title). Not
+# ts_rank_cd: for OR queries that is the weighted count of occurrences, at about five
+# times ts_rank's cost per match (a cover search, a buffer zeroed per query item).
+_POSTGRES_RANK = "ts_rank('{0, 0, 0.5, 1.0}', m.search, w.q)"
+# PostgreSQL's query ``w``: the distinct stems of the words (english) ORed, ``q``,
+# and ``sure``: any of them in a title (the index marks a title's words ``^word``)
+# or any two of them. Per stem found, ts_rank adds its highest weight plus its
+# other occurrences' at 1/i^2 (i from the first), over pi^2/6, over the stems in
+# ``q``: under 0.5 / size for a stem in the body only; at least 1 / 1.6449 / size
+# for one in the title, and 2 * 0.5 / 1.6449 / size for two stems in the body. So
+# a node matching ``sure`` (unless a stem is among its tags only, which weigh
+# nothing) outranks every node with one stem in its body only: when the ``limit``
+# best of them score over 0.5 / size, they are the top, and the other matches
+# (most of them, for frequent words) are not read.
+_OPERAND = r"'''' || replace(replace({0}, '\', '\\'), '''', '''''') || ''''"
+_POSTGRES_WORDS = (
+    "w AS MATERIALIZED (SELECT cardinality(lex) AS size, "
+    f"nullif(array_to_string(ARRAY(SELECT {_OPERAND.format('x')} FROM unnest(lex) x), "
+    "' | '), '')::tsquery AS q, "
+    f"nullif(array_to_string(ARRAY(SELECT {_OPERAND.format(chr(39) + '^' + chr(39) + ' || x')} "
+    "FROM unnest(lex) x) || ARRAY(SELECT "
+    f"'(' || {_OPERAND.format('a')} || ' & ' || {_OPERAND.format('b')} || ')' "
+    "FROM unnest(lex) WITH ORDINALITY s(a, i) JOIN unnest(lex) WITH ORDINALITY t(b, j) "
+    "ON i < j), ' | '), '')::tsquery AS sure "
+    "FROM (SELECT tsvector_to_array(to_tsvector('english', {0})) AS lex) l)")
 # Ties on PostgreSQL compare bytes, as SQLite's BINARY does, whatever the database's
 # collation (and without a locale's comparison cost).
-_NEWER_FIRST = '{0}.created_at COLLATE "C" DESC, {0}.id COLLATE "C" DESC'
+_NEWER_FIRST = '{0}.created_at COLLATE "C" DESC, {0}.node_id COLLATE "C" DESC'
+# An actor's rowids in SQLite's index: from its slot's first to its last.
+_SLOT = f"(SELECT slot << {SLOT_SHIFT} FROM memory_search_actors WHERE actor = ?)"
+_SEQ = f"rowid & {SEQ_MASK}"
 _LETTERS = str.maketrans("0123456789abcdef", "abcdefghijklmnop")
 
 
@@ -68,9 +95,10 @@ def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
            columns: str) -> tuple[str, list[Any]]:
     """(statement, params) selecting ``columns`` of node alias ``n`` plus a score column.
 
-    With no ``terms``: the newest current nodes (score 0). With terms, the kind
-    and actor narrow the match inside the index (their tags), and are checked
-    again on the rows found.
+    With no ``terms``: the newest current nodes (score 0). With terms, the search
+    reads the actor's part of the index only (SQLite: its rowid range; PostgreSQL:
+    its partition, narrowed by its tag), the kind narrows the match inside the
+    index (its tag), and both are checked again on the rows found.
     """
     filters: list[str] = []
     params: list[Any] = []
@@ -83,35 +111,44 @@ def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
     if not terms:
         return (f"SELECT {cols}, 0.0 FROM memory_nodes n WHERE {CURRENT}{where} "
                 f"ORDER BY n.created_at DESC, n.id DESC LIMIT {d.ph}", [*params, limit])
-    narrow = [*([kind_tag(kind)] if kind is not None else []),
-              *([actor_tag(actor)] if actor is not None else [])]
     if d.name == "sqlite":
         match = "{title body} : (" + " OR ".join(f'"{t}"' for t in terms) + ")"
-        match += "".join(f' AND search_tags : "{t}"' for t in narrow)
-        # Rank inside the index (no row is read for a match that is not kept), then
-        # read the few rows kept. Ties inside the index go to the newer row (rowid).
-        return (f"SELECT {cols}, -f.rank AS score FROM (SELECT rowid, {_SQLITE_RANK} AS rank "
-                f"FROM memory_nodes_fts WHERE memory_nodes_fts MATCH {d.ph} "
-                f"ORDER BY rank, rowid DESC LIMIT {d.ph}) f "
-                f"JOIN memory_nodes n ON n.rowid = f.rowid WHERE 1 = 1{where} "
-                f"ORDER BY f.rank, n.created_at DESC, n.id DESC",
-                [match, limit, *params])
-    # One tsquery for the GIN index: the words (ranked) and the tags (not ranked).
-    # Ranking reads each match's tsvector from its row, so the matches are ranked
-    # on narrow rows (id, time, rank) and only the ``limit`` kept are read whole:
-    # sorting or anti-joining whole rows (~1.4 KB each) spills to disk past a few
-    # thousand matches. ``OFFSET 0`` keeps the kind and actor checks on the rows
-    # found, off their b-tree indexes (the tags already narrowed the match; ANDing
-    # in a bitmap of one actor's 25,000 rows only costs).
+        if kind is not None:
+            match += f' AND search_tags : "{kind_tag(kind)}"'
+        # Rank inside the index, within the actor's rowid range (no row is read for
+        # a match that is not kept), then read the few rows kept. Ties inside the
+        # index go to the newer row (the larger seq).
+        within = (f" AND rowid BETWEEN {_SLOT} AND {_SLOT} + {SEQ_MASK}"
+                  if actor is not None else "")
+        return (f"SELECT {cols}, -f.rank AS score FROM (SELECT {_SEQ} AS seq, {_SQLITE_RANK} "
+                f"AS rank FROM memory_search WHERE memory_search MATCH ?{within} "
+                f"ORDER BY rank, {_SEQ} DESC LIMIT ?) f "
+                f"JOIN memory_search_rows r ON r.seq = f.seq "
+                f"JOIN memory_nodes n ON n.id = r.node_id "
+                f"WHERE 1 = 1{where} ORDER BY f.rank, n.created_at DESC, n.id DESC",
+                [match, *([actor, actor] if actor is not None else []), limit, *params])
+    # The tags narrow the GIN match (an actor's partition may hold other actors'
+    # nodes); only current revisions are in memory_search. The nodes sure to outrank
+    # the others first (see _POSTGRES_WORDS), every match only when they are too few;
+    # the ``limit`` kept are read from memory_nodes.
+    narrow = [*([kind_tag(kind)] if kind is not None else []),
+              *([actor_tag(actor)] if actor is not None else [])]
     tag_query = " & ".join(narrow) if narrow else None
-    matched = f"(q && to_tsquery('simple', {d.ph}))" if tag_query else "q"
-    checks = " AND ".join(f.replace("n.", "m.", 1) for f in filters) or "TRUE"
-    return (f"SELECT {cols}, f.score FROM (SELECT m.id, m.created_at, m.score FROM ("
-            f"SELECT n.id, n.created_at, n.kind, n.actor, {_POSTGRES_RANK} AS score "
-            f"FROM memory_nodes n, to_tsquery('english', {d.ph}) q "
-            f"WHERE n.search @@ {matched} OFFSET 0) m "
-            f"WHERE {checks} AND {CURRENT.replace('n.id', 'm.id')} "
-            f"ORDER BY m.score DESC, {_NEWER_FIRST.format('m')} LIMIT {d.ph}) f "
-            f"JOIN memory_nodes n ON n.id = f.id "
+    checks = "".join(f" AND {f.replace('n.', 'm.', 1)}" for f in filters)
+    narrowing = [*([tag_query] if tag_query else []), *params]
+
+    def ranked(query: str, only_if: str) -> str:
+        matched = f"({query} && to_tsquery('simple', {d.ph}))" if tag_query else query
+        return (f"SELECT m.node_id, m.created_at, {_POSTGRES_RANK} AS score "
+                f"FROM memory_search m, w WHERE {only_if}m.search @@ {matched}{checks} "
+                f"ORDER BY score DESC, {_NEWER_FIRST.format('m')} LIMIT {d.ph}")
+
+    return (f"WITH {_POSTGRES_WORDS.format(d.ph)}, "
+            f"top AS MATERIALIZED ({ranked('w.sure', '')}), "
+            f"found AS (SELECT coalesce(count(*) = {d.ph} AND min(score)::float8 > "
+            f"0.5 / nullif((SELECT size FROM w), 0), false) AS enough FROM top), "
+            f"rest AS ({ranked('w.q', 'NOT (SELECT enough FROM found) AND ')}) "
+            f"SELECT {cols}, f.score FROM (SELECT * FROM top WHERE (SELECT enough FROM found) "
+            f"UNION ALL SELECT * FROM rest) f JOIN memory_nodes n ON n.id = f.node_id "
             f"ORDER BY f.score DESC, {_NEWER_FIRST.format('f')}",
-            [" | ".join(terms), *([tag_query] if tag_query else []), *params, limit])
+            [" ".join(terms), *narrowing, limit, limit, *narrowing, limit])

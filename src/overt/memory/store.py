@@ -7,13 +7,17 @@ once over a :class:`~overt.ledger.sql.Dialect`; only full-text search differs
 by backend (:mod:`overt.memory.search_sql`).
 
 Search ordering, on both backends: relevance first (SQLite: FTS5 ``bm25`` with
-the title weighted 2 and the body 1; PostgreSQL: ``ts_rank_cd`` with title
-weight A = 1.0 and body weight B = 0.5), then newer ``created_at`` first, then
-the larger id. (SQLite picks the top ``limit`` inside its index, where a tie
-goes to the row inserted later, which is the newer one within a ledger.) Query
-words are lower-cased, split on anything but letters and digits, stripped of
-common English stop words and matched with OR, stemmed (porter / english).
-Only current revisions are found. Scores are comparable within one backend only.
+the title weighted 2 and the body 1; PostgreSQL: ``ts_rank`` with title weight
+A = 1.0 and body weight B = 0.5, which grows with each query word's occurrences
+and levels off as they repeat), then newer ``created_at`` first, then the larger
+id. (SQLite picks the top ``limit`` inside its index, where a tie goes to the
+node indexed later, which is the newer one within a ledger.) Query words are
+lower-cased, split on anything but letters and digits, stripped of common
+English stop words and matched with OR, stemmed (porter / english). Only
+current revisions are found. Scores are comparable within one backend only.
+
+A search within one actor's memory (the default of ``node_search``) reads only
+that actor's part of the index (see :mod:`overt.ledger.schema.memory_search`).
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ of ``memory_link_retractions`` (one per link).
 ``search_tags`` holds one word for the node's kind and one for its actor (see
 :func:`overt.memory.search_sql.tags`), indexed with the text, so a search within
 one actor's memory or one kind is narrowed inside the full-text index instead
-of ranking every match and filtering afterwards (what keeps a search over
-100,000 nodes within a few milliseconds). They weigh nothing in the ranking.
+of ranking every match and filtering afterwards. They weigh nothing in the
+ranking.
 
 Every table is append-only, by the same triggers as the chain's own tables.
 Search: SQLite keeps an FTS5 index (porter stemming) over ``title`` and
@@ -23,6 +23,8 @@ Search: SQLite keeps an FTS5 index (porter stemming) over ``title`` and
 the index, so only current revisions are found. PostgreSQL keeps a generated
 ``tsvector`` (title weight A, body weight B, english config) with a GIN index;
 its queries leave superseded revisions out with an anti-join on ``supersedes``.
+Migration 7 (:mod:`overt.ledger.schema.memory_search`) replaces both indexes
+with one that keeps each actor's nodes together.
 
 The guard builders come from the dialect's schema module (passed in, since that
 module imports this one).

@@ -11,7 +11,7 @@ guard; a prune opens the gate for its own transaction only, with
 
 from __future__ import annotations
 
-from overt.ledger.schema import memory
+from overt.ledger.schema import memory, memory_search
 from overt.ledger.sql import (
     KIND_INDEX,
     POSTGRES,
@@ -148,4 +148,6 @@ MIGRATIONS: list[tuple[int, str, str]] = [
      memory.postgres(lambda t: _guard(t, gated=False))),
     (6, "indexes that append: kind and time without the high-volume kinds, steps by time",
      _APPENDING_INDEXES_V6),
+    (7, "memory search by actor: each actor's nodes together in the index",
+     memory_search.postgres()),
 ]

@@ -10,7 +10,7 @@ closes it before committing.
 
 from __future__ import annotations
 
-from overt.ledger.schema import memory
+from overt.ledger.schema import memory, memory_search
 from overt.ledger.sql import (
     KIND_INDEX,
     SQLITE,
@@ -144,4 +144,6 @@ MIGRATIONS: list[tuple[int, str, str]] = [
      memory.sqlite(lambda t: _no_update(t) + _no_delete(t, gated=False))),
     (6, "indexes that append: kind and time without the high-volume kinds, steps by time",
      _APPENDING_INDEXES_V6),
+    (7, "memory search by actor: each actor's nodes together in the index",
+     memory_search.sqlite(lambda t: _no_update(t) + _no_delete(t, gated=False))),
 ]

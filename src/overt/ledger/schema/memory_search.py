@@ -1,0 +1,130 @@
+"""Migration 7: memory search reads one actor's slice of the index.
+
+A search runs within one actor's memory unless asked otherwise, so the index
+keeps each actor's nodes together and a search reads that actor's part only,
+instead of every actor's matches ANDed with the actor's tag (the index's
+longest list). Only current revisions are in it: superseding a node takes the
+old revision out, so a search needs no anti-join. It holds nothing that
+``memory_nodes`` does not (it can be rebuilt from it), and ranking is unchanged
+on SQLite; see :mod:`overt.memory.store` for the ordering.
+
+SQLite: a contentless FTS5 table, ``memory_search``, whose rowid is
+``slot << 40 | seq``: ``slot`` numbers the actor (``memory_search_actors``, in
+order of first write) and ``seq`` the node (``memory_search_rows``, in order of
+insertion). An actor's nodes are then one rowid range, which FTS5 seeks to in
+every word's list, and within it the rowid order is the insertion order. Ids
+live in ``memory_search_rows`` because a table's implicit rowid may change on
+``VACUUM``. Those two tables are append-only like the others. The old FTS5 table,
+``memory_nodes_fts``, is dropped.
+
+PostgreSQL: ``memory_search`` is partitioned by a hash of the actor (16
+partitions, each with its own GIN index), so a search within one actor reads
+one partition's index and rows. Its ``search`` is the vector
+``memory_nodes.search`` was (title weight A, body B, tags D) plus each of the
+title's words marked, ``^word`` (no position), so that the nodes with a query
+word in their title can be found in the index alone (see
+:mod:`overt.memory.search_sql`). A trigger on ``memory_nodes`` adds the row and
+deletes the superseded revision's row. The GIN indexes do not use
+``fastupdate``: its pending list is read through by every search until a vacuum
+empties it. ``memory_nodes.search`` and its GIN index are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+SLOT_SHIFT = 40
+"""Bits of a ``memory_search`` rowid below the actor's slot (SQLite)."""
+SEQ_MASK = (1 << SLOT_SHIFT) - 1
+PARTITIONS = 16
+"""Hash partitions of ``memory_search`` (PostgreSQL)."""
+
+_SQLITE = f"""
+CREATE TABLE memory_search_actors (
+    slot  INTEGER PRIMARY KEY,
+    actor TEXT NOT NULL UNIQUE
+);
+CREATE TABLE memory_search_rows (
+    seq     INTEGER PRIMARY KEY,
+    node_id TEXT NOT NULL UNIQUE,
+    slot    INTEGER NOT NULL
+);
+DROP TRIGGER memory_nodes_fts_insert;
+DROP TABLE memory_nodes_fts;
+CREATE VIRTUAL TABLE memory_search USING fts5(
+    title, body, search_tags, content='', tokenize='porter unicode61'
+);
+CREATE TRIGGER memory_search_insert AFTER INSERT ON memory_nodes BEGIN
+    INSERT INTO memory_search_actors (actor) SELECT new.actor
+        WHERE NOT EXISTS (SELECT 1 FROM memory_search_actors WHERE actor = new.actor);
+    INSERT INTO memory_search_rows (node_id, slot)
+        SELECT new.id, slot FROM memory_search_actors WHERE actor = new.actor;
+    INSERT INTO memory_search (rowid, title, body, search_tags)
+        SELECT (slot << {SLOT_SHIFT}) | seq, new.title, new.body, new.search_tags
+        FROM memory_search_rows WHERE node_id = new.id;
+    INSERT INTO memory_search (memory_search, rowid, title, body, search_tags)
+        SELECT 'delete', (r.slot << {SLOT_SHIFT}) | r.seq, old.title, old.body, old.search_tags
+        FROM memory_nodes old JOIN memory_search_rows r ON r.node_id = old.id
+        WHERE old.id = new.supersedes;
+END;
+INSERT INTO memory_search_actors (actor)
+    SELECT actor FROM memory_nodes GROUP BY actor ORDER BY min(rowid);
+INSERT INTO memory_search_rows (node_id, slot)
+    SELECT n.id, a.slot FROM memory_nodes n JOIN memory_search_actors a ON a.actor = n.actor
+    WHERE NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id)
+    ORDER BY n.rowid;
+INSERT INTO memory_search (rowid, title, body, search_tags)
+    SELECT (r.slot << {SLOT_SHIFT}) | r.seq, n.title, n.body, n.search_tags
+    FROM memory_search_rows r JOIN memory_nodes n ON n.id = r.node_id ORDER BY r.seq;
+"""
+
+_TITLE_MARKS = ("array_to_tsvector(ARRAY(SELECT '^' || x FROM "
+                "unnest(tsvector_to_array(to_tsvector('english', {0}title))) x))")
+_VECTOR = ("setweight(to_tsvector('english', {0}title), 'A') "
+           "|| setweight(to_tsvector('english', {0}body), 'B') "
+           "|| setweight(to_tsvector('simple', {0}search_tags), 'D') || " + _TITLE_MARKS)
+
+_PARTITIONS = "".join(
+    f"CREATE TABLE memory_search_{r} PARTITION OF memory_search "
+    f"FOR VALUES WITH (MODULUS {PARTITIONS}, REMAINDER {r});\n" for r in range(PARTITIONS))
+
+_POSTGRES = f"""
+CREATE TABLE memory_search (
+    node_id    TEXT NOT NULL,
+    actor      TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    search     tsvector NOT NULL,
+    PRIMARY KEY (node_id, actor)
+) PARTITION BY HASH (actor);
+{_PARTITIONS}
+CREATE FUNCTION overt_memory_search() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO memory_search (node_id, actor, kind, created_at, search)
+        VALUES (NEW.id, NEW.actor, NEW.kind, NEW.created_at, {_VECTOR.format('NEW.')});
+    IF NEW.supersedes IS NOT NULL THEN
+        DELETE FROM memory_search WHERE node_id = NEW.supersedes;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER memory_nodes_search AFTER INSERT ON memory_nodes
+    FOR EACH ROW EXECUTE FUNCTION overt_memory_search();
+
+INSERT INTO memory_search (node_id, actor, kind, created_at, search)
+    SELECT n.id, n.actor, n.kind, n.created_at, n.search || {_TITLE_MARKS.format('n.')}
+    FROM memory_nodes n
+    WHERE NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id);
+CREATE INDEX memory_search_words ON memory_search USING GIN (search) WITH (fastupdate = off);
+DROP INDEX memory_nodes_search;
+ALTER TABLE memory_nodes DROP COLUMN search;
+"""
+
+
+def sqlite(guard: Callable[[str], str]) -> str:
+    """The SQLite migration; ``guard(table)`` makes ``table`` append-only."""
+    return _SQLITE + guard("memory_search_actors") + guard("memory_search_rows")
+
+
+def postgres() -> str:
+    """The PostgreSQL migration (``memory_search`` is an index, not a record: no guard)."""
+    return _POSTGRES

@@ -1,0 +1,131 @@
+"""The search index on both backends: each actor's nodes kept together, current
+revisions only, filled from the nodes already there when the ledger migrates."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from overt.ledger import open_ledger
+from overt.memory.store import Writer, store_for
+from tests.backends import Raw
+from tests.conftest import LATEST, run
+
+ALICE = Writer("agent:alice")
+BOB = Writer("agent:bob")
+
+
+def test_nodes_written_before_the_index_existed_are_found_once_the_ledger_migrates(
+    ledger_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from overt.ledger import postgres, sqlite
+
+    for module in (sqlite, postgres):
+        monkeypatch.setattr(module, "MIGRATIONS",
+                            [m for m in module.MIGRATIONS if m[0] < 7])
+    old: Any = open_ledger(ledger_url)
+    store = store_for(old)
+    first = run(store.create_node("Decision", "Pick a queue", "We use RabbitMQ.", ALICE))
+    second = run(store.supersede(first, "Pick a queue", "We use Kafka.", ALICE))
+    note = run(store.create_node("Note", "Kafka tuning", "Batch kafka writes.", BOB))
+    old.close_sync()
+    monkeypatch.undo()
+
+    current: Any = open_ledger(ledger_url)
+    try:
+        assert current.schema_versions() == LATEST
+        store = store_for(current)
+        assert run(store.search("rabbitmq")) == []
+        assert [h.node.id for h in run(store.search("kafka", actor="agent:alice"))] == [
+            second.id]
+        assert [h.node.id for h in run(store.search("kafka", actor="agent:bob"))] == [note.id]
+        later = run(store.supersede(note, "Kafka tuning", "Batch writes, 1 MiB.", BOB))
+        assert [h.node.id for h in run(store.search("tuning"))] == [later.id]
+    finally:
+        current.close_sync()
+
+
+def test_a_revision_superseded_by_another_actor_leaves_the_index(ledger: Any) -> None:
+    store = store_for(ledger)
+    first = run(store.create_node("Note", "Cache size", "two gigabytes", ALICE))
+    second = run(store.supersede(first, "Cache size", "four gigabytes", BOB))
+    assert run(store.search("two")) == []
+    assert run(store.search("cache", actor="agent:alice")) == []
+    assert [h.node.id for h in run(store.search("cache", actor="agent:bob"))] == [second.id]
+
+
+def test_the_memory_of_an_actor_who_never_wrote_has_nothing_to_find(ledger: Any) -> None:
+    store = store_for(ledger)
+    run(store.create_node("Note", "Cache size", "two gigabytes", ALICE))
+    assert run(store.search("cache", actor="agent:nobody")) == []
+    assert run(store.search("cache", kind="Note", actor="agent:nobody")) == []
+
+
+def test_ties_across_actors_go_to_the_newest_node(ledger: Any) -> None:
+    store = store_for(ledger)
+    oldest = run(store.create_node("Note", "same words", "identical body", BOB))
+    middle = run(store.create_node("Note", "same words", "identical body", ALICE))
+    newest = run(store.create_node("Note", "same words", "identical body", BOB))
+    assert [h.node.id for h in run(store.search("identical"))] == [
+        newest.id, middle.id, oldest.id]
+    assert [h.node.id for h in run(store.search("identical", limit=2))] == [
+        newest.id, middle.id]
+    assert [h.node.id for h in run(store.search("identical", actor="agent:bob",
+                                                limit=1))] == [newest.id]
+
+
+def test_a_search_within_one_actor_and_kind_finds_only_those_nodes(ledger: Any) -> None:
+    store = store_for(ledger)
+    mine = run(store.create_node("Decision", "Cache policy", "evict by LRU", ALICE))
+    run(store.create_node("Note", "Cache policy", "evict by LRU", ALICE))
+    run(store.create_node("Decision", "Cache policy", "evict by LRU", BOB))
+    assert [h.node.id for h in run(store.search("cache lru", kind="Decision",
+                                                actor="agent:alice"))] == [mine.id]
+
+
+WORDS = ["cache", "queue", "lock", "index", "shard", "replica", "vacuum", "latency"]
+FILLER = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+SEQ_MASK = (1 << 40) - 1
+
+
+def _every_match_ranked(raw: Raw, words: str, actor: str | None, limit: int) -> list[str]:
+    """The top ``limit`` by ranking every match, as the ordering rules say."""
+    if raw.pg:
+        within = " AND m.actor = ?" if actor else ""
+        rows = raw.query(
+            "SELECT m.node_id FROM memory_search m, to_tsquery('english', ?) q "
+            f"WHERE m.search @@ q{within} ORDER BY ts_rank('{{0, 0, 0.5, 1.0}}', m.search, q) "
+            'DESC, m.created_at COLLATE "C" DESC, m.node_id COLLATE "C" DESC LIMIT ?',
+            [" | ".join(words.split()), *([actor] if actor else []), limit])
+    else:
+        within = " AND n.actor = ?" if actor else ""
+        match = "{title body} : (" + " OR ".join(f'"{w}"' for w in words.split()) + ")"
+        rows = raw.query(
+            "WITH f AS MATERIALIZED (SELECT rowid, bm25(memory_search, 2.0, 1.0, 0.0) AS rank "
+            "FROM memory_search WHERE memory_search MATCH ?) SELECT n.id FROM f "
+            f"JOIN memory_search_rows r ON r.seq = f.rowid & {SEQ_MASK} "
+            f"JOIN memory_nodes n ON n.id = r.node_id WHERE 1 = 1{within} "
+            "ORDER BY f.rank, n.created_at DESC, n.id DESC LIMIT ?",
+            [match, *([actor] if actor else []), limit])
+    return [r[0] for r in rows]
+
+
+def test_the_top_found_is_the_top_of_every_match_ranked(ledger: Any, raw: Raw) -> None:
+    rng = random.Random(8)
+    store = store_for(ledger)
+    nodes = []
+    for n in range(90):
+        title = " ".join(rng.choices(WORDS + FILLER, k=rng.randint(1, 4)))
+        body = " ".join(rng.choices(WORDS + FILLER * 3, k=rng.randint(4, 30)))
+        nodes.append(run(store.create_node("Note", title, body, BOB if n % 3 else ALICE)))
+    for node in nodes[::7]:
+        run(store.supersede(node, node.title, node.body + " echo", ALICE))
+    for words in ("cache", "queue lock", "index shard replica", "vacuum latency cache lock",
+                  "golf", "hotel cache"):
+        for limit in (1, 3, 10):
+            for actor in ("agent:alice", "agent:bob", None):
+                found = run(store.search(words, actor=actor, limit=limit))
+                assert [h.node.id for h in found] == _every_match_ranked(
+                    raw, words, actor, limit), (words, actor, limit)
