@@ -1,4 +1,5 @@
-"""A runtime whose get_usage waits for approval, and tokens for three actors."""
+"""Runtimes whose calls wait for approval (get_usage; a payroll tool), and tokens for
+three actors."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from typing import Any
 from overt.channels.auth import Tokens, token_digest
 from overt.channels.transcript import Transcript
 from overt.ledger.base import Ledger
+from overt.models.base import Model
 from overt.models.fake import ScriptedModel
 from overt.policy.capabilities import Capabilities
 from overt.policy.engine import Policy
 from overt.policy.gate import Gate
 from overt.policy.rules import Rule
 from overt.runtime import Runtime
+from overt.tools import tool
 
 OPERATOR = "op-token"
 CLIENT = "client-token"
@@ -39,3 +42,19 @@ def make_runtime(ledger: Ledger, tmp_path: Path, replies: list[Any]) -> Runtime:
                     "memory.read"]}))
     return Runtime(model=ScriptedModel(replies), ledger=ledger,
                    transcript=Transcript(tmp_path / "transcript.jsonl"), gate=gate)
+
+
+def payroll_runtime(ledger: Ledger, model: Model) -> Runtime:
+    """A runtime with one tool, ``payroll``, whose every call asks for approval."""
+    @tool(read_only=True)
+    async def payroll(month: str) -> dict[str, int]:
+        """Payroll total.
+
+        Args:
+            month: YYYY-MM.
+        """
+        return {"total": 42}
+
+    gate = Gate(Policy([Rule("payroll-asks", "ask", "payroll_is_private",
+                             "payroll is shown after approval", tools=("payroll",))]))
+    return Runtime(model=model, ledger=ledger, tools=[payroll], gate=gate)

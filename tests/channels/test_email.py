@@ -19,11 +19,7 @@ from overt.channels.settings import EmailSettings
 from overt.errors import ChannelError, LedgerError
 from overt.ledger.base import Ledger
 from overt.models.fake import ScriptedModel
-from overt.policy.engine import Policy
-from overt.policy.gate import Gate
-from overt.policy.rules import Rule
-from overt.runtime import Runtime
-from overt.tools import tool
+from tests.channels.helpers import payroll_runtime
 from tests.channels.mail_servers import Imap, SmtpSink, dovecot, smtp_server
 from tests.conftest import RuntimeFactory, run
 
@@ -206,21 +202,9 @@ def test_a_crash_between_sending_and_recording_resends_with_the_same_message_id(
 def test_an_answer_that_waited_for_approval_is_emailed_in_the_same_thread_once(
         servers: tuple[Imap, SmtpSink, EmailSettings], ledger: Ledger) -> None:
     imap, sink, settings = servers
-
-    @tool(read_only=True)
-    async def payroll(month: str) -> dict[str, int]:
-        """Payroll total.
-
-        Args:
-            month: YYYY-MM.
-        """
-        return {"total": 42}
-
-    gate = Gate(Policy([Rule("payroll-asks", "ask", "payroll_is_private",
-                             "payroll is shown after approval", tools=("payroll",))]))
-    runtime = Runtime(model=ScriptedModel([
+    runtime = payroll_runtime(ledger, ScriptedModel([
         {"tool_calls": [{"name": "payroll", "arguments": {"month": "2026-10"}}]},
-        "Payroll for October was 42."]), ledger=ledger, tools=[payroll], gate=gate)
+        "Payroll for October was 42."]))
     channel = EmailChannel(runtime, settings, imap_password=imap.password)
     deliver(imap, message_id="<p1@example.org>", subject="Payroll")
 

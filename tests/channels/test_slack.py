@@ -17,15 +17,12 @@ from slack_sdk.signature import SignatureVerifier
 from overt.channels.delivery import deliver_pending, deliver_resumed
 from overt.channels.slack import SlackDMHandler, slack_routes
 from overt.ledger.base import Ledger
-from overt.models.base import Model
 from overt.models.fake import FunctionModel, ScriptedModel
-from overt.policy.engine import Policy
-from overt.policy.gate import Gate
-from overt.policy.rules import Rule
 from overt.runtime import Runtime
 from overt.tools import tool
 from overt.types import ModelRequest
 from tests.channels.fake_slack import FakeSlack, fake_slack_api, serve
+from tests.channels.helpers import payroll_runtime
 from tests.conftest import RuntimeFactory, run
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -227,24 +224,9 @@ def test_a_reply_slack_refuses_is_recorded_as_failed(make_runtime: RuntimeFactor
     run(main())
 
 
-def _asking_runtime(ledger: Ledger, tmp_path: Path, model: Model) -> Runtime:
-    @tool(read_only=True)
-    async def payroll(month: str) -> dict[str, int]:
-        """Payroll total.
-
-        Args:
-            month: YYYY-MM.
-        """
-        return {"total": 42}
-
-    gate = Gate(Policy([Rule("payroll-asks", "ask", "payroll_is_private",
-                             "payroll is shown after approval", tools=("payroll",))]))
-    return Runtime(model=model, ledger=ledger, tools=[payroll], gate=gate)
-
-
 def test_an_answer_that_waited_for_approval_is_posted_to_the_same_thread_once(
         ledger: Ledger, tmp_path: Path) -> None:
-    runtime = _asking_runtime(ledger, tmp_path, ScriptedModel([
+    runtime = payroll_runtime(ledger, ScriptedModel([
         {"tool_calls": [{"name": "payroll", "arguments": {"month": "2026-10"}}]},
         "Payroll for October was 42."]))
 
@@ -274,10 +256,10 @@ def test_an_answer_that_waited_for_approval_is_posted_to_the_same_thread_once(
 
 def test_an_answer_approved_in_another_process_is_delivered_by_the_next_sweep(
         ledger: Ledger, tmp_path: Path) -> None:
-    runtime = _asking_runtime(ledger, tmp_path, ScriptedModel([
+    runtime = payroll_runtime(ledger, ScriptedModel([
         {"tool_calls": [{"name": "payroll", "arguments": {"month": "2026-10"}}]}]))
     # the operator's CLI: its own runtime on the same ledger, no Slack secrets
-    operator = _asking_runtime(ledger, tmp_path, ScriptedModel(["Payroll was 42."]))
+    operator = payroll_runtime(ledger, ScriptedModel(["Payroll was 42."]))
 
     async def main() -> None:
         async with slack_app(runtime) as (handler, fake, post):

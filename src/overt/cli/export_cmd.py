@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from overt.clock import period_start
+from overt.cli.flags import time_flag
 from overt.errors import UsageError
 from overt.ledger.base import Ledger
 from overt.ledger.export import export_jsonl
@@ -74,22 +74,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help="otlp only: the collector's traces URL")
 
 
-def _time(value: str | None, flag: str) -> str | None:
-    if value is None:
-        return None
-    try:
-        return period_start(value)
-    except UsageError as exc:
-        raise UsageError(f"{flag}: {exc}") from None
-
-
 def _check(args: argparse.Namespace) -> tuple[str | None, str | None]:
     """The window as ledger timestamps, after checking the flags go together.
 
     Raises:
         UsageError: a bad time, or flags that do not fit the format or exporter.
     """
-    since, until = _time(args.since, "--since"), _time(args.until, "--until")
+    since, until = time_flag(args.since, "--since"), time_flag(args.until, "--until")
     if since is not None and until is not None and since >= until:
         raise UsageError(f"--since ({since}) must be before --until ({until})")
     if args.format == "jsonl":

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from overt.clock import period_start
+from overt.cli.flags import time_flag
 from overt.errors import NotFoundError, UsageError
 from overt.events import REASONING_PHASES
 from overt.ledger.base import Ledger
@@ -98,15 +98,6 @@ def _phases(value: str | None) -> list[str] | None:
     return [p.strip() for p in value.split(",") if p.strip()] if value else None
 
 
-def _time(value: str | None, flag: str) -> str | None:
-    if value is None:
-        return None
-    try:
-        return period_start(value)
-    except UsageError as exc:
-        raise UsageError(f"{flag}: {exc}") from None
-
-
 def _write(trail: Trail, args: argparse.Namespace, out: TextIO) -> None:
     if args.format == "md":
         out.write(markdown(trail, args.labels))
@@ -117,7 +108,7 @@ def _write(trail: Trail, args: argparse.Namespace, out: TextIO) -> None:
 
 
 async def _trail(args: argparse.Namespace, ledger: Ledger, phases: list[str] | None) -> int:
-    since, until = _time(args.since, "--since"), _time(args.until, "--until")
+    since, until = time_flag(args.since, "--since"), time_flag(args.until, "--until")
     if args.session_id is None and since is None and until is None:
         raise UsageError("overt trail needs a SESSION_ID, --since or --until")
     trail = await build_trail(ledger, session_id=args.session_id, since=since, until=until,

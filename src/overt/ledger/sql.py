@@ -70,18 +70,30 @@ KIND_INDEXED = "kind NOT IN ('reasoning.step', 'policy.decision', 'tool_call.sta
 the index's own terms."""
 
 
+def kind_indexed(alias: str = "") -> str:
+    """:data:`KIND_INDEXED` on the entries of table alias ``alias`` (none: ``audit_log``)."""
+    return KIND_INDEXED.replace("kind", f"{alias}.kind", 1) if alias else KIND_INDEXED
+
+
 def of_kinds(d: Dialect, kinds: Sequence[str], alias: str = "") -> str:
     """``kind IN (...)`` for ``kinds`` (bound as parameters, in order), with
     :data:`KIND_INDEXED` when every one of them is in ``audit_log_kind_at``."""
     column = f"{alias}.kind" if alias else "kind"
     where = f"{column} = {d.ph}" if len(kinds) == 1 else f"{column} IN ({d.phs(len(kinds))})"
     if not any(k in UNINDEXED_KINDS for k in kinds):
-        where += " AND " + KIND_INDEXED.replace("kind", column, 1)
+        where += " AND " + kind_indexed(alias)
     return where
 
 
 KIND_INDEX = f"CREATE INDEX audit_log_kind_at ON audit_log (kind, at) WHERE {KIND_INDEXED}"
 """Entries by kind and time (migration 6), the high-volume kinds left out."""
+
+
+def appending_indexes(d: Dialect) -> str:
+    """Migration 6, the same on both backends: :data:`KIND_INDEX` and
+    :func:`steps_index` in place of the indexes whose pages a commit scattered."""
+    return (f"DROP INDEX audit_log_kind_at;\n{KIND_INDEX};\n"
+            f"DROP INDEX audit_log_reasoning_phase;\n{steps_index(d)};\n")
 
 
 def steps_index(d: Dialect) -> str:
@@ -204,7 +216,7 @@ def trail(d: Dialect, kinds: Sequence[str], *, turn_id: str | None, session_id: 
         scope = f"a.session_id = {d.ph}"
         params.append(session_id)
     else:
-        started = ["s.kind = 'turn.started'", KIND_INDEXED.replace("kind", "s.kind", 1)]
+        started = ["s.kind = 'turn.started'", kind_indexed("s")]
         for condition, value in ((f"s.session_id = {d.ph}", session_id),
                                  (f"s.at >= {d.ph}", since), (f"s.at < {d.ph}", until)):
             if value is not None:
@@ -316,7 +328,7 @@ def first_waiting(d: Dialect) -> str:
     kinds = ", ".join(f"'{k}'" for k in WAITING_KINDS)
     return (
         f"SELECT min(s.seq) FROM audit_log s WHERE s.kind = 'turn.started' "
-        f"AND {KIND_INDEXED.replace('kind', 's.kind', 1)} AND s.seq <= {d.ph} "
+        f"AND {kind_indexed('s')} AND s.seq <= {d.ph} "
         f"AND EXISTS (SELECT 1 FROM audit_log w WHERE w.turn_id = s.turn_id "
         f"AND w.kind IN ({kinds})) "
         "AND NOT EXISTS (SELECT 1 FROM audit_log c WHERE c.turn_id = s.turn_id "

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from overt.ledger.schema import memory, memory_search
 from overt.ledger.sql import (
-    KIND_INDEX,
     POSTGRES,
+    appending_indexes,
     claims_index,
     failure_condition,
     reasoning_phase_index,
     reasoning_steps_view,
-    steps_index,
 )
 
 FUNCTIONS = """
@@ -132,12 +131,7 @@ _CLAIMS_V3 = claims_index(POSTGRES) + ";\n"
 _REASONING_V4 = reasoning_phase_index(POSTGRES) + ";\n" + reasoning_steps_view(POSTGRES) + ";\n"
 
 # Indexes whose pages a commit appends to, not one page per kind or phase it holds.
-_APPENDING_INDEXES_V6 = f"""
-DROP INDEX audit_log_kind_at;
-{KIND_INDEX};
-DROP INDEX audit_log_reasoning_phase;
-{steps_index(POSTGRES)};
-"""
+_APPENDING_INDEXES_V6 = appending_indexes(POSTGRES)
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, append-only guards, views", _INITIAL),

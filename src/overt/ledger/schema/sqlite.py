@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from overt.ledger.schema import memory, memory_search
 from overt.ledger.sql import (
-    KIND_INDEX,
     SQLITE,
+    appending_indexes,
     claims_index,
     failure_condition,
     reasoning_phase_index,
     reasoning_steps_view,
-    steps_index,
 )
 
 APPEND_ONLY = "overt ledger is append-only"
@@ -128,12 +127,7 @@ _CLAIMS_V3 = claims_index(SQLITE) + ";\n"
 _REASONING_V4 = reasoning_phase_index(SQLITE) + ";\n" + reasoning_steps_view(SQLITE) + ";\n"
 
 # Indexes whose pages a commit appends to, not one page per kind or phase it holds.
-_APPENDING_INDEXES_V6 = f"""
-DROP INDEX audit_log_kind_at;
-{KIND_INDEX};
-DROP INDEX audit_log_reasoning_phase;
-{steps_index(SQLITE)};
-"""
+_APPENDING_INDEXES_V6 = appending_indexes(SQLITE)
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, prune gate, views", _INITIAL),
