@@ -3,6 +3,7 @@ revisions only, filled from the nodes already there when the ledger migrates."""
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -17,14 +18,15 @@ ALICE = Writer("agent:alice")
 BOB = Writer("agent:bob")
 
 
+@pytest.mark.parametrize("before", [7, 8])  # the index by actor; without per-node lengths
 def test_nodes_written_before_the_index_existed_are_found_once_the_ledger_migrates(
-    ledger_url: str, monkeypatch: pytest.MonkeyPatch
+    ledger_url: str, monkeypatch: pytest.MonkeyPatch, before: int
 ) -> None:
     from overt.ledger import postgres, sqlite
 
     for module in (sqlite, postgres):
         monkeypatch.setattr(module, "MIGRATIONS",
-                            [m for m in module.MIGRATIONS if m[0] < 7])
+                            [m for m in module.MIGRATIONS if m[0] < before])
     old: Any = open_ledger(ledger_url)
     store = store_for(old)
     first = run(store.create_node("Decision", "Pick a queue", "We use RabbitMQ.", ALICE))
@@ -100,16 +102,47 @@ def _every_match_ranked(raw: Raw, words: str, actor: str | None, limit: int) -> 
             'DESC, m.created_at COLLATE "C" DESC, m.node_id COLLATE "C" DESC LIMIT ?',
             [" | ".join(words.split()), *([actor] if actor else []), limit])
     else:
-        within = " AND n.actor = ?" if actor else ""
-        match = "{title body} : (" + " OR ".join(f'"{w}"' for w in words.split()) + ")"
-        rows = raw.query(
-            "WITH f AS MATERIALIZED (SELECT rowid, bm25(memory_search, 2.0, 1.0, 0.0) AS rank "
-            "FROM memory_search WHERE memory_search MATCH ?) SELECT n.id FROM f "
-            f"JOIN memory_search_rows r ON r.seq = f.rowid & {SEQ_MASK} "
-            f"JOIN memory_nodes n ON n.id = r.node_id WHERE 1 = 1{within} "
-            "ORDER BY f.rank, n.created_at DESC, n.id DESC LIMIT ?",
-            [match, *([actor] if actor else []), limit])
+        return [node_id for node_id, _ in _bm25_ranked(raw, words, actor)[:limit]]
     return [r[0] for r in rows]
+
+
+def _bm25_ranked(raw: Raw, words: str, actor: str | None) -> list[tuple[str, float]]:
+    """Every current node matching ``words`` as (id, score), ranked as the ordering
+    rules say for SQLite, computed here from the nodes' text: BM25 with k1 = 1.2 and
+    no length normalisation, a title word counting twice, idf as FTS5's (the
+    test's words are their own stems, and unlike each other's)."""
+    nodes = raw.query(
+        "SELECT n.id, n.title, n.body, n.actor, n.created_at FROM memory_nodes n "
+        "WHERE NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id)")
+    counts = [(node_id, who, at, {w: 2 * title.lower().split().count(w)
+                                  + body.lower().split().count(w) for w in words.split()})
+              for node_id, title, body, who, at in nodes]
+    idf = {}
+    for w in words.split():
+        holding = sum(1 for *_, t in counts if t[w])
+        idf[w] = max(math.log((len(nodes) - holding + 0.5) / (holding + 0.5)), 1e-6)
+    scored = [(node_id, at, sum(idf[w] * 2.2 * t[w] / (t[w] + 1.2) for w in t if t[w]))
+              for node_id, who, at, t in counts
+              if any(t.values()) and (actor is None or who == actor)]
+    scored.sort(key=lambda s: (s[1], s[0]), reverse=True)  # newer, then larger id, first
+    scored.sort(key=lambda s: -round(s[2], 9))  # stable: relevance first
+    return [(node_id, score) for node_id, _, score in scored]
+
+
+def test_sqlite_scores_are_bm25_without_length_normalisation(ledger: Any, raw: Raw) -> None:
+    if raw.pg:
+        pytest.skip("SQLite's ranking")
+    store = store_for(ledger)
+    run(store.create_node("Note", "cache", "x", ALICE))  # the shortest node there can be
+    run(store.create_node("Note", "lock", "cache cache cache " + "filler " * 200, ALICE))
+    run(store.create_node("Note", "queue", "cache", ALICE))
+    run(store.create_node("Note", "cache lock", "shard " * 40, BOB))
+    for words in ("cache", "cache lock", "shard", "queue shard"):
+        found = run(store.search(words))
+        expected = _bm25_ranked(raw, words, None)
+        assert [h.node.id for h in found] == [node_id for node_id, _ in expected], words
+        for hit, (_, score) in zip(found, expected, strict=True):
+            assert hit.score == pytest.approx(score, rel=1e-9), words
 
 
 def test_the_top_found_is_the_top_of_every_match_ranked(ledger: Any, raw: Raw) -> None:

@@ -30,8 +30,17 @@ STOP_WORDS = frozenset((
     "who", "why", "will", "with", "you", "your",
 ))
 
-# bm25 per column (title, body, tags); lower is better, so the score is its negation.
-_SQLITE_RANK = "bm25(memory_search, 2.0, 1.0, 0.0)"
+# bm25 per column (title, body, tags), weights from sqlite_weights; lower is better,
+# so the score is its negation.
+_SQLITE_RANK = "bm25(memory_search, ?, ?, 0.0)"
+BM25_K1 = 1.2
+BM25_B = 0.75
+"""FTS5's own ``bm25`` constants (fixed in SQLite's source)."""
+TITLE_WEIGHT = 2.0
+"""A title word counts as two body words."""
+SQLITE_AVERAGES = "SELECT block FROM memory_search_data WHERE id = 1"
+"""FTS5's averages record of ``memory_search``: a varint row count, then each
+column's token total (FTS5's on-disk format)."""
 # ts_rank weights for D (tags: nothing), C (unused), B (body), A (title). Not
 # ts_rank_cd: for OR queries that is the weighted count of occurrences, at about five
 # times ts_rank's cost per match (a cover search, a buffer zeroed per query item).
@@ -66,6 +75,50 @@ _SEQ = f"rowid & {SEQ_MASK}"
 _LETTERS = str.maketrans("0123456789abcdef", "abcdefghijklmnop")
 
 
+def _varints(block: bytes) -> list[int]:
+    """SQLite's varints (big-endian 7-bit groups, a ninth byte of 8 bits) in ``block``."""
+    out: list[int] = []
+    i = 0
+    while i < len(block):
+        value = 0
+        for k in range(9):
+            byte = block[i]
+            i += 1
+            if k == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        out.append(value)
+    return out
+
+
+def sqlite_weights(averages: bytes | None) -> tuple[float, float]:
+    """The (title, body) weights for ``bm25`` that make its score BM25 with
+    ``k1 = 1.2`` and no length normalisation, for an index whose averages record
+    (:data:`SQLITE_AVERAGES`) is ``averages``.
+
+    ``memory_search`` keeps no per-node lengths (migration 8), so ``bm25`` takes
+    every node as -3 tokens long and saturates each word's weighted count ``F``
+    as ``F / (F + K)`` with ``K = k1 * (1 - b + b * -3 / avgdl)``. Weights scaled
+    by ``K / k1`` make that ``T / (T + k1)``, ``T`` being twice the word's
+    occurrences in the title plus those in the body: a node's score is the sum,
+    over the query words it holds, of ``idf * (k1 + 1) * T / (T + k1)``. The
+    padding of migration 8 keeps ``avgdl`` above 9, so ``K`` positive; an empty
+    index (no record yet) has nothing to rank.
+    """
+    if not averages:
+        return TITLE_WEIGHT, 1.0
+    rows, *totals = _varints(averages)
+    if rows == 0 or not totals:
+        return TITLE_WEIGHT, 1.0
+    scale = 1 - BM25_B + BM25_B * -len(totals) / (sum(totals) / rows)
+    if scale <= 0:  # not an index migration 8 built (no padding): rank as the weights say
+        return TITLE_WEIGHT, 1.0
+    return TITLE_WEIGHT * scale, scale
+
+
 def kind_tag(kind: str) -> str:
     return "zk" + kind.lower()
 
@@ -92,13 +145,15 @@ def words(query: str) -> list[str]:
 
 
 def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None, limit: int,
-           columns: str) -> tuple[str, list[Any]]:
+           columns: str, weights: tuple[float, float] = (TITLE_WEIGHT, 1.0)
+           ) -> tuple[str, list[Any]]:
     """(statement, params) selecting ``columns`` of node alias ``n`` plus a score column.
 
     With no ``terms``: the newest current nodes (score 0). With terms, the search
     reads the actor's part of the index only (SQLite: its rowid range; PostgreSQL:
     its partition, narrowed by its tag), the kind narrows the match inside the
-    index (its tag), and both are checked again on the rows found.
+    index (its tag), and both are checked again on the rows found. ``weights``
+    are SQLite's (title, body) ``bm25`` weights (:func:`sqlite_weights`).
     """
     filters: list[str] = []
     params: list[Any] = []
@@ -126,7 +181,8 @@ def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
                 f"JOIN memory_search_rows r ON r.seq = f.seq "
                 f"JOIN memory_nodes n ON n.id = r.node_id "
                 f"WHERE 1 = 1{where} ORDER BY f.rank, n.created_at DESC, n.id DESC",
-                [match, *([actor, actor] if actor is not None else []), limit, *params])
+                [*weights, match, *([actor, actor] if actor is not None else []), limit,
+                 *params])
     # The tags narrow the GIN match (an actor's partition may hold other actors'
     # nodes); only current revisions are in memory_search. The nodes sure to outrank
     # the others first (see _POSTGRES_WORDS), every match only when they are too few;

@@ -6,12 +6,15 @@ Reads go through the ledger's own connection (``select``). The SQL is written
 once over a :class:`~overt.ledger.sql.Dialect`; only full-text search differs
 by backend (:mod:`overt.memory.search_sql`).
 
-Search ordering, on both backends: relevance first (SQLite: FTS5 ``bm25`` with
-the title weighted 2 and the body 1; PostgreSQL: ``ts_rank`` with title weight
-A = 1.0 and body weight B = 0.5, which grows with each query word's occurrences
-and levels off as they repeat), then newer ``created_at`` first, then the larger
-id. (SQLite picks the top ``limit`` inside its index, where a tie goes to the
-node indexed later, which is the newer one within a ledger.) Query words are
+Search ordering, on both backends: relevance first, then newer ``created_at``
+first, then the larger id. Relevance grows with each query word's occurrences,
+a title's counting twice a body's, and levels off as they repeat; neither
+backend weighs a node's length. SQLite: BM25 with ``k1 = 1.2`` and ``b = 0``
+(FTS5's ``bm25`` over an index without per-node lengths, weights from
+:func:`~overt.memory.search_sql.sqlite_weights`), rarer words weighing more;
+PostgreSQL: ``ts_rank`` with title weight A = 1.0 and body weight B = 0.5.
+(SQLite picks the top ``limit`` inside its index, where a tie goes to the node
+indexed later, which is the newer one within a ledger.) Query words are
 lower-cased, split on anything but letters and digits, stripped of common
 English stop words and matched with OR, stemmed (porter / english). Only
 current revisions are found. Scores are comparable within one backend only.
@@ -170,8 +173,12 @@ class MemoryStore:
         terms = search_sql.words(query)
         if query.strip() and not terms:
             return []  # only stop words: nothing would rank, and listing everything misleads
+        weights = (search_sql.TITLE_WEIGHT, 1.0)
+        if terms and self._d is SQLITE:
+            averages = await self._rows(search_sql.SQLITE_AVERAGES)
+            weights = search_sql.sqlite_weights(averages[0][0] if averages else None)
         statement, params = search_sql.search(self._d, terms, kind=kind, actor=actor,
-                                              limit=limit, columns=NODE_COLUMNS)
+                                              limit=limit, columns=NODE_COLUMNS, weights=weights)
         rows = await self._rows(statement, params)
         return [Hit(_node(r), float(r[10])) for r in rows]
 

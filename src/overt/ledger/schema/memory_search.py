@@ -120,6 +120,62 @@ ALTER TABLE memory_nodes DROP COLUMN search;
 """
 
 
+PAD_TOKENS = 10
+"""Tokens every node adds to the index's length totals (``zpad``, in ``search_tags``):
+see :data:`_SQLITE_V8`."""
+_PAD = " zpad" * PAD_TOKENS
+
+_SQLITE_V8 = f"""
+DROP TRIGGER memory_search_insert;
+DROP TABLE memory_search;
+CREATE VIRTUAL TABLE memory_search USING fts5(
+    title, body, search_tags, content='', columnsize=0, tokenize='porter unicode61'
+);
+CREATE TRIGGER memory_search_insert AFTER INSERT ON memory_nodes BEGIN
+    INSERT INTO memory_search_actors (actor) SELECT new.actor
+        WHERE NOT EXISTS (SELECT 1 FROM memory_search_actors WHERE actor = new.actor);
+    INSERT INTO memory_search_rows (node_id, slot)
+        SELECT new.id, slot FROM memory_search_actors WHERE actor = new.actor;
+    INSERT INTO memory_search (rowid, title, body, search_tags)
+        SELECT (slot << {SLOT_SHIFT}) | seq, new.title, new.body, new.search_tags || '{_PAD}'
+        FROM memory_search_rows WHERE node_id = new.id;
+    INSERT INTO memory_search (memory_search, rowid, title, body, search_tags)
+        SELECT 'delete', (r.slot << {SLOT_SHIFT}) | r.seq, old.title, old.body,
+               old.search_tags || '{_PAD}'
+        FROM memory_nodes old JOIN memory_search_rows r ON r.node_id = old.id
+        WHERE old.id = new.supersedes;
+END;
+INSERT INTO memory_search (rowid, title, body, search_tags)
+    SELECT (r.slot << {SLOT_SHIFT}) | r.seq, n.title, n.body, n.search_tags || '{_PAD}'
+    FROM memory_search_rows r JOIN memory_nodes n ON n.id = r.node_id
+    WHERE NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id)
+    ORDER BY r.seq;
+"""
+
+
+def sqlite_v8() -> str:
+    """Migration 8 (SQLite): ``memory_search`` rebuilt without the per-node lengths.
+
+    FTS5's ``bm25`` read each match's length from the ``docsize`` table, one
+    lookup per match: some 70 % of the time of a search whose words match
+    thousands of nodes. With ``columnsize=0`` that table is gone, and for a
+    contentless table FTS5 then reports every indexed column's length as -1, so
+    ``bm25`` sees each node as ``-3`` tokens long against the average length it
+    still keeps (the index's totals). Its saturation constant becomes
+    ``k1 * (1 - b + b * -3 / avgdl)``, the same for every node, and
+    :func:`overt.memory.search_sql.sqlite_weights` scales the column weights by
+    it so that the score is exactly BM25 with ``k1 = 1.2`` and no length
+    normalisation (``b = 0``), as PostgreSQL's ``ts_rank`` has none either.
+
+    That constant is positive only while ``avgdl`` exceeds 9 (three columns at
+    -1 each, over ``b = 0.75``): every node adds :data:`PAD_TOKENS` ``zpad``
+    tokens to its tags (weighted 0, never searched for) so that it always does,
+    however short the nodes. The rows and actors tables are kept; only current
+    revisions are indexed, as before.
+    """
+    return _SQLITE_V8
+
+
 def sqlite(guard: Callable[[str], str]) -> str:
     """The SQLite migration; ``guard(table)`` makes ``table`` append-only."""
     return _SQLITE + guard("memory_search_actors") + guard("memory_search_rows")

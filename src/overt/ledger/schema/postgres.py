@@ -144,4 +144,6 @@ MIGRATIONS: list[tuple[int, str, str]] = [
      _APPENDING_INDEXES_V6),
     (7, "memory search by actor: each actor's nodes together in the index",
      memory_search.postgres()),
+    (8, "memory search ranks without per-node lengths (SQLite's index; nothing changes here)",
+     "SELECT 1"),
 ]

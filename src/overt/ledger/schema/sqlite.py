@@ -140,4 +140,6 @@ MIGRATIONS: list[tuple[int, str, str]] = [
      _APPENDING_INDEXES_V6),
     (7, "memory search by actor: each actor's nodes together in the index",
      memory_search.sqlite(lambda t: _no_update(t) + _no_delete(t, gated=False))),
+    (8, "memory search ranks without per-node lengths (bm25 reads no docsize)",
+     memory_search.sqlite_v8()),
 ]
