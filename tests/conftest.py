@@ -85,7 +85,7 @@ def make_runtime(ledger: Ledger, tmp_path: Path) -> RuntimeFactory:
     return make
 
 
-LATEST = [1, 2, 3, 4, 5, 6, 7, 8]
+LATEST = [1, 2, 3, 4, 5, 6, 7, 8, 9]
 """Every migration version, in order (both backends)."""
 
 BUILTIN_TOOLS = ["get_operational_state", "get_usage", "node_create", "node_read", "node_search",

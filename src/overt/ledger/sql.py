@@ -136,9 +136,37 @@ def insert_row(d: Dialect, table: str, columns: Sequence[str]) -> str:
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({d.phs(len(columns))})"
 
 
+CONTENT_KEY_SHIFT = 20
+"""SQLite keys each body ``seq << 20 | n`` (migration 9), ``n`` counting the bodies
+kept under one ``seq`` from 0: ``content_blobs`` is then a rowid table that a
+commit appends to, where a table keyed (seq, digest) was a b-tree of keys whose
+every full leaf was rebalanced across three siblings (three pages written per
+commit, where one now does). PostgreSQL keeps (seq, digest)."""
+CONTENT_KEY_MASK = (1 << CONTENT_KEY_SHIFT) - 1
+
+
+def content_seq(d: Dialect, op: str, seq: str, alias: str = "") -> str:
+    """Content rows whose ``seq`` is ``op`` (``=``, ``<``, ``<=``, ``>``) the SQL
+    expression ``seq``: on SQLite a range of the rowid key, so a seek, not a scan."""
+    prefix = f"{alias}." if alias else ""
+    if d.name != "sqlite":
+        return f"{prefix}seq {op} {seq}"
+    low = f"(({seq}) << {CONTENT_KEY_SHIFT})"
+    high = f"({low} + {CONTENT_KEY_MASK})"
+    ranges = {"=": f"{prefix}key BETWEEN {low} AND {high}", "<": f"{prefix}key < {low}",
+              "<=": f"{prefix}key <= {high}", ">": f"{prefix}key > {high}"}
+    return ranges[op]
+
+
+def content_order(d: Dialect, alias: str = "") -> str:
+    """The column that orders content rows by ``seq``."""
+    return (f"{alias}." if alias else "") + ("key" if d.name == "sqlite" else "seq")
+
+
 def insert_content(d: Dialect) -> str:
-    return (f"INSERT INTO content_blobs (seq, digest, body, created_at) VALUES ({d.phs(4)}) "
-            "ON CONFLICT DO NOTHING")
+    """SQLite's insert of a body: (key, seq, digest, body, created_at)."""
+    return (f"INSERT INTO content_blobs (key, seq, digest, body, created_at) "
+            f"VALUES ({d.phs(5)})")
 
 
 def select_entries(d: Dialect, *, turn_id: str | None, session_id: str | None,
@@ -233,10 +261,11 @@ def trail(d: Dialect, kinds: Sequence[str], *, turn_id: str | None, session_id: 
     # stops after BODY_WINDOW entries, so a body that is not there, never stored or
     # redacted, costs a bounded walk, not one through the whole content tier).
     body = (f"CASE WHEN a.kind IN ('reasoning.step', 'turn.started') THEN coalesce(("
-            f"SELECT c.body FROM content_blobs c WHERE c.seq = a.seq AND c.digest = {digest}), "
-            f"(SELECT c.body FROM content_blobs c WHERE c.seq < a.seq "
-            f"AND c.seq > a.seq - {BODY_WINDOW} AND c.digest = {digest} "
-            "ORDER BY c.seq DESC LIMIT 1)) END")
+            f"SELECT c.body FROM content_blobs c WHERE {content_seq(d, '=', 'a.seq', 'c')} "
+            f"AND c.digest = {digest}), "
+            f"(SELECT c.body FROM content_blobs c WHERE {content_seq(d, '<', 'a.seq', 'c')} "
+            f"AND {content_seq(d, '>', f'a.seq - {BODY_WINDOW}', 'c')} AND c.digest = {digest} "
+            f"ORDER BY {content_order(d, 'c')} DESC LIMIT 1)) END")
     return (f"SELECT a.seq, a.kind, a.at, a.turn_id, a.session_id, a.data, {body} "
             f"FROM audit_log a WHERE {scope} AND a.kind IN ({d.phs(len(kinds))}) "
             "ORDER BY a.seq", params)
@@ -245,8 +274,8 @@ def trail(d: Dialect, kinds: Sequence[str], *, turn_id: str | None, session_id: 
 def select_content(d: Dialect, *, near_seq: bool) -> str:
     """A body by digest; with ``near_seq``, searching back from the referencing entry."""
     if near_seq:
-        return (f"SELECT body FROM content_blobs WHERE seq <= {d.ph} AND digest = {d.ph} "
-                "ORDER BY seq DESC LIMIT 1")
+        return (f"SELECT body FROM content_blobs WHERE {content_seq(d, '<=', d.ph)} "
+                f"AND digest = {d.ph} ORDER BY {content_order(d)} DESC LIMIT 1")
     return f"SELECT body FROM content_blobs WHERE digest = {d.ph} LIMIT 1"
 
 
@@ -347,8 +376,10 @@ def hash_at(d: Dialect) -> str:
 
 
 def count_content_through(d: Dialect) -> str:
-    return f"SELECT count(*) FROM content_blobs WHERE seq <= {d.ph}"
+    return f"SELECT count(*) FROM content_blobs WHERE {content_seq(d, '<=', d.ph)}"
 
 
 def delete_through(d: Dialect, table: str) -> str:
+    if table == "content_blobs":
+        return f"DELETE FROM content_blobs WHERE {content_seq(d, '<=', d.ph)}"
     return f"DELETE FROM {table} WHERE seq <= {d.ph}"

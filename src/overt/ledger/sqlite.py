@@ -190,9 +190,8 @@ class SqliteLedger:
             self._head = (row[0], row[1]) if row else (0, GENESIS)
         rows, entries, head = chain(self._head, at, batch)
         if contents:
-            self._conn.executemany(sql.insert_content(D), [
-                (seq, digest, body, at)
-                for seq, digest, body in content_rows(self._head[0] + 1, entries, contents)])
+            self._conn.executemany(sql.insert_content(D), _keyed(
+                content_rows(self._head[0] + 1, entries, contents), at))
         self._conn.executemany(sql.insert_entries(D), rows)
         for statement, values in inserts:
             self._conn.execute(statement, values)
@@ -323,6 +322,25 @@ class SqliteLedger:
                 return
             self._closed = True
             self._conn.close()
+
+
+def _keyed(rows: list[tuple[int, str, str]], at: str) -> list[tuple[int, int, str, str, str]]:
+    """Content rows (seq, digest, body) as inserted, in key order: ``seq << 20 | n``
+    (see :data:`~overt.ledger.sql.CONTENT_KEY_SHIFT`).
+
+    Raises:
+        LedgerError: more bodies under one seq than a key holds (over a million).
+    """
+    rows.sort(key=lambda r: r[0])
+    out: list[tuple[int, int, str, str, str]] = []
+    previous, n = -1, 0
+    for seq, digest, body in rows:
+        n = n + 1 if seq == previous else 0
+        if n > sql.CONTENT_KEY_MASK:
+            raise LedgerError(f"more than {sql.CONTENT_KEY_MASK + 1} bodies under one entry")
+        previous = seq
+        out.append(((seq << sql.CONTENT_KEY_SHIFT) | n, seq, digest, body, at))
+    return out
 
 
 def _split_sql(script: str) -> list[str]:

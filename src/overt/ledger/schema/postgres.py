@@ -146,4 +146,5 @@ MIGRATIONS: list[tuple[int, str, str]] = [
      memory_search.postgres()),
     (8, "memory search ranks without per-node lengths (SQLite's index; nothing changes here)",
      "SELECT 1"),
+    (9, "content keyed seq << 20 | n (SQLite's table; nothing changes here)", "SELECT 1"),
 ]

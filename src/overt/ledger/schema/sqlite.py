@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from overt.ledger.schema import memory, memory_search
 from overt.ledger.sql import (
+    CONTENT_KEY_SHIFT,
     SQLITE,
     appending_indexes,
     claims_index,
@@ -129,6 +130,26 @@ _REASONING_V4 = reasoning_phase_index(SQLITE) + ";\n" + reasoning_steps_view(SQL
 # Indexes whose pages a commit appends to, not one page per kind or phase it holds.
 _APPENDING_INDEXES_V6 = appending_indexes(SQLITE)
 
+# The content tier as a rowid table keyed seq << 20 | n (see sql.CONTENT_KEY_SHIFT):
+# each commit appends to one leaf. Bodies already there keep their seq.
+_CONTENT_KEYED_V9 = f"""
+CREATE TABLE content_blobs_keyed (
+    key        INTEGER PRIMARY KEY,
+    seq        INTEGER NOT NULL,
+    digest     TEXT NOT NULL,
+    body       TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+INSERT INTO content_blobs_keyed (key, seq, digest, body, created_at)
+    SELECT (seq << {CONTENT_KEY_SHIFT}) + row_number() OVER (PARTITION BY seq ORDER BY digest)
+           - 1, seq, digest, body, created_at
+    FROM content_blobs ORDER BY seq, digest;
+DROP TRIGGER content_blobs_no_update;
+DROP TRIGGER content_blobs_no_delete;
+DROP TABLE content_blobs;
+ALTER TABLE content_blobs_keyed RENAME TO content_blobs;
+""" + _no_update("content_blobs") + _no_delete("content_blobs", gated=True)
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, prune gate, views", _INITIAL),
     (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
@@ -142,4 +163,5 @@ MIGRATIONS: list[tuple[int, str, str]] = [
      memory_search.sqlite(lambda t: _no_update(t) + _no_delete(t, gated=False))),
     (8, "memory search ranks without per-node lengths (bm25 reads no docsize)",
      memory_search.sqlite_v8()),
+    (9, "content keyed seq << 20 | n: a commit appends to one page", _CONTENT_KEYED_V9),
 ]
