@@ -66,7 +66,10 @@ class Raw:
             rows = self.query("SELECT table_name FROM information_schema.tables "
                               "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'")
         else:
-            rows = self.query("SELECT name FROM sqlite_master WHERE type = 'table'")
+            # stored tables, as PostgreSQL's BASE TABLE: a virtual table (the FTS5
+            # index) is listed by its shadow tables, which hold its bytes
+            rows = self.query("SELECT name FROM sqlite_master WHERE type = 'table' "
+                              "AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'")
         return sorted(r[0] for r in rows)
 
     def drop_guards(self) -> Raw:
