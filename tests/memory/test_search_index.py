@@ -162,3 +162,16 @@ def test_the_top_found_is_the_top_of_every_match_ranked(ledger: Any, raw: Raw) -
                 found = run(store.search(words, actor=actor, limit=limit))
                 assert [h.node.id for h in found] == _every_match_ranked(
                     raw, words, actor, limit), (words, actor, limit)
+
+
+def test_sqlite_weights_come_from_the_index_totals_and_default_when_there_are_none() -> None:
+    from overt.memory.search_sql import sqlite_weights
+
+    # 100 rows; 500, 5,000 and 1,200 tokens in title, body and tags: avgdl 67
+    block = bytes([100, 0x83, 0x74, 0xA7, 0x08, 0x89, 0x30])
+    title, body = sqlite_weights(block)
+    scale = 1 - 0.75 + 0.75 * -3 / 67
+    assert body == pytest.approx(scale) and title == pytest.approx(2 * scale)
+    for unusable in (None, b"", bytes([0, 0, 0, 0]), bytes([5]), bytes([100, 0x83])):
+        assert sqlite_weights(unusable) == (2.0, 1.0)  # empty, no rows, cut short
+    assert sqlite_weights(bytes([100, 1, 1, 1])) == (2.0, 1.0)  # unpadded: no positive K

@@ -75,13 +75,16 @@ _SEQ = f"rowid & {SEQ_MASK}"
 _LETTERS = str.maketrans("0123456789abcdef", "abcdefghijklmnop")
 
 
-def _varints(block: bytes) -> list[int]:
-    """SQLite's varints (big-endian 7-bit groups, a ninth byte of 8 bits) in ``block``."""
+def _varints(block: bytes) -> list[int] | None:
+    """SQLite's varints (big-endian 7-bit groups, a ninth byte of 8 bits) in
+    ``block``; ``None`` if the last one is cut short."""
     out: list[int] = []
     i = 0
     while i < len(block):
         value = 0
         for k in range(9):
+            if i == len(block):
+                return None
             byte = block[i]
             i += 1
             if k == 8:
@@ -108,11 +111,10 @@ def sqlite_weights(averages: bytes | None) -> tuple[float, float]:
     padding of migration 8 keeps ``avgdl`` above 9, so ``K`` positive; an empty
     index (no record yet) has nothing to rank.
     """
-    if not averages:
-        return TITLE_WEIGHT, 1.0
-    rows, *totals = _varints(averages)
-    if rows == 0 or not totals:
-        return TITLE_WEIGHT, 1.0
+    counts = _varints(averages) if averages else None
+    if not counts or len(counts) < 2 or counts[0] == 0 or sum(counts[1:]) == 0:
+        return TITLE_WEIGHT, 1.0  # nothing indexed (or a record FTS5 would refuse too)
+    rows, *totals = counts
     scale = 1 - BM25_B + BM25_B * -len(totals) / (sum(totals) / rows)
     if scale <= 0:  # not an index migration 8 built (no padding): rank as the weights say
         return TITLE_WEIGHT, 1.0
