@@ -39,6 +39,33 @@ SEQ_MASK = (1 << SLOT_SHIFT) - 1
 PARTITIONS = 16
 """Hash partitions of ``memory_search`` (PostgreSQL)."""
 
+
+def _search_trigger(pad: str) -> str:
+    """The trigger that indexes each new node (and takes out the revision it
+    supersedes), its tags followed by ``pad`` (migration 8's padding)."""
+    padded = f" || '{pad}'" if pad else ""
+    old_tags = f"old.search_tags{padded}"
+    return f"""CREATE TRIGGER memory_search_insert AFTER INSERT ON memory_nodes BEGIN
+    INSERT INTO memory_search_actors (actor) SELECT new.actor
+        WHERE NOT EXISTS (SELECT 1 FROM memory_search_actors WHERE actor = new.actor);
+    INSERT INTO memory_search_rows (node_id, slot)
+        SELECT new.id, slot FROM memory_search_actors WHERE actor = new.actor;
+    INSERT INTO memory_search (rowid, title, body, search_tags)
+        SELECT (slot << {SLOT_SHIFT}) | seq, new.title, new.body, new.search_tags{padded}
+        FROM memory_search_rows WHERE node_id = new.id;
+    INSERT INTO memory_search (memory_search, rowid, title, body, search_tags)
+        SELECT 'delete', (r.slot << {SLOT_SHIFT}) | r.seq, old.title, old.body, {old_tags}
+        FROM memory_nodes old JOIN memory_search_rows r ON r.node_id = old.id
+        WHERE old.id = new.supersedes;
+END;
+"""
+
+
+PAD_TOKENS = 10
+"""Tokens every node adds to the index's length totals (``zpad``, in ``search_tags``):
+see :func:`sqlite_v8`."""
+_PAD = " zpad" * PAD_TOKENS
+
 _SQLITE = f"""
 CREATE TABLE memory_search_actors (
     slot  INTEGER PRIMARY KEY,
@@ -54,20 +81,7 @@ DROP TABLE memory_nodes_fts;
 CREATE VIRTUAL TABLE memory_search USING fts5(
     title, body, search_tags, content='', tokenize='porter unicode61'
 );
-CREATE TRIGGER memory_search_insert AFTER INSERT ON memory_nodes BEGIN
-    INSERT INTO memory_search_actors (actor) SELECT new.actor
-        WHERE NOT EXISTS (SELECT 1 FROM memory_search_actors WHERE actor = new.actor);
-    INSERT INTO memory_search_rows (node_id, slot)
-        SELECT new.id, slot FROM memory_search_actors WHERE actor = new.actor;
-    INSERT INTO memory_search (rowid, title, body, search_tags)
-        SELECT (slot << {SLOT_SHIFT}) | seq, new.title, new.body, new.search_tags
-        FROM memory_search_rows WHERE node_id = new.id;
-    INSERT INTO memory_search (memory_search, rowid, title, body, search_tags)
-        SELECT 'delete', (r.slot << {SLOT_SHIFT}) | r.seq, old.title, old.body, old.search_tags
-        FROM memory_nodes old JOIN memory_search_rows r ON r.node_id = old.id
-        WHERE old.id = new.supersedes;
-END;
-INSERT INTO memory_search_actors (actor)
+{_search_trigger("")}INSERT INTO memory_search_actors (actor)
     SELECT actor FROM memory_nodes GROUP BY actor ORDER BY min(rowid);
 INSERT INTO memory_search_rows (node_id, slot)
     SELECT n.id, a.slot FROM memory_nodes n JOIN memory_search_actors a ON a.actor = n.actor
@@ -119,33 +133,13 @@ DROP INDEX memory_nodes_search;
 ALTER TABLE memory_nodes DROP COLUMN search;
 """
 
-
-PAD_TOKENS = 10
-"""Tokens every node adds to the index's length totals (``zpad``, in ``search_tags``):
-see :data:`_SQLITE_V8`."""
-_PAD = " zpad" * PAD_TOKENS
-
 _SQLITE_V8 = f"""
 DROP TRIGGER memory_search_insert;
 DROP TABLE memory_search;
 CREATE VIRTUAL TABLE memory_search USING fts5(
     title, body, search_tags, content='', columnsize=0, tokenize='porter unicode61'
 );
-CREATE TRIGGER memory_search_insert AFTER INSERT ON memory_nodes BEGIN
-    INSERT INTO memory_search_actors (actor) SELECT new.actor
-        WHERE NOT EXISTS (SELECT 1 FROM memory_search_actors WHERE actor = new.actor);
-    INSERT INTO memory_search_rows (node_id, slot)
-        SELECT new.id, slot FROM memory_search_actors WHERE actor = new.actor;
-    INSERT INTO memory_search (rowid, title, body, search_tags)
-        SELECT (slot << {SLOT_SHIFT}) | seq, new.title, new.body, new.search_tags || '{_PAD}'
-        FROM memory_search_rows WHERE node_id = new.id;
-    INSERT INTO memory_search (memory_search, rowid, title, body, search_tags)
-        SELECT 'delete', (r.slot << {SLOT_SHIFT}) | r.seq, old.title, old.body,
-               old.search_tags || '{_PAD}'
-        FROM memory_nodes old JOIN memory_search_rows r ON r.node_id = old.id
-        WHERE old.id = new.supersedes;
-END;
-INSERT INTO memory_search (rowid, title, body, search_tags)
+{_search_trigger(_PAD)}INSERT INTO memory_search (rowid, title, body, search_tags)
     SELECT (r.slot << {SLOT_SHIFT}) | r.seq, n.title, n.body, n.search_tags || '{_PAD}'
     FROM memory_search_rows r JOIN memory_nodes n ON n.id = r.node_id
     WHERE NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id)
