@@ -1,8 +1,9 @@
 """``overt email poll [--once]``: answer the mailbox named in ``[email]``.
 
 The IMAP and SMTP passwords are read from the variables ``[email]`` names
-(``imap_password_env``, ``smtp_password_env``); this entry point is the one
-place they are read.
+(``imap_password_env``, ``smtp_password_env``), by
+:func:`overt.cli.repliers.email_channel`, as for every entry point that replies
+by email.
 """
 
 from __future__ import annotations
@@ -31,25 +32,21 @@ def run(config: Config, args: argparse.Namespace) -> int:
     settings = config.email
     if settings is None:
         raise ConfigError("no [email] table in overt.toml: the email channel is not configured")
-    imap_password = os.environ.get(settings.imap_password_env)
-    if not imap_password:
+    if not os.environ.get(settings.imap_password_env):
         raise ConfigError(f"{settings.imap_password_env} is not set (the IMAP password)")
-    smtp_password = (os.environ.get(settings.smtp_password_env)
-                     if settings.smtp_password_env else None)
-    return asyncio.run(_poll(config, imap_password, smtp_password, args.once, args.json))
+    return asyncio.run(_poll(config, args.once, args.json))
 
 
-async def _poll(config: Config, imap_password: str, smtp_password: str | None, once: bool,
-                as_json: bool) -> int:
+async def _poll(config: Config, once: bool, as_json: bool) -> int:
     from overt.channels.delivery import deliver_pending
-    from overt.channels.email import EmailChannel
+    from overt.cli.repliers import email_channel
     from overt.runtime import Runtime
 
     assert config.email is not None
     runtime = Runtime.from_config(config)
-    channel = EmailChannel(runtime, config.email, imap_password=imap_password,
-                           smtp_password=smtp_password)
     try:
+        channel = email_channel(config.email, runtime)
+        assert channel is not None  # its password was checked set
         while True:
             outcomes = await channel.poll_once()
             # answers of turns resumed after an approval, wherever it was decided

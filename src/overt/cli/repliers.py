@@ -15,6 +15,8 @@ from overt.config import Config
 
 if TYPE_CHECKING:
     from overt.channels.delivery import Replier
+    from overt.channels.email import EmailChannel
+    from overt.channels.settings import EmailSettings
     from overt.runtime import Runtime
 
 
@@ -31,11 +33,18 @@ def repliers(config: Config, runtime: Runtime) -> dict[str, Replier]:
             out["slack_dm"] = SlackDMHandler(runtime, signing_secret=secret, bot_token=token,
                                              allowed_users=slack.allowed_users,
                                              api_base_url=slack.api_base_url)
-    email = config.email
-    if email is not None and os.environ.get(email.imap_password_env):
-        from overt.channels.email import EmailChannel
-        smtp = os.environ.get(email.smtp_password_env) if email.smtp_password_env else None
-        out["email"] = EmailChannel(runtime, email,
-                                    imap_password=os.environ[email.imap_password_env],
-                                    smtp_password=smtp)
+    channel = email_channel(config.email, runtime) if config.email is not None else None
+    if channel is not None:
+        out["email"] = channel
     return out
+
+
+def email_channel(settings: EmailSettings, runtime: Runtime) -> EmailChannel | None:
+    """The email channel of ``[email]``, with the passwords the variables it names
+    hold; ``None`` when the IMAP password is not set here."""
+    imap_password = os.environ.get(settings.imap_password_env)
+    if not imap_password:
+        return None
+    from overt.channels.email import EmailChannel
+    smtp = os.environ.get(settings.smtp_password_env) if settings.smtp_password_env else None
+    return EmailChannel(runtime, settings, imap_password=imap_password, smtp_password=smtp)

@@ -445,10 +445,8 @@ class _Turn:
             tool_calls_requested=len(response.tool_calls), stop_reason=response.stop_reason,
             response_digest=rec.content(body), escalated=escalated,
             escalation_reason=escalation_reason, info=dict(response.info)))
-        if response.reasoning or (response.tool_calls and response.text) \
-                or "think>" in response.text:
-            self.steps.model_reasoning(response.text, response.reasoning,
-                                       final=not response.tool_calls)
+        self.steps.model_reasoning(response.text, response.reasoning,
+                                   final=not response.tool_calls)
         return response
 
     async def _tool_call(self, call: ToolCall, offered: frozenset[str], *,

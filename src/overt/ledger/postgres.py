@@ -347,8 +347,8 @@ class PostgresLedger:
                 if record.removed_entries:
                     conn.execute("SELECT set_config('overt.prune_through', %s, true)",
                                  (str(record.through_seq),))
-                    conn.execute(sql.delete_through(D, "content_blobs"), (record.through_seq,))
-                    conn.execute(sql.delete_through(D, "audit_log"), (record.through_seq,))
+                    conn.execute(sql.delete_content_through(D), (record.through_seq,))
+                    conn.execute(sql.delete_entries_through(D), (record.through_seq,))
                     conn.execute("SELECT set_config('overt.prune_through', '', true)")
         except psycopg.Error as exc:
             raise LedgerError(f"cannot prune ledger {_safe(self.url)}: {exc}") from exc

@@ -379,7 +379,9 @@ def count_content_through(d: Dialect) -> str:
     return f"SELECT count(*) FROM content_blobs WHERE {content_seq(d, '<=', d.ph)}"
 
 
-def delete_through(d: Dialect, table: str) -> str:
-    if table == "content_blobs":
-        return f"DELETE FROM content_blobs WHERE {content_seq(d, '<=', d.ph)}"
-    return f"DELETE FROM {table} WHERE seq <= {d.ph}"
+def delete_content_through(d: Dialect) -> str:
+    return f"DELETE FROM content_blobs WHERE {content_seq(d, '<=', d.ph)}"
+
+
+def delete_entries_through(d: Dialect) -> str:
+    return f"DELETE FROM audit_log WHERE seq <= {d.ph}"

@@ -216,9 +216,8 @@ class SqliteLedger:
             if record.removed_entries:
                 self._conn.execute("INSERT INTO overt_prune_gate VALUES (?)",
                                    (record.through_seq,))
-                self._conn.execute(sql.delete_through(D, "content_blobs"),
-                                   (record.through_seq,))
-                self._conn.execute(sql.delete_through(D, "audit_log"), (record.through_seq,))
+                self._conn.execute(sql.delete_content_through(D), (record.through_seq,))
+                self._conn.execute(sql.delete_entries_through(D), (record.through_seq,))
                 self._conn.execute("DELETE FROM overt_prune_gate")
             return record
 

@@ -33,9 +33,9 @@ STOP_WORDS = frozenset((
 # bm25 per column (title, body, tags), weights from sqlite_weights; lower is better,
 # so the score is its negation.
 _SQLITE_RANK = "bm25(memory_search, ?, ?, 0.0)"
-BM25_K1 = 1.2
 BM25_B = 0.75
-"""FTS5's own ``bm25`` constants (fixed in SQLite's source)."""
+"""FTS5's own ``bm25`` length constant ``b`` (fixed in SQLite's source; its ``k1``
+cancels out of :func:`sqlite_weights`)."""
 TITLE_WEIGHT = 2.0
 """A title word counts as two body words."""
 SQLITE_AVERAGES = "SELECT block FROM memory_search_data WHERE id = 1"

@@ -67,6 +67,8 @@ class TurnSteps:
         ``text``, the free text said before a tool call. With ``final`` the rest
         of ``text`` is the answer, recorded as the turn's reply, not as a step.
         """
+        if not reasoning and "think>" not in text and (final or not text):
+            return []  # nothing to parse (the usual plain answer): the fast path
         inline = ""
         if "think>" in text:
             text, inline = split_reasoning(text)
