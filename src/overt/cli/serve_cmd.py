@@ -87,7 +87,7 @@ def _serve(config: Config, tokens: object, args: argparse.Namespace) -> int:
                                              max_request_body_size=args.max_body_bytes)
         mcp_lifespan = server.session_manager.run
     app = create_app(runtime, tokens, max_body_bytes=args.max_body_bytes, mcp=mcp_app,
-                     mcp_lifespan=mcp_lifespan, extra_routes=_slack(config, runtime))
+                     mcp_lifespan=mcp_lifespan, extra_routes=_channels(config, runtime))
     # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests finish
     # (a turn ends recorded, or paused and resumable) before the lifespan closes the ledger.
     uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose
@@ -95,18 +95,17 @@ def _serve(config: Config, tokens: object, args: argparse.Namespace) -> int:
     return 0
 
 
-def _slack(config: Config, runtime: Runtime) -> list[Any]:
-    """The Slack Events endpoint when ``[slack]`` is configured; answers of turns
-    resumed after an approval are posted back to their thread (and email, when
-    configured here), now and each time this process resumes one."""
+def _channels(config: Config, runtime: Runtime) -> list[Any]:
+    """The routes of the channels configured here (Slack's Events endpoint), after
+    arranging that answers of turns resumed after an approval reach the Slack
+    thread or email they were asked in, each time this process resumes one."""
     from overt.channels.delivery import deliver_pending
     from overt.channels.slack import SlackDMHandler, slack_routes
     from overt.cli.repliers import repliers
     channels = repliers(config, runtime)
-
-    async def deliver(_resumed: Resumed) -> None:
-        await deliver_pending(runtime, channels)
     if channels:
+        async def deliver(_resumed: Resumed) -> None:
+            await deliver_pending(runtime, channels)
         runtime.on_resumed(deliver)
     settings = config.slack
     if settings is None:
