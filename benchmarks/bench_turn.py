@@ -60,11 +60,8 @@ async def _bare_loop(turns: int) -> list[float]:
     return samples
 
 
-async def _overt(turns: int, directory: Path) -> tuple[list[float], SqliteLedger]:
-    ledger = SqliteLedger.open(directory / "bench.db")
-    model = FunctionModel(_reply)
-    runtime = Runtime(model=model, ledger=ledger, tools=[lookup],
-                      transcript=Transcript(directory / "transcript.jsonl"))
+async def timed_turns(runtime: Runtime, model: FunctionModel, turns: int) -> list[float]:
+    """Each turn's time in µs, the same question ``turns`` times (``model`` answers it)."""
     message = IncomingMessage("cli", "what are alpha and beta?", {"session_id": "bench"})
     samples = []
     for _ in range(turns):
@@ -73,7 +70,15 @@ async def _overt(turns: int, directory: Path) -> tuple[list[float], SqliteLedger
         samples.append((time.perf_counter_ns() - start) / 1000)
         model.requests.clear()
         assert result.tools_used == ["lookup", "lookup"], result
-    return samples, ledger
+    return samples
+
+
+async def _overt(turns: int, directory: Path) -> tuple[list[float], SqliteLedger]:
+    ledger = SqliteLedger.open(directory / "bench.db")
+    model = FunctionModel(_reply)
+    runtime = Runtime(model=model, ledger=ledger, tools=[lookup],
+                      transcript=Transcript(directory / "transcript.jsonl"))
+    return await timed_turns(runtime, model, turns), ledger
 
 
 def main() -> dict[str, float]:

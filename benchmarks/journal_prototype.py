@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_turn import _reply, lookup
+from benchmarks.bench_turn import _reply, lookup, timed_turns
 from overt.channels.transcript import Transcript
 from overt.clock import now_iso
 from overt.events import Event
@@ -40,7 +40,6 @@ from overt.ledger.sql import SQLITE
 from overt.ledger.sqlite import SqliteLedger, _keyed
 from overt.models.fake import FunctionModel
 from overt.runtime import Runtime
-from overt.types import IncomingMessage
 
 BLOCKS = 8
 TURNS = 300
@@ -113,17 +112,6 @@ class JournalLedger(SqliteLedger):
         os.close(self.fd)
 
 
-async def _block(runtime: Runtime, model: FunctionModel, turns: int) -> float:
-    message = IncomingMessage("cli", "what are alpha and beta?", {"session_id": "bench"})
-    samples = []
-    for _ in range(turns):
-        start = time.perf_counter_ns()
-        await runtime.respond(message)
-        samples.append((time.perf_counter_ns() - start) / 1000)
-        model.requests.clear()
-    return statistics.median(samples)
-
-
 async def _measure(directory: Path) -> None:
     ledgers: dict[str, SqliteLedger] = {"SQLite, as shipped": SqliteLedger.open(directory / "s.db")}
     for name, threaded in (("journal, SQLite fed by a thread", True),
@@ -137,13 +125,13 @@ async def _measure(directory: Path) -> None:
         runtimes[name] = (Runtime(model=model, ledger=ledger, tools=[lookup],
                                   transcript=Transcript(directory / f"{id(model)}.jsonl")), model)
     for runtime, model in runtimes.values():
-        await _block(runtime, model, 500)
+        await timed_turns(runtime, model, 500)
     medians: dict[str, list[float]] = {name: [] for name in runtimes}
     rates: dict[str, list[float]] = {name: [] for name in runtimes}
     for _ in range(BLOCKS):
         for name, (runtime, model) in runtimes.items():
             start = time.perf_counter()
-            medians[name].append(await _block(runtime, model, TURNS))
+            medians[name].append(statistics.median(await timed_turns(runtime, model, TURNS)))
             ledger = ledgers[name]
             if isinstance(ledger, JournalLedger):
                 ledger.drain()

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 
 import pytest
@@ -42,15 +43,11 @@ def test_canonical_json_refuses_nan_and_infinity() -> None:
 
 @given(json_values)
 def test_equal_values_give_equal_canonical_bytes(value: object) -> None:
-    import json
-
     assert canonical_json(json.loads(canonical_json(value))) == canonical_json(value)
 
 
 @given(json_values)
 def test_canonical_json_is_the_documented_json_dumps(value: object) -> None:
-    import json
-
     assert canonical_json(value) == json.dumps(value, sort_keys=True, separators=(",", ":"),
                                                ensure_ascii=False, allow_nan=False)
 

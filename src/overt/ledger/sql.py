@@ -64,7 +64,7 @@ index of its own, written whole to the WAL, and these three made up two thirds o
 those pages. They are found by turn or by session; steps by time through
 ``audit_log_steps_at``."""
 
-KIND_INDEXED = "kind NOT IN ('reasoning.step', 'policy.decision', 'tool_call.started')"
+KIND_INDEXED = f"kind NOT IN ({', '.join(repr(k) for k in UNINDEXED_KINDS)})"
 """The condition of ``audit_log_kind_at``. A query by kind states it word for word
 (:func:`of_kinds`): SQLite uses a partial index only for a query whose WHERE holds
 the index's own terms."""

@@ -38,6 +38,8 @@ BM25_B = 0.75
 cancels out of :func:`sqlite_weights`)."""
 TITLE_WEIGHT = 2.0
 """A title word counts as two body words."""
+PLAIN_WEIGHTS = (TITLE_WEIGHT, 1.0)
+"""(title, body) ``bm25`` weights as they are, for an index with nothing to scale them by."""
 SQLITE_AVERAGES = "SELECT block FROM memory_search_data WHERE id = 1"
 """FTS5's averages record of ``memory_search``: a varint row count, then each
 column's token total (FTS5's on-disk format)."""
@@ -113,11 +115,11 @@ def sqlite_weights(averages: bytes | None) -> tuple[float, float]:
     """
     counts = _varints(averages) if averages else None
     if not counts or len(counts) < 2 or counts[0] == 0 or sum(counts[1:]) == 0:
-        return TITLE_WEIGHT, 1.0  # nothing indexed (or a record FTS5 would refuse too)
+        return PLAIN_WEIGHTS  # nothing indexed (or a record FTS5 would refuse too)
     rows, *totals = counts
     scale = 1 - BM25_B + BM25_B * -len(totals) / (sum(totals) / rows)
     if scale <= 0:  # not an index migration 8 built (no padding): rank as the weights say
-        return TITLE_WEIGHT, 1.0
+        return PLAIN_WEIGHTS
     return TITLE_WEIGHT * scale, scale
 
 
@@ -147,7 +149,7 @@ def words(query: str) -> list[str]:
 
 
 def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None, limit: int,
-           columns: str, weights: tuple[float, float] = (TITLE_WEIGHT, 1.0)
+           columns: str, weights: tuple[float, float] = PLAIN_WEIGHTS
            ) -> tuple[str, list[Any]]:
     """(statement, params) selecting ``columns`` of node alias ``n`` plus a score column.
 

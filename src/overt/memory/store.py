@@ -173,7 +173,7 @@ class MemoryStore:
         terms = search_sql.words(query)
         if query.strip() and not terms:
             return []  # only stop words: nothing would rank, and listing everything misleads
-        weights = (search_sql.TITLE_WEIGHT, 1.0)
+        weights = search_sql.PLAIN_WEIGHTS
         if terms and self._d is SQLITE:
             averages = await self._rows(search_sql.SQLITE_AVERAGES)
             weights = search_sql.sqlite_weights(averages[0][0] if averages else None)

@@ -36,13 +36,18 @@ def _no_delete(table: str, *, gated: bool) -> str:
             f"BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY}: DELETE on {table}'); END;\n")
 
 
+def _append_only(table: str) -> str:
+    """Both guards of a table no prune reaches (the migrations, memory)."""
+    return _no_update(table) + _no_delete(table, gated=False)
+
+
 MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS overt_migrations (
     version    INTEGER PRIMARY KEY,
     name       TEXT NOT NULL,
     applied_at TEXT NOT NULL
 );
-""" + _no_update("overt_migrations") + _no_delete("overt_migrations", gated=False)
+""" + _append_only("overt_migrations")
 
 _INITIAL = f"""
 CREATE TABLE audit_log (
@@ -156,11 +161,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (3, "once-only entries: one per (kind, claim)", _CLAIMS_V3),
     (4, "reasoning steps: index by phase and time, reasoning_steps view", _REASONING_V4),
     (5, "memory: nodes, links, full-text search",
-     memory.sqlite(lambda t: _no_update(t) + _no_delete(t, gated=False))),
+     memory.sqlite(_append_only)),
     (6, "indexes that append: kind and time without the high-volume kinds, steps by time",
      _APPENDING_INDEXES_V6),
     (7, "memory search by actor: each actor's nodes together in the index",
-     memory_search.sqlite(lambda t: _no_update(t) + _no_delete(t, gated=False))),
+     memory_search.sqlite(_append_only)),
     (8, "memory search ranks without per-node lengths (bm25 reads no docsize)",
      memory_search.sqlite_v8()),
     (9, "content keyed seq << 20 | n: a commit appends to one page", _CONTENT_KEYED_V9),
