@@ -61,7 +61,7 @@ def ledger(ledger_url: str) -> Iterator[Any]:
 
 @pytest.fixture
 def raw(ledger: Ledger, ledger_url: str) -> Iterator[backends.Raw]:
-    conn = backends.Raw(ledger_url)
+    conn = backends.Raw(ledger_url, ledger)
     yield conn
     conn.close()
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from overt.errors import LedgerError, ModelError
+from overt.ledger import open_ledger
 from overt.models.fake import FunctionModel, ScriptedModel
 from overt.tools.base import ToolContext, tool
 from overt.tools.builtin import builtin_tools
@@ -201,11 +202,11 @@ def test_the_intent_record_is_committed_before_the_tool_runs(
 
     @tool
     async def inspect_ledger(ctx: ToolContext) -> str:
-        """Reads the ledger from another connection while running."""
-        other = Raw(ledger_url)
-        seen.extend(r[0] for r in other.query(
-            "SELECT kind FROM audit_log WHERE turn_id = ? ORDER BY seq", (ctx.turn_id,)))
-        other.close()
+        """Reads the ledger as another process would while running: on SQLite, its
+        records are committed to the journal, which the other reader stores first."""
+        other = open_ledger(ledger_url)
+        seen.extend(e.kind for e in await other.entries(turn_id=ctx.turn_id))
+        await other.close()
         return "ok"
 
     model = ScriptedModel([{"tool_calls": [call("inspect_ledger")]}, "done"])

@@ -54,7 +54,8 @@ def drafts(events: Sequence[Event]) -> list[Draft]:
     out: list[Draft] = []
     for ev in events:
         data = ev.data()
-        out.append((ev.kind, ev.turn_id, ev.session_id, data, clean_text(canonical_json(data))))
+        session = ev.session_id if ev.session_id is None else clean_text(ev.session_id)
+        out.append((ev.kind, ev.turn_id, session, data, clean_text(canonical_json(data))))
     return out
 
 

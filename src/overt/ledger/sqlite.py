@@ -1,20 +1,23 @@
-"""The embedded ledger: one SQLite file in WAL mode.
+"""The embedded ledger: one SQLite file in WAL mode, with a journal in front of it.
 
-One writer at a time: every append takes SQLite's write lock (``BEGIN
-IMMEDIATE``), chains its entries onto the head and commits before releasing
-it, so several processes can share a file and the chain stays one sequence. A
-busy timeout makes a writer wait for the lock instead of failing; no
-``database is locked`` reaches a user unless the lock is held for 30 s.
+A record is committed to the journal (:mod:`.journal`): one ``os.write`` of the
+chained batch, under an exclusive ``flock`` that every appending process takes,
+so several processes can share a ledger and the chain stays one sequence. A
+feeder (:mod:`.feeder`) copies the journal into SQLite from a thread, many
+batches a transaction, and every read catches SQLite up first, so a reader
+sees every record appended before it asked. An append that must see the
+database (a once-only claim, rows beside the chain, a prune) takes the journal,
+catches SQLite up, checks and stores its batch in one SQLite transaction and
+writes its frame before committing it.
 
-``synchronous=NORMAL`` under WAL: a commit survives the process being killed
-at any point; only a power loss can take the last commits, never corrupt
-earlier ones. SQLite's own auto-checkpoint keeps the WAL short (a thread doing
-passive checkpoints off the commit path was tried and measured no faster).
+A record is as durable in the journal as in SQLite's WAL under
+``synchronous=NORMAL``: it survives the process being killed at any point; only
+a power loss can take the last ones. A ledger opened after a crash stores what
+the journal holds before anything else.
 
-Calls run inline on the caller's thread: a commit costs tens of microseconds,
-less than handing it to a worker thread would. The chain head is cached
-between appends; when another process appended meanwhile, the cached ``seq``
-collides with the primary key, and the append re-reads the head and retries.
+``:memory:`` ledgers (and :meth:`SqliteLedger.open` with ``journal=False``)
+write each batch to SQLite directly under its write lock (``BEGIN IMMEDIATE``),
+caching the head and re-reading it when another writer moved it.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ from overt.ledger.chain import (
     verify_rows,
     with_content_check,
 )
+from overt.ledger.feeder import Feeder, store
+from overt.ledger.journal import Head, Journal, Payload, encode, journal_path
 from overt.ledger.schema.sqlite import MIGRATIONS, MIGRATIONS_TABLE
 from overt.ledger.sql import SQLITE as D
 
@@ -67,35 +72,68 @@ class SqliteLedger:
     def __init__(self, conn: sqlite3.Connection, path: str) -> None:
         self._conn = conn
         self._lock = threading.Lock()
-        self._head: tuple[int, str] | None = None
+        self._head: Head | None = None
         self._closed = False
+        self._journal: Journal | None = None
+        self._feeder: Feeder | None = None
+        self._journaled = False
         self.path = path
         self.url = path
 
     @classmethod
-    def open(cls, path: str | Path, *, migrate: bool = True) -> SqliteLedger:
-        """Open (creating if needed) the ledger at ``path`` and bring its schema up to date.
+    def open(cls, path: str | Path, *, migrate: bool = True,
+             journal: bool = True) -> SqliteLedger:
+        """Open (creating if needed) the ledger at ``path``, bring its schema up to
+        date and store what its journal holds. ``journal=False`` writes each batch
+        to SQLite directly (slower; for comparison and for tools that read the
+        database while overt writes it); a journal left by an earlier process is
+        still stored first.
 
         Raises:
-            LedgerError: the file cannot be opened or is not a SQLite database.
+            LedgerError: the file cannot be opened or is not a SQLite database, or
+                its journal is corrupt or does not follow it.
             MigrationError: the schema could not be migrated.
         """
         p = str(path)
         if p != ":memory:":
             Path(p).parent.mkdir(parents=True, exist_ok=True)
+        ledger = cls(_connect(p), p)
+        ledger._journaled = journal and p != ":memory:"
         try:
-            conn = sqlite3.connect(p, isolation_level=None, check_same_thread=False,
-                                   timeout=BUSY_TIMEOUT_MS / 1000)
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute(f"PRAGMA cache_size = {-CACHE_KIB}")
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"cannot open ledger {p}: {exc}") from exc
-        ledger = cls(conn, p)
-        if migrate:
-            ledger.migrate()
+            if migrate:
+                ledger.migrate()
+            elif ledger._query("SELECT 1 FROM sqlite_master WHERE name = 'audit_log'"):
+                ledger._start_journal()
+        except BaseException:
+            ledger.close_sync()
+            raise
         return ledger
+
+    def _start_journal(self) -> None:
+        """Open the journal, store what it holds (a crashed process's last batches)
+        and start the feeder; without :attr:`_journaled`, stop using it once stored.
+
+        A database holding more than the journal knows (written without one, as
+        ``journal=False`` does) starts the journal again from its head.
+        """
+        if self._journal is not None or self.path == ":memory:" or not (
+                self._journaled or Path(journal_path(self.path)).exists()):
+            return
+        with self._lock:
+            row = self._conn.execute(sql.HEAD).fetchone()
+        journal = self._journal = Journal.open(journal_path(self.path),
+                                               (row[0], row[1]) if row else (0, GENESIS))
+        feeder = self._feeder = Feeder(lambda: _connect(self.path), journal)
+        with journal.appending() as head, feeder.storing() as (conn, held):
+            if held > head[0]:
+                row = conn.execute(sql.HEAD).fetchone()
+                journal.rebase((row[0], row[1]))
+        if self._journaled:
+            feeder.start()
+            return
+        feeder.stop()
+        journal.close()
+        self._journal = self._feeder = None
 
     # -- schema -------------------------------------------------------------
 
@@ -124,6 +162,7 @@ class SqliteLedger:
                         applied.append(version)
             except sqlite3.DatabaseError as exc:
                 raise MigrationError(f"cannot migrate ledger {self.path}: {exc}") from exc
+        self._start_journal()
         return applied
 
     def schema_versions(self) -> list[int]:
@@ -153,21 +192,75 @@ class SqliteLedger:
         """:meth:`record`, for callers without an event loop."""
         try:
             batch = drafts(events)
-            inserts = [(sql.insert_row(D, table, list(values)), tuple(values.values()))
-                       for table, values in rows]
+            table_rows = [(table, list(values), list(values.values())) for table, values in rows]
+            for table, columns, _ in table_rows:
+                sql.insert_row(D, table, columns)  # refuses a name that is not plain
         except (TypeError, ValueError) as exc:
             raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
         at = now_iso()
-        return self._locked_write(lambda: self._append(at, batch, contents, inserts))
+        if self._journal is None:
+            return self._locked_write(
+                lambda conn, head: self._batch(conn, head, at, batch, contents, table_rows))
+        if not batch and not table_rows:
+            return []
+        if table_rows or batch_claims(batch):
+            return self._journaled_write(
+                lambda conn, head: self._batch(conn, head, at, batch, contents, table_rows))
+        return self._journaled_append(at, batch, contents)
 
-    def _locked_write(self, work: Callable[[], T]) -> T:
+    def _journaled_append(self, at: str, batch: list[Draft],
+                          contents: Mapping[str, str] | None) -> list[Entry]:
+        """The common append: chained and written to the journal, SQLite fed later."""
+        assert self._journal is not None and self._feeder is not None
+        if self._feeder.failure is not None:
+            self._feeder.catch_up()  # raises if storing still fails: nothing more is written
+        self._feeder.wait_idle()
+        with self._journal.appending() as head:
+            chained, entries, new_head = chain(head, at, batch)
+            payload: Payload = {"entries": chained}
+            if contents:
+                payload["contents"] = _keyed(content_rows(head[0] + 1, entries, contents), at)
+            self._journal.write(encode(payload), new_head, payload)
+        if self._feeder.lagging():
+            self._feeder.catch_up()
+        else:
+            self._feeder.wake()
+        return entries
+
+    def _journaled_write(self, work: Callable[[sqlite3.Connection, Head],
+                                              tuple[Payload | None, T]]) -> T:
+        """An append that must see the database: under the journal's lock, on SQLite
+        caught up, ``work`` stores its batch and returns its frame, written before
+        the commit."""
+        assert self._journal is not None and self._feeder is not None
+        try:
+            with self._journal.appending() as head, self._feeder.storing() as (conn, held):
+                if held != head[0]:
+                    raise LedgerError(f"ledger {self.path}: the journal's head is entry "
+                                      f"{head[0]} but the database holds entries to {held}")
+                payload, result = work(conn, head)
+                if payload is not None:
+                    self._journal.write(encode(payload), head_after(payload, head), payload)
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"cannot write ledger {self.path}: {exc}") from exc
+        return result
+
+    def _locked_write(self, work: Callable[[sqlite3.Connection, Head],
+                                           tuple[Payload | None, T]]) -> T:
+        """An append straight to SQLite (no journal)."""
         with self._lock:
             if self._closed:
                 raise LedgerError(f"ledger {self.path} is closed")
             for attempt in (1, 2, 3):
                 try:
                     with self._write():
-                        return work()
+                        if self._head is None:
+                            row = self._conn.execute(sql.HEAD).fetchone()
+                            self._head = (row[0], row[1]) if row else (0, GENESIS)
+                        payload, result = work(self._conn, self._head)
+                        if payload is not None:
+                            self._head = head_after(payload, self._head)
+                        return result
                 except sqlite3.IntegrityError as exc:
                     # Another writer moved the head since we cached it: re-read, retry.
                     self._head = None
@@ -178,26 +271,28 @@ class SqliteLedger:
                     raise LedgerError(f"cannot write ledger {self.path}: {exc}") from exc
         raise AssertionError("unreachable")
 
-    def _append(self, at: str, batch: list[Draft], contents: Mapping[str, str] | None,
-                inserts: Sequence[tuple[str, tuple[Any, ...]]] = ()) -> list[Entry]:
-        """Inside a write transaction: claims checked, content, entries chained onto
-        the head, then the rows beside the chain."""
+    @staticmethod
+    def _batch(conn: sqlite3.Connection, head: Head, at: str, batch: list[Draft],
+               contents: Mapping[str, str] | None,
+               table_rows: list[tuple[str, list[str], list[Any]]],
+               ) -> tuple[Payload | None, list[Entry]]:
+        """Inside a write transaction: claims checked, the batch chained onto
+        ``head`` and stored (content, entries, then the rows beside the chain)."""
         for kind, claim in batch_claims(batch):
-            if self._conn.execute(sql.claim_exists(D), (kind, claim)).fetchone():
+            if conn.execute(sql.claim_exists(D), (kind, claim)).fetchone():
                 raise LedgerConflict(kind, claim)
-        if self._head is None:
-            row = self._conn.execute(sql.HEAD).fetchone()
-            self._head = (row[0], row[1]) if row else (0, GENESIS)
-        rows, entries, head = chain(self._head, at, batch)
+        chained, entries, _ = chain(head, at, batch)
+        if not chained:  # rows alone: nothing to chain, nothing to journal
+            for table, columns, values in table_rows:
+                conn.execute(sql.insert_row(D, table, columns), values)
+            return None, entries
+        payload: Payload = {"entries": chained}
         if contents:
-            self._conn.executemany(sql.insert_content(D), _keyed(
-                content_rows(self._head[0] + 1, entries, contents), at))
-        self._conn.executemany(sql.insert_entries(D), rows)
-        for statement, values in inserts:
-            self._conn.execute(statement, values)
-        self._head = head
-        return entries
-
+            payload["contents"] = _keyed(content_rows(head[0] + 1, entries, contents), at)
+        if table_rows:
+            payload["rows"] = table_rows
+        store(conn, payload, head[0])
+        return payload, entries
     async def claimed(self, kind: str, claim: str) -> Entry | None:
         rows = self._query(sql.claim_exists(D), (kind, claim))
         return row_to_entry(rows[0]) if rows else None
@@ -207,25 +302,45 @@ class SqliteLedger:
         return self.prune_sync(cutoff)
 
     def prune_sync(self, cutoff: str) -> LedgerPruned:
-        def work() -> LedgerPruned:
-            self._head = None
-            head = self._conn.execute(sql.HEAD).fetchone()
-            record = retention.plan(lambda q, p: self._conn.execute(q, p).fetchone(), D,
-                                    cutoff, head[0] if head else 0)
-            self._append(now_iso(), drafts([record]), None)
+        def work(conn: sqlite3.Connection, head: Head) -> tuple[Payload | None, LedgerPruned]:
+            record = retention.plan(lambda q, p: conn.execute(q, p).fetchone(), D, cutoff,
+                                    head[0])
+            chained, _, _ = chain(head, now_iso(), drafts([record]))
+            payload: Payload = {"entries": chained}
             if record.removed_entries:
-                self._conn.execute("INSERT INTO overt_prune_gate VALUES (?)",
-                                   (record.through_seq,))
-                self._conn.execute(sql.delete_content_through(D), (record.through_seq,))
-                self._conn.execute(sql.delete_entries_through(D), (record.through_seq,))
-                self._conn.execute("DELETE FROM overt_prune_gate")
-            return record
+                payload["prune"] = record.through_seq
+            store(conn, payload, head[0])
+            return payload, record
 
-        return self._locked_write(work)
+        if self._journal is None:
+            self._head = None  # the chain is read again: a prune starts from what is stored
+            return self._locked_write(work)
+        return self._journaled_write(work)
 
     # -- reading ------------------------------------------------------------
 
+    def sync(self) -> None:
+        """Store every record the journal holds into SQLite now, so that a program
+        reading the database file itself (``sqlite3``, the ``reasoning_steps``
+        view) sees them; overt's own reads do this first anyway.
+
+        Raises:
+            LedgerError: the journal could not be stored.
+        """
+        self._catch_up()
+
+    def _catch_up(self) -> None:
+        """Store what the journal holds, so a read sees every record appended
+        before it, by any process.
+
+        Raises:
+            LedgerError: the journal could not be stored.
+        """
+        if self._feeder is not None and self._feeder.behind():
+            self._feeder.catch_up()
+
     def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        self._catch_up()
         with self._lock:
             try:
                 return self._conn.execute(statement, params).fetchall()
@@ -290,6 +405,7 @@ class SqliteLedger:
 
     def verify_sync(self, *, check_content: bool = True) -> VerifyReport:
         """:meth:`verify`, for callers without an event loop."""
+        self._catch_up()
         with self._lock:
             try:
                 anchors = {int(s): h for s, h in self._conn.execute(sql.prune_anchors(D))
@@ -316,11 +432,41 @@ class SqliteLedger:
         self.close_sync()
 
     def close_sync(self) -> None:
+        """Store what the journal holds, then close; safe to call twice."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        if self._feeder is not None:
+            self._feeder.stop()
+        if self._journal is not None:
+            self._journal.close()
+        with self._lock:
             self._conn.close()
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    """A connection with the ledger's settings.
+
+    Raises:
+        LedgerError: the file cannot be opened or is not a SQLite database.
+    """
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
+                               timeout=BUSY_TIMEOUT_MS / 1000)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA cache_size = {-CACHE_KIB}")
+    except sqlite3.DatabaseError as exc:
+        raise LedgerError(f"cannot open ledger {path}: {exc}") from exc
+    return conn
+
+
+def head_after(payload: Payload, head: Head) -> Head:
+    """The chain head once ``payload``'s entries follow ``head``."""
+    entries = payload["entries"]
+    return (entries[-1][0], entries[-1][8]) if entries else head
 
 
 def _keyed(rows: list[tuple[int, str, str]], at: str) -> list[tuple[int, int, str, str, str]]:
