@@ -65,6 +65,8 @@ def _record_rate(ledger: Any, turns: int, blocks: int = 8) -> float:
             steps.failed("model_error: ConnectionError: refused")
             assert len(rec.events) == STEPS_PER_TURN
             await rec.flush()
+        if hasattr(ledger, "sync"):
+            ledger.sync()  # SQLite's journal stored too: the rate counts it
         return turns // blocks * STEPS_PER_TURN / (time.perf_counter() - start)
 
     return max(asyncio.run(block()) for _ in range(blocks))
