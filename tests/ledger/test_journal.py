@@ -47,6 +47,19 @@ def _hold_feeder(ledger: SqliteLedger) -> None:
     ledger._feeder._thread.join()
 
 
+def _held(db: Path) -> SqliteLedger:
+    """A ledger on ``db`` whose feeder thread stores nothing (see :func:`_hold_feeder`)."""
+    ledger = SqliteLedger.open(db)
+    _hold_feeder(ledger)
+    return ledger
+
+
+def _killed(ledger: SqliteLedger) -> None:
+    """Let go of the journal as a killed process would: nothing more stored, no rotation."""
+    assert ledger._journal is not None
+    ledger._journal.close()
+
+
 # -- frames ---------------------------------------------------------------------
 
 def test_frames_round_trip_and_a_torn_last_frame_is_told_apart_from_nothing() -> None:
@@ -98,8 +111,7 @@ def test_the_base_frame_names_the_python_that_wrote_it() -> None:
 def test_a_record_is_in_the_journal_first_and_every_read_catches_sqlite_up(
         tmp_path: Path) -> None:
     db = tmp_path / "l.db"
-    ledger = SqliteLedger.open(db)
-    _hold_feeder(ledger)
+    ledger = _held(db)
     run(ledger.record([_event(1), _event(2)]))
     assert _stored(db) == 0  # written to the journal, not yet to SQLite
     assert os.path.getsize(journal_path(str(db))) > 0
@@ -124,8 +136,7 @@ def test_the_feeder_thread_stores_records_once_appends_pause(tmp_path: Path) -> 
 
 def test_closing_stores_everything_and_leaves_an_empty_journal(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
-    ledger = SqliteLedger.open(db)
-    _hold_feeder(ledger)
+    ledger = _held(db)
     for n in range(50):
         run(ledger.record([_event(n)], {f"sha256:{n:064x}": "body " * 50}))
     ledger.close_sync()
@@ -135,10 +146,9 @@ def test_closing_stores_everything_and_leaves_an_empty_journal(tmp_path: Path) -
 
 def test_a_torn_last_frame_is_cut_off_and_everything_before_it_kept(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
-    ledger = SqliteLedger.open(db)
-    _hold_feeder(ledger)
+    ledger = _held(db)
     run(ledger.record([_event(1), _event(2)]))
-    ledger._journal.close()  # type: ignore[union-attr]  # as if killed: nothing stored
+    _killed(ledger)
     with open(journal_path(str(db)), "ab") as f:
         f.write(encode({"entries": [[3, "i", "k", "a", None, None, "{}", "p", "h"]]})[:-5])
     again = SqliteLedger.open(db)
@@ -151,11 +161,10 @@ def test_a_torn_last_frame_is_cut_off_and_everything_before_it_kept(tmp_path: Pa
 
 def test_a_corrupt_journal_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
-    ledger = SqliteLedger.open(db)
-    _hold_feeder(ledger)
+    ledger = _held(db)
     run(ledger.record([_event(1)]))
     run(ledger.record([_event(2)]))
-    ledger._journal.close()  # type: ignore[union-attr]
+    _killed(ledger)
     path = journal_path(str(db))
     data = bytearray(Path(path).read_bytes())
     data[len(journal.base_frame((0, "x" * 71))) + HEADER.size + 3] ^= 0x20  # the first batch
@@ -215,10 +224,9 @@ def test_records_written_without_the_journal_start_it_again_from_the_database(
 def test_opening_without_the_journal_stores_what_a_crashed_process_left_in_it(
         tmp_path: Path) -> None:
     db = tmp_path / "l.db"
-    ledger = SqliteLedger.open(db)
-    _hold_feeder(ledger)
+    ledger = _held(db)
     run(ledger.record([_event(1)]))
-    ledger._journal.close()  # type: ignore[union-attr]  # as if killed
+    _killed(ledger)
     direct = SqliteLedger.open(db, journal=False)
     assert _stored(db) == 1
     run(direct.record([_event(2)]))
@@ -230,8 +238,7 @@ def test_a_database_that_cannot_take_the_records_fails_the_next_append_and_loses
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sqlite, "BUSY_TIMEOUT_MS", 50)
     db = tmp_path / "l.db"
-    ledger = SqliteLedger.open(db)
-    _hold_feeder(ledger)
+    ledger = _held(db)
     run(ledger.record([_event(1)]))
     blocker = sqlite3.connect(db, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")  # another program holds SQLite's write lock
@@ -251,8 +258,7 @@ def test_a_database_that_cannot_take_the_records_fails_the_next_append_and_loses
 def test_a_database_cut_back_behind_the_journal_is_refused_not_overwritten(
         tmp_path: Path) -> None:
     db = tmp_path / "l.db"
-    ledger = SqliteLedger.open(db)
-    _hold_feeder(ledger)
+    ledger = _held(db)
     run(ledger.record([_event(1), _event(2)]))
     ledger.sync()
     conn = sqlite3.connect(db, isolation_level=None)
@@ -278,8 +284,7 @@ def test_a_large_backlog_is_stored_by_the_appender(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(feeder, "LAG_BYTES", 2000)
     db = tmp_path / "l.db"
-    ledger = SqliteLedger.open(db)
-    _hold_feeder(ledger)
+    ledger = _held(db)
     for n in range(30):
         run(ledger.record([_event(n)], {f"sha256:{n:064x}": "x" * 300}))
     assert 20 <= _stored(db) <= 30  # stored as it passed 2,000 bytes, without a read

@@ -25,7 +25,8 @@ from contextlib import contextmanager
 
 from overt.errors import LedgerError
 from overt.ledger import sql
-from overt.ledger.journal import Journal, JournalReader, Payload
+from overt.ledger.canonical import GENESIS
+from overt.ledger.journal import Head, Journal, JournalReader, Payload
 from overt.ledger.sql import SQLITE as D
 
 log = logging.getLogger("overt.ledger")
@@ -43,11 +44,9 @@ catch up first."""
 
 LAG_BYTES = 1 << 20
 """How far SQLite may trail the journal before an append stores the backlog
-itself. The thread cannot keep up while the process is busy: it gives up
-Python's GIL around every row it stores and waits up to 5 ms for it back
-whenever the appending thread is running Python (the GIL's convoy effect), so
-under a steady stream of turns the backlog is stored by the appender, a
-megabyte (a few hundred turns) in one transaction."""
+itself: under a steady stream of turns the thread never finds a pause (see
+:data:`QUIET_S`), so the appender stores a megabyte (a few hundred turns) in one
+transaction."""
 
 ROTATE_BYTES = 8 << 20
 """The journal is replaced by an empty one once SQLite holds this much of it."""
@@ -106,10 +105,10 @@ def _rollback(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
 
 
-def held_to(conn: sqlite3.Connection) -> int:
-    """The last seq SQLite holds (0: none)."""
+def head_in(conn: sqlite3.Connection) -> Head:
+    """The chain head SQLite holds: (seq, hash) of its last entry, or (0, genesis)."""
     row = conn.execute(sql.HEAD).fetchone()
-    return int(row[0]) if row else 0
+    return (int(row[0]), row[1]) if row else (0, GENESIS)
 
 
 class Feeder:
@@ -178,7 +177,7 @@ class Feeder:
             LedgerError: they could not be stored; they stay in the journal, and
                 :attr:`failure` holds the error until a later catch-up succeeds.
         """
-        with self._lock, self._transaction():
+        with self.storing():
             pass
 
     @contextmanager
@@ -204,7 +203,7 @@ class Feeder:
             self._pending.extend(self._reader.read_new())
             conn.execute("BEGIN IMMEDIATE")
             try:
-                held = held_to(conn)
+                held = head_in(conn)[0]
                 for payload in self._pending:
                     held = store(conn, payload, held)
             except BaseException:

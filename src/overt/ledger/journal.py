@@ -47,7 +47,7 @@ import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, overload
 
 from overt.errors import LedgerError
 
@@ -133,8 +133,12 @@ def decode(data: bytes, start: int, path: str) -> tuple[list[Payload], int, bool
     return payloads, pos, False
 
 
+@overload
+def head_of(payload: Payload, current: Head) -> Head: ...
+@overload
+def head_of(payload: Payload, current: Head | None) -> Head | None: ...
 def head_of(payload: Payload, current: Head | None) -> Head | None:
-    """The chain head after ``payload``."""
+    """The chain head after ``payload`` (a base frame, or a batch chained onto ``current``)."""
     base = payload.get("base")
     if base is not None:
         return int(base[0]), str(base[1])
@@ -143,6 +147,12 @@ def head_of(payload: Payload, current: Head | None) -> Head | None:
         last = entries[-1]
         return int(last[0]), str(last[8])
     return current
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int]:
+    """Which file ``stat`` describes: ``(st_dev, st_ino)``, so that offsets into a
+    rotated journal are never taken for offsets into its successor."""
+    return stat.st_dev, stat.st_ino
 
 
 class Journal:
@@ -173,9 +183,9 @@ class Journal:
         journal = cls(path)
         with journal._thread_lock:
             journal._fd = journal._open_fd()
-            journal._flock()
+            size = journal._flock().st_size
             try:
-                journal._read_tail()
+                journal._read_tail(size)
                 if journal._end == 0:  # new, or its base frame was torn
                     journal._write(base_frame(base), base)
             finally:
@@ -185,18 +195,19 @@ class Journal:
     def _open_fd(self) -> int:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-            stat = os.fstat(fd)
+            self._file = _identity(os.fstat(fd))
         except OSError as exc:
             raise LedgerError(f"cannot open journal {self.path}: {exc}") from exc
-        self._file = (stat.st_dev, stat.st_ino)
         return fd
 
-    def _flock(self) -> None:
-        """Take the file lock, following the journal to a new file if it was rotated."""
+    def _flock(self) -> os.stat_result:
+        """Take the file lock, following the journal to a new file if it was rotated;
+        returns the locked file's ``fstat``."""
         while True:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
-            if os.fstat(self._fd).st_nlink > 0:
-                return
+            stat = os.fstat(self._fd)
+            if stat.st_nlink > 0:
+                return stat
             # Rotated while we waited: the path names a new file; read it from its base.
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
@@ -222,34 +233,35 @@ class Journal:
             if self._closed:
                 raise LedgerError(f"journal {self.path} is closed")
             try:
-                self._flock()
+                size = self._flock().st_size
             except OSError as exc:
                 raise LedgerError(f"cannot lock journal {self.path}: {exc}") from exc
             try:
-                head = self._read_tail()
+                head = self._read_tail(size)
                 if head is None:
                     raise LedgerError(f"journal {self.path} has no base frame")
                 yield head
             finally:
                 self._unflock()
 
-    def _read_tail(self) -> Head | None:
-        """Read what other processes appended since this one last looked; cut off a
-        torn last frame (the lock is held, so no one is writing it)."""
-        size = os.fstat(self._fd).st_size
-        if size != self._end or self._head is None:
-            if size < self._end:
-                self._end, self._head = 0, None  # cut back by someone else: read it again
-            try:
-                data = os.pread(self._fd, size - self._end, self._end)
-            except OSError as exc:
-                raise LedgerError(f"cannot read journal {self.path}: {exc}") from exc
-            payloads, used, torn = decode(data, self._end, self.path)
-            for payload in payloads:
-                self._head = head_of(payload, self._head)
-            self._end += used
-            if torn:
-                os.ftruncate(self._fd, self._end)
+    def _read_tail(self, size: int) -> Head | None:
+        """Read what other processes appended since this one last looked (the file
+        is ``size`` bytes); cut off a torn last frame (the lock is held, so no one
+        is writing it)."""
+        if size == self._end and self._head is not None:
+            return self._head
+        if size < self._end:
+            self._end, self._head = 0, None  # cut back by someone else: read it again
+        try:
+            data = os.pread(self._fd, size - self._end, self._end)
+        except OSError as exc:
+            raise LedgerError(f"cannot read journal {self.path}: {exc}") from exc
+        payloads, used, torn = decode(data, self._end, self.path)
+        for payload in payloads:
+            self._head = head_of(payload, self._head)
+        self._end += used
+        if torn:
+            self._cut_back()
         return self._head
 
     def write(self, frame: bytes, head: Head, payload: Payload) -> None:
@@ -279,7 +291,8 @@ class Journal:
         self._head = head
 
     def _cut_back(self) -> None:
-        """Remove a partly written frame (disk full): the file ends at the last whole frame."""
+        """Remove a partly written frame (a crash, a full disk): the file ends at the
+        last whole frame."""
         try:
             os.ftruncate(self._fd, self._end)
         except OSError as exc:
@@ -310,10 +323,10 @@ class Journal:
                 stat = os.fstat(self._fd)
                 if stat.st_nlink == 0 or not fed.has_read(stat):
                     return False
-                head = self._read_tail()
+                head = self._read_tail(stat.st_size)
                 if head is None:
                     return False
-                self._replace(head)
+                self.rebase(head)
                 return True
             finally:
                 self._unflock()
@@ -321,19 +334,15 @@ class Journal:
             self._thread_lock.release()
 
     def rebase(self, base: Head) -> None:
-        """Start the journal again from ``base``, the head of a database that holds
-        more than the journal knows (it was written without one); call inside
-        :meth:`appending`, with SQLite holding every frame.
+        """Put a new file holding only ``base`` in the journal's place: SQLite's head,
+        when it holds every frame (a rotation) or more than the journal knows (a
+        database written without one). Call with both locks held (inside
+        :meth:`appending`); they are held on the new file when it returns (others may
+        have appended to it meanwhile: they are read as any other process's frames).
 
         Raises:
             LedgerError: the new file could not be written; the old one is kept.
         """
-        self._replace(base)
-
-    def _replace(self, base: Head) -> None:
-        """Put a file holding only ``base`` in the journal's place; both locks held,
-        and held on the new file when it returns (others may have appended to it
-        meanwhile: they are read as any other process's frames)."""
         tmp = self.path + ".new"
         frame = base_frame(base)
         try:
@@ -350,9 +359,8 @@ class Journal:
             raise LedgerError(f"cannot rotate journal {self.path}: {exc}") from exc
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.close(self._fd)  # releases the old file's lock: its waiters find it unlinked
-        stat = os.fstat(fd)
         self._fd, self._end, self._head = fd, len(frame), base
-        self._file = (stat.st_dev, stat.st_ino)
+        self._file = _identity(os.fstat(fd))
 
     def close(self) -> None:
         with self._thread_lock:
@@ -396,7 +404,7 @@ class JournalReader:
                 stat = os.fstat(self._fd)
             if stat.st_size < self.offset:
                 self.offset = 0
-            file = (stat.st_dev, stat.st_ino)
+            file = _identity(stat)
             if file != self._file:
                 self._file = file
                 self._offered = {k: v for k, v in self._offered.items() if k[:2] == file}
@@ -420,9 +428,7 @@ class JournalReader:
         """Whether this reader has read the file ``stat`` describes to its end."""
         if self._fd < 0:
             return False
-        mine = os.fstat(self._fd)
-        return (mine.st_dev, mine.st_ino) == (stat.st_dev, stat.st_ino) \
-            and self.offset == stat.st_size
+        return _identity(os.fstat(self._fd)) == _identity(stat) and self.offset == stat.st_size
 
     def unread(self) -> bool:
         """Whether the file holds bytes past :attr:`offset` (one ``fstat``)."""

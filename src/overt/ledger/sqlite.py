@@ -42,7 +42,7 @@ from overt.ledger.base import (
     UsageRow,
     VerifyReport,
 )
-from overt.ledger.canonical import GENESIS, digest_text
+from overt.ledger.canonical import digest_text
 from overt.ledger.chain import (
     Draft,
     batch_claims,
@@ -54,8 +54,8 @@ from overt.ledger.chain import (
     verify_rows,
     with_content_check,
 )
-from overt.ledger.feeder import Feeder, store
-from overt.ledger.journal import Head, Journal, Payload, encode, journal_path
+from overt.ledger.feeder import Feeder, head_in, store
+from overt.ledger.journal import Head, Journal, Payload, encode, head_of, journal_path
 from overt.ledger.schema.sqlite import MIGRATIONS, MIGRATIONS_TABLE
 from overt.ledger.sql import SQLITE as D
 
@@ -120,14 +120,12 @@ class SqliteLedger:
                 self._journaled or Path(journal_path(self.path)).exists()):
             return
         with self._lock:
-            row = self._conn.execute(sql.HEAD).fetchone()
-        journal = self._journal = Journal.open(journal_path(self.path),
-                                               (row[0], row[1]) if row else (0, GENESIS))
+            stored = head_in(self._conn)
+        journal = self._journal = Journal.open(journal_path(self.path), stored)
         feeder = self._feeder = Feeder(lambda: _connect(self.path), journal)
         with journal.appending() as head, feeder.storing() as (conn, held):
             if held > head[0]:
-                row = conn.execute(sql.HEAD).fetchone()
-                journal.rebase((row[0], row[1]))
+                journal.rebase(head_in(conn))
         if self._journaled:
             feeder.start()
             return
@@ -198,14 +196,16 @@ class SqliteLedger:
         except (TypeError, ValueError) as exc:
             raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
         at = now_iso()
+
+        def work(conn: sqlite3.Connection, head: Head) -> tuple[Payload | None, list[Entry]]:
+            return self._batch(conn, head, at, batch, contents, table_rows)
+
         if self._journal is None:
-            return self._locked_write(
-                lambda conn, head: self._batch(conn, head, at, batch, contents, table_rows))
+            return self._locked_write(work)
         if not batch and not table_rows:
             return []
         if table_rows or batch_claims(batch):
-            return self._journaled_write(
-                lambda conn, head: self._batch(conn, head, at, batch, contents, table_rows))
+            return self._journaled_write(work)
         return self._journaled_append(at, batch, contents)
 
     def _journaled_append(self, at: str, batch: list[Draft],
@@ -216,11 +216,8 @@ class SqliteLedger:
             self._feeder.catch_up()  # raises if storing still fails: nothing more is written
         self._feeder.wait_idle()
         with self._journal.appending() as head:
-            chained, entries, new_head = chain(head, at, batch)
-            payload: Payload = {"entries": chained}
-            if contents:
-                payload["contents"] = _keyed(content_rows(head[0] + 1, entries, contents), at)
-            self._journal.write(encode(payload), new_head, payload)
+            payload, entries = _frame(head, at, batch, contents)
+            self._journal.write(encode(payload), head_of(payload, head), payload)
         if self._feeder.lagging():
             self._feeder.catch_up()
         else:
@@ -240,7 +237,7 @@ class SqliteLedger:
                                       f"{head[0]} but the database holds entries to {held}")
                 payload, result = work(conn, head)
                 if payload is not None:
-                    self._journal.write(encode(payload), head_after(payload, head), payload)
+                    self._journal.write(encode(payload), head_of(payload, head), payload)
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"cannot write ledger {self.path}: {exc}") from exc
         return result
@@ -255,11 +252,10 @@ class SqliteLedger:
                 try:
                     with self._write():
                         if self._head is None:
-                            row = self._conn.execute(sql.HEAD).fetchone()
-                            self._head = (row[0], row[1]) if row else (0, GENESIS)
+                            self._head = head_in(self._conn)
                         payload, result = work(self._conn, self._head)
                         if payload is not None:
-                            self._head = head_after(payload, self._head)
+                            self._head = head_of(payload, self._head)
                         return result
                 except sqlite3.IntegrityError as exc:
                     # Another writer moved the head since we cached it: re-read, retry.
@@ -281,14 +277,11 @@ class SqliteLedger:
         for kind, claim in batch_claims(batch):
             if conn.execute(sql.claim_exists(D), (kind, claim)).fetchone():
                 raise LedgerConflict(kind, claim)
-        chained, entries, _ = chain(head, at, batch)
-        if not chained:  # rows alone: nothing to chain, nothing to journal
+        if not batch:  # rows alone: nothing to chain, nothing to journal
             for table, columns, values in table_rows:
                 conn.execute(sql.insert_row(D, table, columns), values)
-            return None, entries
-        payload: Payload = {"entries": chained}
-        if contents:
-            payload["contents"] = _keyed(content_rows(head[0] + 1, entries, contents), at)
+            return None, []
+        payload, entries = _frame(head, at, batch, contents)
         if table_rows:
             payload["rows"] = table_rows
         store(conn, payload, head[0])
@@ -305,8 +298,7 @@ class SqliteLedger:
         def work(conn: sqlite3.Connection, head: Head) -> tuple[Payload | None, LedgerPruned]:
             record = retention.plan(lambda q, p: conn.execute(q, p).fetchone(), D, cutoff,
                                     head[0])
-            chained, _, _ = chain(head, now_iso(), drafts([record]))
-            payload: Payload = {"entries": chained}
+            payload, _ = _frame(head, now_iso(), drafts([record]), None)
             if record.removed_entries:
                 payload["prune"] = record.through_seq
             store(conn, payload, head[0])
@@ -320,18 +312,10 @@ class SqliteLedger:
     # -- reading ------------------------------------------------------------
 
     def sync(self) -> None:
-        """Store every record the journal holds into SQLite now, so that a program
-        reading the database file itself (``sqlite3``, the ``reasoning_steps``
-        view) sees them; overt's own reads do this first anyway.
-
-        Raises:
-            LedgerError: the journal could not be stored.
-        """
-        self._catch_up()
-
-    def _catch_up(self) -> None:
-        """Store what the journal holds, so a read sees every record appended
-        before it, by any process.
+        """Store every record the journal holds into SQLite now. Every read of overt's
+        does this first, so it sees every record appended before it, by any
+        process; a program reading the database file itself (``sqlite3``, the
+        ``reasoning_steps`` view) calls it.
 
         Raises:
             LedgerError: the journal could not be stored.
@@ -340,7 +324,7 @@ class SqliteLedger:
             self._feeder.catch_up()
 
     def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
-        self._catch_up()
+        self.sync()
         with self._lock:
             try:
                 return self._conn.execute(statement, params).fetchall()
@@ -405,7 +389,7 @@ class SqliteLedger:
 
     def verify_sync(self, *, check_content: bool = True) -> VerifyReport:
         """:meth:`verify`, for callers without an event loop."""
-        self._catch_up()
+        self.sync()
         with self._lock:
             try:
                 anchors = {int(s): h for s, h in self._conn.execute(sql.prune_anchors(D))
@@ -463,10 +447,15 @@ def _connect(path: str) -> sqlite3.Connection:
     return conn
 
 
-def head_after(payload: Payload, head: Head) -> Head:
-    """The chain head once ``payload``'s entries follow ``head``."""
-    entries = payload["entries"]
-    return (entries[-1][0], entries[-1][8]) if entries else head
+def _frame(head: Head, at: str, batch: list[Draft], contents: Mapping[str, str] | None,
+           ) -> tuple[Payload, list[Entry]]:
+    """``batch`` chained onto ``head`` as a journal frame's payload (entries, and the
+    bodies keyed as stored), and the entries."""
+    chained, entries, _ = chain(head, at, batch)
+    payload: Payload = {"entries": chained}
+    if contents:
+        payload["contents"] = _keyed(content_rows(head[0] + 1, entries, contents), at)
+    return payload, entries
 
 
 def _keyed(rows: list[tuple[int, str, str]], at: str) -> list[tuple[int, int, str, str, str]]:
