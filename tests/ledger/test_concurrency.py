@@ -11,7 +11,7 @@ import pytest
 
 from overt.ledger import open_ledger
 from tests.backends import Raw
-from tests.conftest import LATEST, run
+from tests.conftest import latest, run
 
 WORKLOAD = Path(__file__).resolve().parents[2] / "benchmarks" / "workload.py"
 
@@ -86,6 +86,6 @@ def test_concurrent_processes_lose_no_record_and_keep_one_verifiable_chain(
 def test_processes_that_migrate_at_once_all_succeed(ledger_url: str) -> None:
     _run_workers(ledger_url, processes=4, turns=1, concurrency=1)
     ledger: Any = open_ledger(ledger_url)
-    assert ledger.schema_versions() == LATEST
+    assert ledger.schema_versions() == latest(ledger_url)
     assert run(ledger.verify()).ok
     ledger.close_sync()

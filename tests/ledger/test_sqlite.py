@@ -9,7 +9,7 @@ import pytest
 
 from overt.errors import LedgerError
 from overt.ledger.sqlite import SqliteLedger
-from tests.conftest import LATEST
+from tests.conftest import latest
 
 
 def test_the_ledger_file_is_in_wal_mode(tmp_path: Path) -> None:
@@ -27,6 +27,6 @@ def test_a_file_that_is_not_a_database_gives_a_ledger_error(tmp_path: Path) -> N
 
 def test_a_fresh_file_migrates_from_nothing(tmp_path: Path) -> None:
     ledger = SqliteLedger.open(tmp_path / "new.db", migrate=False)
-    assert ledger.migrate() == LATEST
+    assert ledger.migrate() == latest(str(tmp_path))
     assert ledger.migrate() == []
     ledger.close_sync()

@@ -11,7 +11,7 @@ from overt.events import RuntimeStarted, TurnStarted
 from overt.ledger import open_ledger
 from overt.ledger.canonical import digest_text
 from tests.backends import Raw
-from tests.conftest import LATEST, run
+from tests.conftest import latest, run
 
 TABLES = ["audit_log", "content_blobs", "overt_migrations"]
 
@@ -30,9 +30,9 @@ def _fill(ledger: Any, n: int = 6) -> None:
 def test_migrations_run_once_and_running_them_again_is_a_no_op(ledger: Any,
                                                                ledger_url: str) -> None:
     assert ledger.migrate() == []
-    assert ledger.schema_versions() == LATEST
+    assert ledger.schema_versions() == latest(ledger_url)
     again = open_ledger(ledger_url)
-    assert again.schema_versions() == LATEST  # type: ignore[attr-defined]
+    assert again.schema_versions() == latest(ledger_url)  # type: ignore[attr-defined]
     again.close_sync()  # type: ignore[attr-defined]
 
 
@@ -102,6 +102,8 @@ def test_a_truncated_tail_verifies_but_changes_the_head_hash(ledger: Any, raw: R
     _fill(ledger)
     head = run(ledger.verify()).head_hash
     raw.drop_guards().execute("DELETE FROM audit_log WHERE seq = 6")
+    if not raw.pg:  # and what SQLite's trail index holds of it
+        raw.execute("DELETE FROM trail_index WHERE seq = 6")
     report = run(ledger.verify())
     assert report.ok and report.head_hash != head
 
@@ -233,10 +235,11 @@ def test_a_column_rewritten_as_a_blob_is_named_by_verify(ledger: Any, raw: Raw) 
 def test_a_ledger_at_an_older_schema_is_brought_up_to_date(
     ledger_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from overt.ledger import postgres, sqlite
+    from overt.ledger import feeder, postgres, sqlite
 
     for module in (sqlite, postgres):
         monkeypatch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:1])
+    monkeypatch.setattr(feeder, "index_rows", lambda entries, keys: [])  # before migration 10
     # bodies as an overt before migration 9 stored them: (seq, digest, body, created_at)
     monkeypatch.setattr(sqlite.sql, "insert_content", lambda d: (
         "INSERT INTO content_blobs (seq, digest, body, created_at) VALUES (?, ?, ?, ?)"))
@@ -247,7 +250,7 @@ def test_a_ledger_at_an_older_schema_is_brought_up_to_date(
     old.close_sync()
     monkeypatch.undo()
     current: Any = open_ledger(ledger_url)
-    assert current.schema_versions() == LATEST
+    assert current.schema_versions() == latest(ledger_url)
     assert run(current.verify()).ok and run(current.count("turn.started")) == 2
     for entry in run(current.entries()):
         assert run(current.content(digest_text("m0"), seq=entry.seq)) == "m0"

@@ -12,7 +12,7 @@ import pytest
 from overt.ledger import open_ledger
 from overt.memory.store import Writer, store_for
 from tests.backends import Raw
-from tests.conftest import LATEST, run
+from tests.conftest import latest, run
 
 ALICE = Writer("agent:alice")
 BOB = Writer("agent:bob")
@@ -37,7 +37,7 @@ def test_nodes_written_before_the_index_existed_are_found_once_the_ledger_migrat
 
     current: Any = open_ledger(ledger_url)
     try:
-        assert current.schema_versions() == LATEST
+        assert current.schema_versions() == latest(ledger_url)
         store = store_for(current)
         assert run(store.search("rabbitmq")) == []
         assert [h.node.id for h in run(store.search("kafka", actor="agent:alice"))] == [

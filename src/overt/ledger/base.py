@@ -82,10 +82,14 @@ class UsageRow:
     session: str = "*"
 
 
-TrailRow = tuple[int, str, str, str | None, str | None, str, str | None]
-"""(seq, kind, at, turn_id, session_id, data as canonical JSON text, joined body):
-one entry of a reasoning trail. A tuple, and ``data`` left as text, because a
-trail is read 50,000 rows at a time and the reader decodes what it keeps."""
+TrailRow = tuple[int, bytes, str | None]
+"""(seq, record, body): one entry of a reasoning trail. ``record`` is the tuple
+``(kind, turn_id, session_id, at, *fields)`` of
+:func:`overt.ledger.trail_index.record` (the fields of
+:data:`~overt.ledger.trail_index.TRAIL_FIELDS`), marshalled; ``body`` the text
+its ``content_digest`` or ``message_digest`` names (``None`` when not stored).
+A tuple, and the record left encoded, because a trail is read 80,000 rows at a
+time and the reader decodes what it keeps."""
 
 TableRow = tuple[str, Mapping[str, Any]]
 """(table, {column: value}): a row written beside the chain in the same transaction."""
@@ -121,11 +125,11 @@ class Ledger(Protocol):
         """Entries matching every given filter, in ``seq`` order."""
         ...
 
-    async def trail_rows(self, kinds: Sequence[str], *, turn_id: str | None = None,
+    async def trail_rows(self, *, turn_id: str | None = None,
                          session_id: str | None = None, since: str | None = None,
                          until: str | None = None) -> list[TrailRow]:
-        """Entries of ``kinds`` of the turns in scope, in ``seq`` order, each with the
-        body its ``content_digest`` or ``message_digest`` names (``None`` when pruned).
+        """The entries of the turns in scope of the kinds a trail reads
+        (:data:`~overt.ledger.trail_index.TRAIL_KINDS`), in ``seq`` order.
 
         In scope: the turn ``turn_id``; else the turns of ``session_id`` and/or
         started in ``[since, until)``.

@@ -28,6 +28,7 @@ from overt.ledger import sql
 from overt.ledger.canonical import GENESIS
 from overt.ledger.journal import Head, Journal, JournalReader, Payload
 from overt.ledger.sql import SQLITE as D
+from overt.ledger.trail_index import index_rows
 
 log = logging.getLogger("overt.ledger")
 
@@ -85,6 +86,9 @@ def store(conn: sqlite3.Connection, payload: Payload, held: int) -> int:
     if contents:
         conn.executemany(sql.insert_content(D), contents)
     conn.executemany(sql.insert_entries(D), entries)
+    indexed = index_rows(entries, {c[2]: c[0] for c in contents} if contents else {})
+    if indexed:
+        conn.executemany(sql.INSERT_TRAIL_INDEX, indexed)
     for table, columns, values in payload.get("rows") or ():
         try:
             statement = sql.insert_row(D, table, columns)
@@ -95,6 +99,7 @@ def store(conn: sqlite3.Connection, payload: Payload, held: int) -> int:
     if through is not None:
         conn.execute("INSERT INTO overt_prune_gate VALUES (?)", (through,))
         conn.execute(sql.delete_content_through(D), (through,))
+        conn.execute(sql.DELETE_TRAIL_INDEX_THROUGH, (through,))
         conn.execute(sql.delete_entries_through(D), (through,))
         conn.execute("DELETE FROM overt_prune_gate")
     return last

@@ -66,6 +66,7 @@ from overt.ledger.chain import (
 )
 from overt.ledger.schema.postgres import MIGRATIONS, MIGRATIONS_TABLE
 from overt.ledger.sql import POSTGRES as D
+from overt.ledger.trail_index import decode, record
 
 try:
     import psycopg
@@ -381,14 +382,17 @@ class PostgresLedger:
         rows = await self._aread(lambda c: c.execute(statement, params).fetchall())
         return [row_to_entry(r) for r in rows]
 
-    async def trail_rows(self, kinds: Sequence[str], *, turn_id: str | None = None,
+    async def trail_rows(self, *, turn_id: str | None = None,
                          session_id: str | None = None, since: str | None = None,
                          until: str | None = None) -> list[TrailRow]:
-        statement, params = sql.trail(D, kinds, turn_id=turn_id, session_id=session_id,
+        # read from the chain, each record projected here (PostgreSQL keeps no index)
+        statement, params = sql.trail(D, turn_id=turn_id, session_id=session_id,
                                       since=since, until=until)
         rows = await self._aread(lambda c: c.execute(statement, params).fetchall())
-        return [(r[0], r[1], r[2], r[3], r[4], r[5],
-                 None if r[6] is None else bytes(r[6]).decode("utf-8")) for r in rows]
+        return [(seq, record(kind, turn_id, session_id, at, decode(data)),
+                 None if body is None else bytes(body).decode("utf-8"))
+                for seq, kind, at, turn_id, session_id, data, body in rows
+                if turn_id is not None]
 
     async def content(self, digest: str, *, seq: int | None = None) -> str | None:
         params: tuple[Any, ...] = (digest,) if seq is None else (seq, digest)

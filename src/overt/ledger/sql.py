@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from overt.ledger.chain import ENTRY_COLUMNS
+from overt.ledger.trail_index import TRAIL_KINDS
 
 # Kinds that mean a turn is waiting on something outside it (an approval); a
 # turn whose latest such entry has no completion after it is never pruned.
@@ -221,54 +222,104 @@ def reasoning_steps_view(d: Dialect) -> str:
             "at AS created_at, seq FROM audit_log WHERE kind = 'reasoning.step'")
 
 
+_TRAIL_KINDS = ", ".join(f"'{k}'" for k in TRAIL_KINDS)
+
 BODY_WINDOW = 4096
 """How far back (in entries) a trail looks for the body an entry names: more than
 any one transaction of a turn holds."""
 
 
-def trail(d: Dialect, kinds: Sequence[str], *, turn_id: str | None, session_id: str | None,
-          since: str | None, until: str | None) -> tuple[str, list[Any]]:
-    """Entries of ``kinds`` of the turns in scope, in ``seq`` order, as
-    (seq, kind, at, turn_id, session_id, data, body): ``body`` is the content a
-    step's ``content_digest`` or a turn's ``message_digest`` names, joined here
-    so a trail of 50,000 steps is one query, not 50,000.
-
-    In scope: the one turn ``turn_id``; else the turns of ``session_id`` and/or
-    started in ``[since, until)``.
-    """
-    params: list[Any] = []
+def _trail_scope(d: Dialect, *, turn_id: str | None, session_id: str | None,
+                 since: str | None, until: str | None) -> tuple[str, list[Any]]:
+    """The condition on entries ``a`` of the turns in scope, and its parameters."""
     if turn_id is not None:
-        scope = f"a.turn_id = {d.ph}"
-        params.append(turn_id)
-    elif since is None and until is None:
-        scope = f"a.session_id = {d.ph}"
-        params.append(session_id)
-    else:
-        started = ["s.kind = 'turn.started'", kind_indexed("s")]
-        for condition, value in ((f"s.session_id = {d.ph}", session_id),
-                                 (f"s.at >= {d.ph}", since), (f"s.at < {d.ph}", until)):
-            if value is not None:
-                started.append(condition)
-                params.append(value)
-        scope = f"a.turn_id IN (SELECT s.turn_id FROM audit_log s WHERE {' AND '.join(started)})"
-    params.extend(kinds)
+        return f"a.turn_id = {d.ph}", [turn_id]
+    if since is None and until is None:
+        return f"a.session_id = {d.ph}", [session_id]
+    params: list[Any] = []
+    started = ["s.kind = 'turn.started'", kind_indexed("s")]
+    for condition, value in ((f"s.session_id = {d.ph}", session_id),
+                             (f"s.at >= {d.ph}", since), (f"s.at < {d.ph}", until)):
+        if value is not None:
+            started.append(condition)
+            params.append(value)
+    return (f"a.turn_id IN (SELECT s.turn_id FROM audit_log s WHERE {' AND '.join(started)})",
+            params)
+
+
+def body_of(d: Dialect, column: str) -> str:
+    """``column`` (``body``, ``key``) of the content row holding the body that entry
+    ``a`` of a kind in :data:`~overt.ledger.trail_index.BODY_FIELDS` names; NULL for
+    other kinds, and where the body is not stored.
+
+    A body is keyed by the seq of the entry naming it (ledgers written before that
+    keyed it by the first seq of its transaction: for those, the search back stops
+    after :data:`BODY_WINDOW` entries, so a body that is not there, never stored or
+    pruned, costs a bounded walk, not one through the whole content tier)."""
     # one JSON field read per row, not two: a step names content_digest, a turn
     # its message_digest
     digest = (f"CASE a.kind WHEN 'reasoning.step' THEN {d.text('content_digest', 'a.data')} "
               f"ELSE {d.text('message_digest', 'a.data')} END")
-    # A body is keyed by the seq of the entry naming it (ledgers written before that
-    # keyed it by the first seq of its transaction: for those, the search back
-    # stops after BODY_WINDOW entries, so a body that is not there, never stored or
-    # redacted, costs a bounded walk, not one through the whole content tier).
-    body = (f"CASE WHEN a.kind IN ('reasoning.step', 'turn.started') THEN coalesce(("
-            f"SELECT c.body FROM content_blobs c WHERE {content_seq(d, '=', 'a.seq', 'c')} "
+    return (f"CASE WHEN a.kind IN ('reasoning.step', 'turn.started') THEN coalesce(("
+            f"SELECT c.{column} FROM content_blobs c WHERE {content_seq(d, '=', 'a.seq', 'c')} "
             f"AND c.digest = {digest}), "
-            f"(SELECT c.body FROM content_blobs c WHERE {content_seq(d, '<', 'a.seq', 'c')} "
+            f"(SELECT c.{column} FROM content_blobs c WHERE {content_seq(d, '<', 'a.seq', 'c')} "
             f"AND {content_seq(d, '>', f'a.seq - {BODY_WINDOW}', 'c')} AND c.digest = {digest} "
             f"ORDER BY {content_order(d, 'c')} DESC LIMIT 1)) END")
-    return (f"SELECT a.seq, a.kind, a.at, a.turn_id, a.session_id, a.data, {body} "
-            f"FROM audit_log a WHERE {scope} AND a.kind IN ({d.phs(len(kinds))}) "
+
+
+def trail(d: Dialect, *, turn_id: str | None, session_id: str | None,
+          since: str | None, until: str | None) -> tuple[str, list[Any]]:
+    """Read from the chain: entries of the trail's kinds of the turns in scope, in ``seq``
+    order, as (seq, kind, at, turn_id, session_id, data, body), ``body`` joined here
+    (see :func:`body_of`) so a trail of 50,000 steps is one query, not 50,000.
+
+    In scope: the one turn ``turn_id``; else the turns of ``session_id`` and/or
+    started in ``[since, until)``.
+    """
+    scope, params = _trail_scope(d, turn_id=turn_id, session_id=session_id, since=since,
+                                 until=until)
+    return (f"SELECT a.seq, a.kind, a.at, a.turn_id, a.session_id, a.data, {body_of(d, 'body')} "
+            f"FROM audit_log a WHERE {scope} AND a.kind IN ({_TRAIL_KINDS}) "
             "ORDER BY a.seq", params)
+
+
+TRAIL_INDEX_FILL = (
+    f"SELECT a.seq, a.id, a.kind, a.at, a.turn_id, a.session_id, a.data, "
+    f"{body_of(SQLITE, 'key')} FROM audit_log a WHERE a.kind IN ({_TRAIL_KINDS}) "
+    "AND a.turn_id IS NOT NULL ORDER BY a.seq")
+"""SQLite: the entries the trail index holds, each with its body's key, to fill it."""
+
+
+INSERT_TRAIL_INDEX = ("INSERT INTO trail_index (session_id, seq, body_key, record) "
+                      "VALUES (?, ?, ?, ?)")
+
+DELETE_TRAIL_INDEX_THROUGH = "DELETE FROM trail_index WHERE seq <= ?"
+
+
+def trail_indexed(*, turn_id: str | None, session_id: str | None,
+                  since: str | None, until: str | None) -> tuple[str, list[Any]]:
+    """SQLite, read from the trail index: (seq, record, body) of the turns in scope
+    (see :func:`trail`), in ``seq`` order. A session's records are one range of
+    the index; other scopes find their entries through the chain's indexes first."""
+    select = "SELECT t.seq, t.record, c.body FROM "
+    join = "LEFT JOIN content_blobs c ON c.key = t.body_key"
+    if turn_id is None and since is None and until is None:
+        return (f"{select}trail_index t {join} WHERE t.session_id = ? ORDER BY t.seq",
+                [session_id or ""])
+    scope, params = _trail_scope(SQLITE, turn_id=turn_id, session_id=session_id, since=since,
+                                 until=until)
+    return (f"{select}audit_log a JOIN trail_index t ON t.session_id = coalesce(a.session_id, "
+            f"'') AND t.seq = a.seq {join} WHERE {scope} ORDER BY a.seq", params)
+
+
+TRAIL_INDEX_CHECK = (
+    "SELECT a.seq, a.kind, a.at, a.turn_id, a.session_id, a.data, t.record, t.body_key, "
+    "c.digest, t.seq IS NOT NULL FROM audit_log a LEFT JOIN trail_index t "
+    "ON t.session_id = coalesce(a.session_id, '') AND t.seq = a.seq "
+    "LEFT JOIN content_blobs c ON c.key = t.body_key "
+    f"WHERE a.kind IN ({_TRAIL_KINDS}) AND a.turn_id IS NOT NULL ORDER BY a.seq")
+"""SQLite: each entry the trail index should hold, beside what it holds for it."""
 
 
 def select_content(d: Dialect, *, near_seq: bool) -> str:

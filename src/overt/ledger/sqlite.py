@@ -22,9 +22,11 @@ caching the head and re-reading it when another writer moved it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,7 +35,7 @@ from typing import Any, TypeVar
 from overt.clock import now_iso
 from overt.errors import LedgerConflict, LedgerError, MigrationError
 from overt.events import Event, LedgerPruned
-from overt.ledger import retention, sql
+from overt.ledger import retention, sql, trail_index
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -56,7 +58,7 @@ from overt.ledger.chain import (
 )
 from overt.ledger.feeder import Feeder, head_in, store
 from overt.ledger.journal import Head, Journal, Payload, encode, head_of, journal_path
-from overt.ledger.schema.sqlite import MIGRATIONS, MIGRATIONS_TABLE
+from overt.ledger.schema.sqlite import FILLS, MIGRATIONS, MIGRATIONS_TABLE
 from overt.ledger.sql import SQLITE as D
 
 BUSY_TIMEOUT_MS = 30_000
@@ -155,6 +157,9 @@ class SqliteLedger:
                             continue
                         for statement in _split_sql(script):
                             self._conn.execute(statement)
+                        fill = FILLS.get(version)
+                        if fill is not None:
+                            fill(self._conn)
                         self._conn.execute("INSERT INTO overt_migrations VALUES (?, ?, ?)",
                                            (version, name, now_iso()))
                         applied.append(version)
@@ -343,11 +348,11 @@ class SqliteLedger:
                                                limit=limit)
         return [row_to_entry(r) for r in self._query(statement, params)]
 
-    async def trail_rows(self, kinds: Sequence[str], *, turn_id: str | None = None,
+    async def trail_rows(self, *, turn_id: str | None = None,
                          session_id: str | None = None, since: str | None = None,
                          until: str | None = None) -> list[TrailRow]:
-        statement, params = sql.trail(D, kinds, turn_id=turn_id, session_id=session_id,
-                                      since=since, until=until)
+        statement, params = sql.trail_indexed(turn_id=turn_id, session_id=session_id,
+                                              since=since, until=until)
         return self._query(statement, params)
 
     async def content(self, digest: str, *, seq: int | None = None) -> str | None:
@@ -401,6 +406,8 @@ class SqliteLedger:
                     # a column SQL cannot quote (a BLOB written by hand): the generic
                     # path finds and names the entry
                     report = verify_rows(self._conn.execute(sql.VERIFY), anchors)
+                if report.ok:
+                    report = self._check_trail_index(report)
                 if not check_content or not report.ok:
                     return report
                 checked, bad = 0, []
@@ -411,6 +418,16 @@ class SqliteLedger:
             except sqlite3.DatabaseError as exc:
                 raise LedgerError(f"cannot read ledger {self.path}: {exc}") from exc
         return with_content_check(report, checked, bad)
+
+    def _check_trail_index(self, report: VerifyReport) -> VerifyReport:
+        """``report``, failed if the trail index does not match the chain (the
+        caller holds ``_lock``)."""
+        held = self._conn.execute("SELECT count(*) FROM trail_index").fetchone()[0]
+        found = trail_index.check(self._conn.execute(sql.TRAIL_INDEX_CHECK), int(held))
+        if found is None:
+            return report
+        seq, problem = found
+        return dataclasses.replace(report, ok=False, bad_seq=seq, problem=problem)
 
     async def close(self) -> None:
         self.close_sync()
@@ -439,12 +456,32 @@ def _connect(path: str) -> sqlite3.Connection:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
                                timeout=BUSY_TIMEOUT_MS / 1000)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        _wal(conn)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute(f"PRAGMA cache_size = {-CACHE_KIB}")
     except sqlite3.DatabaseError as exc:
         raise LedgerError(f"cannot open ledger {path}: {exc}") from exc
     return conn
+
+
+def _wal(conn: sqlite3.Connection) -> None:
+    """Put the database in WAL mode. Processes opening a new file at once contend
+    for the exclusive lock the switch takes, and SQLite answers that contention
+    with "database is locked" without waiting on the busy timeout: try again
+    until the timeout.
+
+    Raises:
+        sqlite3.OperationalError: still locked after :data:`BUSY_TIMEOUT_MS`.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.005)
 
 
 def _frame(head: Head, at: str, batch: list[Draft], contents: Mapping[str, str] | None,

@@ -10,16 +10,22 @@ closes it before committing.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
+
 from overt.ledger.schema import memory, memory_search
 from overt.ledger.sql import (
     CONTENT_KEY_SHIFT,
+    INSERT_TRAIL_INDEX,
     SQLITE,
+    TRAIL_INDEX_FILL,
     appending_indexes,
     claims_index,
     failure_condition,
     reasoning_phase_index,
     reasoning_steps_view,
 )
+from overt.ledger.trail_index import decode, record
 
 APPEND_ONLY = "overt ledger is append-only"
 
@@ -155,6 +161,28 @@ DROP TABLE content_blobs;
 ALTER TABLE content_blobs_keyed RENAME TO content_blobs;
 """ + _no_update("content_blobs") + _no_delete("content_blobs", gated=True)
 
+# The trail index (see overt.ledger.trail_index): a session's trail records together,
+# filled from the chain by FILLS[10].
+_TRAIL_INDEX_V10 = """
+CREATE TABLE trail_index (
+    session_id TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    body_key   INTEGER,
+    record     BLOB NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+""" + _no_update("trail_index") + _no_delete("trail_index", gated=True)
+
+
+def _fill_trail_index(conn: sqlite3.Connection) -> None:
+    """Index the trail entries already in the chain (migration 10)."""
+    cursor = conn.execute(TRAIL_INDEX_FILL)
+    while rows := cursor.fetchmany(10_000):
+        conn.executemany(INSERT_TRAIL_INDEX, [
+            (session_id or "", seq, key, record(kind, turn_id, session_id, at, decode(data)))
+            for seq, _id, kind, at, turn_id, session_id, data, key in rows])
+
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, prune gate, views", _INITIAL),
     (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
@@ -169,4 +197,9 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (8, "memory search ranks without per-node lengths (bm25 reads no docsize)",
      memory_search.sqlite_v8()),
     (9, "content keyed seq << 20 | n: a commit appends to one page", _CONTENT_KEYED_V9),
+    (10, "trail index: each session's trail records together, bodies by key",
+     _TRAIL_INDEX_V10),
 ]
+
+FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {10: _fill_trail_index}
+"""Python steps of a migration, run after its SQL in the same transaction."""
