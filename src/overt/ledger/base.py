@@ -173,8 +173,14 @@ class Ledger(Protocol):
         the returned record is also appended to the chain."""
         ...
 
-    async def verify(self, *, check_content: bool = True) -> VerifyReport:
-        """Recompute the whole chain; name the first entry that does not match."""
+    async def verify(self, *, check_content: bool = True,
+                     check_index: bool = True) -> VerifyReport:
+        """Recompute the whole chain; name the first entry that does not match.
+
+        ``check_content``: then every body against its digest. ``check_index``:
+        then what the backend keeps derived from the chain (SQLite's trail index)
+        against the chain. Each costs about as much again as the chain.
+        """
         ...
 
     def migrate(self) -> list[int]:

@@ -434,11 +434,14 @@ class PostgresLedger:
 
     # -- verification -------------------------------------------------------
 
-    async def verify(self, *, check_content: bool = True) -> VerifyReport:
+    async def verify(self, *, check_content: bool = True,
+                     check_index: bool = True) -> VerifyReport:
         return await asyncio.to_thread(self.verify_sync, check_content=check_content)
 
-    def verify_sync(self, *, check_content: bool = True) -> VerifyReport:
-        """:meth:`verify`, for callers without an event loop.
+    def verify_sync(self, *, check_content: bool = True,
+                    check_index: bool = True) -> VerifyReport:
+        """:meth:`verify`, for callers without an event loop. (``check_index``: there
+        is nothing derived to check; the trail is read from the chain.)
 
         Reads the chain through a server-side cursor, in one repeatable-read
         snapshot, so a concurrent writer neither blocks it nor shows it a torn head.
