@@ -101,6 +101,22 @@ def test_ledger_verify_exits_0_then_3_after_tampering(
     assert "FAILED at entry seq 6" in capsys.readouterr().out
 
 
+def test_ledger_verify_exits_3_when_the_trail_index_disagrees_with_the_chain(
+    tmp_path: Path, script: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "l.db"
+    _ask(db, script)
+    capsys.readouterr()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("DROP TRIGGER trail_index_no_delete")
+    conn.execute("DELETE FROM trail_index WHERE seq = (SELECT seq FROM audit_log "
+                 "WHERE kind = 'tool_call.completed')")
+    assert main(["--db", str(db), "ledger", "verify"]) == 3
+    out = capsys.readouterr().out
+    assert "FAILED: the trail index lacks entry 6" in out
+    assert "the chain itself verified: 9 entries" in out
+
+
 def test_a_db_that_is_not_a_ledger_exits_5(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "junk.db"

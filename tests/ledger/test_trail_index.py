@@ -7,7 +7,7 @@ from __future__ import annotations
 import marshal
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,17 @@ def _scenario(ledger: SqliteLedger) -> None:
     run(thinking_two_calls_a_denial_and_an_error(ledger, "s1", "first"))
     run(thinking_two_calls_a_denial_and_an_error(ledger, "s2", "elsewhere"))
     run(held_for_approval_then_approved(ledger, "s1"))
+
+
+@pytest.fixture
+def written(tmp_path: Path) -> Iterator[tuple[Path, SqliteLedger]]:
+    """A ledger file holding :func:`_scenario`, stored into SQLite, and its ledger."""
+    db = tmp_path / "l.db"
+    ledger = SqliteLedger.open(db)
+    _scenario(ledger)
+    ledger.sync()
+    yield db, ledger
+    ledger.close_sync()
 
 
 def _from_chain(ledger: SqliteLedger, **scope: Any) -> list[TurnTrail]:
@@ -100,18 +111,16 @@ def test_the_indexed_trail_is_the_trail_the_chain_holds_in_every_scope(
     ledger.close_sync()
 
 
-def test_the_index_holds_each_trail_entry_once_with_no_body_in_it(tmp_path: Path) -> None:
-    ledger = SqliteLedger.open(tmp_path / "l.db")
-    _scenario(ledger)
-    ledger.sync()
-    entries = _rows(tmp_path / "l.db", "SELECT seq, kind FROM audit_log ORDER BY seq")
-    indexed = _rows(tmp_path / "l.db", "SELECT seq, record FROM trail_index ORDER BY seq")
+def test_the_index_holds_each_trail_entry_once_with_no_body_in_it(
+        written: tuple[Path, SqliteLedger]) -> None:
+    db, _ = written
+    entries = _rows(db, "SELECT seq, kind FROM audit_log ORDER BY seq")
+    indexed = _rows(db, "SELECT seq, record FROM trail_index ORDER BY seq")
     assert [s for s, _ in indexed] == [s for s, k in entries if k in TRAIL_FIELDS]
     for _, blob in indexed:
         kind, *_ = fields = marshal.loads(blob)
         assert len(fields) == 4 + len(TRAIL_FIELDS[kind])
         assert not {"first", "send the report"} & set(fields)  # bodies stay out
-    ledger.close_sync()
 
 
 def test_a_ledger_written_before_the_index_is_filled_by_its_migration(
@@ -149,17 +158,13 @@ def test_a_prune_removes_the_index_rows_of_what_it_removes(tmp_path: Path) -> No
     ledger.close_sync()
 
 
-def test_the_index_is_append_only(tmp_path: Path) -> None:
-    ledger = SqliteLedger.open(tmp_path / "l.db")
-    _scenario(ledger)
-    ledger.sync()
-    conn = sqlite3.connect(tmp_path / "l.db", isolation_level=None)
+def test_the_index_is_append_only(written: tuple[Path, SqliteLedger]) -> None:
+    conn = sqlite3.connect(written[0], isolation_level=None)
     for statement in ("UPDATE trail_index SET body_key = NULL",
                       "DELETE FROM trail_index WHERE seq = 2"):
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
             conn.execute(statement)
     conn.close()
-    ledger.close_sync()
 
 
 @pytest.mark.parametrize(("change", "problem"), [
@@ -173,43 +178,33 @@ def test_the_index_is_append_only(tmp_path: Path) -> None:
      "points entry {seq} at another entry's body"),
 ])
 def test_verify_catches_an_index_that_does_not_match_the_chain(
-        tmp_path: Path, change: Callable[[sqlite3.Connection, int], object],
+        written: tuple[Path, SqliteLedger], change: Callable[[sqlite3.Connection, int], object],
         problem: str) -> None:
-    db = tmp_path / "l.db"
-    ledger = SqliteLedger.open(db)
-    _scenario(ledger)
-    ledger.sync()
+    db, ledger = written
     decision = _rows(db, "SELECT min(seq) FROM audit_log WHERE kind = 'policy.decision'")[0][0]
     _tamper(db, lambda conn: change(conn, decision))
     report = run(ledger.verify())
-    assert not report.ok and report.bad_seq == decision
+    assert not report.ok and report.index_bad and report.bad_seq == decision
     assert problem.format(seq=decision) in (report.problem or "")
-    ledger.close_sync()
 
 
-def test_verify_catches_a_step_shown_with_another_steps_text(tmp_path: Path) -> None:
-    db = tmp_path / "l.db"
-    ledger = SqliteLedger.open(db)
-    _scenario(ledger)
-    ledger.sync()
+def test_verify_catches_a_step_shown_with_another_steps_text(
+        written: tuple[Path, SqliteLedger]) -> None:
+    db, ledger = written
     first, second = _rows(db, "SELECT t.seq, t.body_key FROM trail_index t JOIN audit_log a "
                               "ON a.seq = t.seq WHERE a.kind = 'reasoning.step' ORDER BY 1")[:2]
     _tamper(db, lambda conn: conn.execute(
         f"UPDATE trail_index SET body_key = {second[1]} WHERE seq = {first[0]}"))
     report = run(ledger.verify())
     assert not report.ok and report.bad_seq == first[0]
-    ledger.close_sync()
 
 
-def test_verify_catches_rows_no_entry_accounts_for(tmp_path: Path) -> None:
-    db = tmp_path / "l.db"
-    ledger = SqliteLedger.open(db)
-    _scenario(ledger)
-    ledger.sync()
+def test_verify_catches_rows_no_entry_accounts_for(
+        written: tuple[Path, SqliteLedger]) -> None:
+    db, ledger = written
     forged = marshal.dumps(("turn.completed", "T", "s1", "2026-01-01T00:00:00Z", "completed"))
-    _tamper(db, lambda conn: conn.execute("INSERT INTO trail_index VALUES ('s1', 999999, NULL, ?)",
-                                          (forged,)))
+    _tamper(db, lambda conn: conn.execute(
+        "INSERT INTO trail_index VALUES ('s1', 999999, NULL, ?)", (forged,)))
     report = run(ledger.verify())
     assert not report.ok and report.bad_seq is None
     assert "1 rows no entry accounts for" in (report.problem or "")
-    ledger.close_sync()

@@ -133,6 +133,9 @@ def verify_text(report: VerifyReport) -> str:
         return (f"ok: {report.entries} entries verified (seq {report.first_seq or 0}.."
                 f"{report.last_seq or 0}), {report.content_checked} content bodies match "
                 f"their digests\nhead {head}")
+    if report.index_bad:
+        return (f"FAILED: {report.problem} (the chain itself verified: {report.entries} "
+                "entries; the trail index is derived from it and disagrees)")
     if report.bad_seq is not None:
         return (f"FAILED at entry seq {report.bad_seq}: {report.problem} "
                 f"({report.entries} entries before it verified)")

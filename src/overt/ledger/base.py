@@ -51,6 +51,9 @@ class VerifyReport:
     problem: str | None = None
     content_checked: int = 0
     content_bad: list[str] = field(default_factory=list)
+    index_bad: bool = False
+    """The chain verified, but what the backend derives from it (SQLite's trail
+    index) does not match it: ``bad_seq`` is the entry it misrepresents, if one."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -429,7 +429,8 @@ class SqliteLedger:
         if found is None:
             return report
         seq, problem = found
-        return dataclasses.replace(report, ok=False, bad_seq=seq, problem=problem)
+        return dataclasses.replace(report, ok=False, bad_seq=seq, problem=problem,
+                                   index_bad=True)
 
     async def close(self) -> None:
         self.close_sync()
