@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from overt.clock import now_iso
+from overt.errors import LedgerError
 from overt.ledger import feeder, sql
 from overt.ledger import sqlite as sqlite_ledger
 from overt.ledger.sql import SQLITE as D
 from overt.ledger.sqlite import SqliteLedger
-from overt.ledger.trail_index import TRAIL_FIELDS, decode, record
+from overt.ledger.trail_index import TRAIL_FIELDS, check, decode, index_rows, record
 from overt.reasoning.trail import TurnTrail, assemble
 from tests.conftest import run
 from tests.reasoning.turns import (
@@ -208,3 +209,14 @@ def test_verify_catches_rows_no_entry_accounts_for(
     report = run(ledger.verify())
     assert not report.ok and report.bad_seq is None
     assert "1 rows no entry accounts for" in (report.problem or "")
+
+
+def test_entry_data_that_is_not_a_json_object_is_a_ledger_error_naming_it() -> None:
+    entry = (7, "id", "turn.completed", "2026-01-01T00:00:00Z", "T", "s", "not json", "p", "h")
+    with pytest.raises(LedgerError, match="entry 7's data is not JSON"):
+        index_rows([entry], {})
+    with pytest.raises(LedgerError, match="entry 7's data is not a JSON object"):
+        index_rows([(*entry[:6], "[1, 2]", "p", "h")], {})
+    assert check([(7, "turn.completed", "at", "T", "s", "{", b"", None, None, True)], 1) == (
+        7, "entry 7's data is not JSON: Expecting property name enclosed in double quotes: "
+        "line 1 column 2 (char 1)")

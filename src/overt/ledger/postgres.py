@@ -389,7 +389,7 @@ class PostgresLedger:
         statement, params = sql.trail(D, turn_id=turn_id, session_id=session_id,
                                       since=since, until=until)
         rows = await self._aread(lambda c: c.execute(statement, params).fetchall())
-        return [(seq, record(kind, turn_id, session_id, at, decode(data)),
+        return [(seq, record(kind, turn_id, session_id, at, decode(data, seq)),
                  None if body is None else bytes(body).decode("utf-8"))
                 for seq, kind, at, turn_id, session_id, data, body in rows
                 if turn_id is not None]

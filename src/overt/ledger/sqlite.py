@@ -163,7 +163,7 @@ class SqliteLedger:
                         self._conn.execute("INSERT INTO overt_migrations VALUES (?, ?, ?)",
                                            (version, name, now_iso()))
                         applied.append(version)
-            except sqlite3.DatabaseError as exc:
+            except (sqlite3.DatabaseError, LedgerError) as exc:
                 raise MigrationError(f"cannot migrate ledger {self.path}: {exc}") from exc
         self._start_journal()
         return applied

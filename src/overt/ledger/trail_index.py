@@ -30,6 +30,8 @@ from collections.abc import Iterable, Sequence
 from json.scanner import make_scanner
 from typing import Any, cast
 
+from overt.errors import LedgerError
+
 TRAIL_FIELDS: dict[str, tuple[str, ...]] = {
     "turn.started": ("source", "model"),
     "turn.completed": ("status",),
@@ -83,12 +85,23 @@ def read(blob: bytes) -> tuple[Any, ...] | None:
     return value if isinstance(value, tuple) else None
 
 
-def decode(data_json: str) -> dict[str, Any]:
-    """An entry's data, from the canonical JSON the ledger wrote."""
+def decode(data_json: str, seq: int | None = None) -> dict[str, Any]:
+    """An entry's data, from the canonical JSON the ledger wrote.
+
+    Raises:
+        LedgerError: it is not a JSON object (written by hand), naming entry ``seq``.
+    """
     try:
-        return cast(dict[str, Any], _scan(data_json, 0)[0])
-    except StopIteration:
-        return cast(dict[str, Any], json.loads(data_json))  # raises, naming the flaw
+        value = _scan(data_json, 0)[0]
+    except (StopIteration, TypeError, ValueError):
+        value = None
+    if isinstance(value, dict):
+        return value
+    try:
+        json.loads(data_json)  # the decoder's own words for what is wrong
+    except (TypeError, ValueError) as exc:
+        raise LedgerError(f"entry {seq}'s data is not JSON: {exc}") from exc
+    raise LedgerError(f"entry {seq}'s data is not a JSON object")
 
 
 def index_rows(entries: Iterable[Sequence[Any]],
@@ -100,10 +113,10 @@ def index_rows(entries: Iterable[Sequence[Any]],
     for seq, _id, kind, at, turn_id, session_id, data_json, *_ in entries:
         if kind not in TRAIL_FIELDS or turn_id is None:
             continue
-        data = decode(data_json)
+        data = decode(data_json, seq)
         body = BODY_FIELDS.get(kind)
-        key = body_keys.get(data.get(body)) if body is not None else None  # type: ignore[arg-type]
-        rows.append((session_id or "", seq, key,
+        digest = data.get(body) if body is not None else None
+        rows.append((session_id or "", seq, body_keys.get(digest) if digest else None,
                      record(kind, turn_id, session_id, at, data)))
     return rows
 
@@ -123,7 +136,10 @@ def check(rows: Iterable[Sequence[Any]], held: int) -> tuple[int | None, str] | 
         if not found:
             return seq, f"the trail index lacks entry {seq}"
         present += 1
-        data = decode(data_json)
+        try:
+            data = decode(data_json, seq)
+        except LedgerError as exc:
+            return seq, str(exc)
         if read(blob) != fields(kind, turn_id, session_id, at, data):
             return seq, f"the trail index's record of entry {seq} does not match the entry"
         body = BODY_FIELDS.get(kind)

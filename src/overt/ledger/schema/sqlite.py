@@ -179,7 +179,7 @@ def _fill_trail_index(conn: sqlite3.Connection) -> None:
     cursor = conn.execute(TRAIL_INDEX_FILL)
     while rows := cursor.fetchmany(10_000):
         conn.executemany(INSERT_TRAIL_INDEX, [
-            (session_id or "", seq, key, record(kind, turn_id, session_id, at, decode(data)))
+            (session_id or "", seq, key, record(kind, turn_id, session_id, at, decode(data, seq)))
             for seq, _id, kind, at, turn_id, session_id, data, key in rows])
 
 
