@@ -85,6 +85,18 @@ def test_show_of_an_unknown_turn_exits_4(tmp_path: Path,
     assert "no turn" in capsys.readouterr().err
 
 
+def _verify_after(db: Path, capsys: pytest.CaptureFixture[str],
+                  *statements: str) -> tuple[int, str]:
+    """`ledger verify`'s exit code and output once ``statements`` changed ``db`` as
+    someone with database access could."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    for statement in statements:
+        conn.execute(statement)
+    conn.close()
+    code = main(["--db", str(db), "ledger", "verify"])
+    return code, capsys.readouterr().out
+
+
 def test_ledger_verify_exits_0_then_3_after_tampering(
     tmp_path: Path, script: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -93,12 +105,11 @@ def test_ledger_verify_exits_0_then_3_after_tampering(
     capsys.readouterr()
     assert main(["--db", str(db), "ledger", "verify"]) == 0
     assert capsys.readouterr().out.startswith("ok: 9 entries verified")
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("DROP TRIGGER audit_log_no_update")
-    conn.execute("UPDATE audit_log SET data = replace(data, 'get_usage', 'get_usagf') "
-                 "WHERE kind = 'tool_call.completed'")
-    assert main(["--db", str(db), "ledger", "verify"]) == 3
-    assert "FAILED at entry seq 6" in capsys.readouterr().out
+    code, out = _verify_after(db, capsys, "DROP TRIGGER audit_log_no_update",
+                              "UPDATE audit_log SET data = replace(data, 'get_usage', "
+                              "'get_usagf') WHERE kind = 'tool_call.completed'")
+    assert code == 3
+    assert "FAILED at entry seq 6" in out
 
 
 def test_ledger_verify_exits_3_when_the_trail_index_disagrees_with_the_chain(
@@ -107,12 +118,10 @@ def test_ledger_verify_exits_3_when_the_trail_index_disagrees_with_the_chain(
     db = tmp_path / "l.db"
     _ask(db, script)
     capsys.readouterr()
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("DROP TRIGGER trail_index_no_delete")
-    conn.execute("DELETE FROM trail_index WHERE seq = (SELECT seq FROM audit_log "
-                 "WHERE kind = 'tool_call.completed')")
-    assert main(["--db", str(db), "ledger", "verify"]) == 3
-    out = capsys.readouterr().out
+    code, out = _verify_after(db, capsys, "DROP TRIGGER trail_index_no_delete",
+                              "DELETE FROM trail_index WHERE seq = (SELECT seq FROM audit_log "
+                              "WHERE kind = 'tool_call.completed')")
+    assert code == 3
     assert "FAILED: the trail index lacks entry 6" in out
     assert "the chain itself verified: 9 entries" in out
 

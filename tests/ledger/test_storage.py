@@ -239,7 +239,7 @@ def test_a_ledger_at_an_older_schema_is_brought_up_to_date(
 
     for module in (sqlite, postgres):
         monkeypatch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:1])
-    monkeypatch.setattr(feeder, "index_rows", lambda entries, keys: [])  # before migration 10
+    monkeypatch.setattr(feeder, "index_rows", lambda entries, contents: [])  # before migration 10
     # bodies as an overt before migration 9 stored them: (seq, digest, body, created_at)
     monkeypatch.setattr(sqlite.sql, "insert_content", lambda d: (
         "INSERT INTO content_blobs (seq, digest, body, created_at) VALUES (?, ?, ?, ?)"))

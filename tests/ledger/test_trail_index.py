@@ -128,7 +128,7 @@ def test_a_ledger_written_before_the_index_is_filled_by_its_migration(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "l.db"
     monkeypatch.setattr(sqlite_ledger, "MIGRATIONS", sqlite_ledger.MIGRATIONS[:9])
-    monkeypatch.setattr(feeder, "index_rows", lambda entries, keys: [])  # as overt was
+    monkeypatch.setattr(feeder, "index_rows", lambda entries, contents: [])  # as overt was
     old = SqliteLedger.open(db)
     _scenario(old)
     old.close_sync()
@@ -214,9 +214,9 @@ def test_verify_catches_rows_no_entry_accounts_for(
 def test_entry_data_that_is_not_a_json_object_is_a_ledger_error_naming_it() -> None:
     entry = (7, "id", "turn.completed", "2026-01-01T00:00:00Z", "T", "s", "not json", "p", "h")
     with pytest.raises(LedgerError, match="entry 7's data is not JSON"):
-        index_rows([entry], {})
+        index_rows([entry], None)
     with pytest.raises(LedgerError, match="entry 7's data is not a JSON object"):
-        index_rows([(*entry[:6], "[1, 2]", "p", "h")], {})
+        index_rows([(*entry[:6], "[1, 2]", "p", "h")], None)
     assert check([(7, "turn.completed", "at", "T", "s", "{", b"", None, None, True)], 1) == (
         7, "entry 7's data is not JSON: Expecting property name enclosed in double quotes: "
         "line 1 column 2 (char 1)")

@@ -86,7 +86,7 @@ def store(conn: sqlite3.Connection, payload: Payload, held: int) -> int:
     if contents:
         conn.executemany(sql.insert_content(D), contents)
     conn.executemany(sql.insert_entries(D), entries)
-    indexed = index_rows(entries, {c[2]: c[0] for c in contents} if contents else {})
+    indexed = index_rows(entries, contents)
     if indexed:
         conn.executemany(sql.INSERT_TRAIL_INDEX, indexed)
     for table, columns, values in payload.get("rows") or ():

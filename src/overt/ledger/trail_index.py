@@ -6,7 +6,7 @@ decision and approval of the turns in scope, 80,000 entries for a session of
 10,000 turns. Read from the chain, each entry's JSON must be searched for its
 body's digest in SQL and decoded whole in Python, and the body found by a range
 search: about half a second. The index holds, for each such entry, only what
-the trail reads, as a compact JSON array, clustered by session, and the exact
+the trail reads, as a compact record, clustered by session, and the exact
 key of its body in ``content_blobs``; a session's trail is then one range scan
 with one key look-up per body.
 
@@ -17,9 +17,13 @@ chain by ``verify``, so an index altered behind the ledger's back is reported,
 not believed. It is in the audit tier: identifiers, digests and statuses only,
 never a body.
 
-A record is ``[kind, turn_id, session_id, at, *fields]``, the fields being
-:data:`TRAIL_FIELDS` of its kind, in that order (``null`` where the entry has
-none).
+A record is the tuple ``(kind, turn_id, session_id, at, *fields)``, the fields
+being :data:`TRAIL_FIELDS` of its kind, in that order (``None`` where the entry
+has none), stored in :mod:`marshal`'s format 4 (the format of Python 3.4 on,
+read by every later one). Not JSON: decoding 80,000 records, and the garbage
+collector's pass over the trail built from them, cost 45 ms more from JSON
+arrays (see benchmarks/README.md). Being derived, the index can always be
+written again from the chain.
 """
 
 from __future__ import annotations
@@ -105,20 +109,31 @@ def decode(data_json: str, seq: int | None = None) -> dict[str, Any]:
 
 
 def index_rows(entries: Iterable[Sequence[Any]],
-               body_keys: dict[str, int]) -> list[IndexRow]:
+               contents: Iterable[Sequence[Any]] | None) -> list[IndexRow]:
     """The index rows of a batch: ``entries`` as stored (seq, id, kind, at, turn_id,
-    session_id, data, prev_hash, hash), ``body_keys`` the content keys of the
-    bodies stored with them, by digest."""
+    session_id, data, prev_hash, hash), ``contents`` the bodies stored with them
+    (key, seq, digest, body, created_at), whose keys the rows point at."""
     rows: list[IndexRow] = []
+    keys: dict[str, int] | None = None  # digest -> key, once a body is looked for
     for seq, _id, kind, at, turn_id, session_id, data_json, *_ in entries:
         if kind not in TRAIL_FIELDS or turn_id is None:
             continue
         data = decode(data_json, seq)
         body = BODY_FIELDS.get(kind)
         digest = data.get(body) if body is not None else None
-        rows.append((session_id or "", seq, body_keys.get(digest) if digest else None,
-                     record(kind, turn_id, session_id, at, data)))
+        key = None
+        if digest and contents:
+            if keys is None:
+                keys = {c[2]: c[0] for c in contents}
+            key = keys.get(digest)
+        rows.append(index_row(seq, kind, at, turn_id, session_id, data, key))
     return rows
+
+
+def index_row(seq: int, kind: str, at: str, turn_id: str, session_id: str | None,
+              data: dict[str, Any], body_key: int | None) -> IndexRow:
+    """One entry's index row, as inserted (a session of none keyed ``""``)."""
+    return session_id or "", seq, body_key, record(kind, turn_id, session_id, at, data)
 
 
 def check(rows: Iterable[Sequence[Any]], held: int) -> tuple[int | None, str] | None:

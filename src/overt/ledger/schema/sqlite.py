@@ -25,7 +25,7 @@ from overt.ledger.sql import (
     reasoning_phase_index,
     reasoning_steps_view,
 )
-from overt.ledger.trail_index import decode, record
+from overt.ledger.trail_index import decode, index_row
 
 APPEND_ONLY = "overt ledger is append-only"
 
@@ -179,7 +179,7 @@ def _fill_trail_index(conn: sqlite3.Connection) -> None:
     cursor = conn.execute(TRAIL_INDEX_FILL)
     while rows := cursor.fetchmany(10_000):
         conn.executemany(INSERT_TRAIL_INDEX, [
-            (session_id or "", seq, key, record(kind, turn_id, session_id, at, decode(data, seq)))
+            index_row(seq, kind, at, turn_id, session_id, decode(data, seq), key)
             for seq, _id, kind, at, turn_id, session_id, data, key in rows])
 
 
