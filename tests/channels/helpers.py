@@ -3,8 +3,14 @@ three actors."""
 
 from __future__ import annotations
 
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import uvicorn
 
 from overt.channels.auth import Tokens, token_digest
 from overt.channels.transcript import Transcript
@@ -58,3 +64,32 @@ def payroll_runtime(ledger: Ledger, model: Model) -> Runtime:
     gate = Gate(Policy([Rule("payroll-asks", "ask", "payroll_is_private",
                              "payroll is shown after approval", tools=("payroll",))]))
     return Runtime(model=model, ledger=ledger, tools=[payroll], gate=gate)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def uvicorn_server(app: Any) -> Iterator[str]:
+    """``app`` served by a real uvicorn on a free port, in a thread; its base URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    started = threading.Event()
+    for _ in range(1000):
+        if server.started:
+            break
+        started.wait(0.01)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        assert not thread.is_alive()

@@ -221,3 +221,15 @@ def test_an_answer_that_waited_for_approval_is_emailed_in_the_same_thread_once(
     for msg in (waiting, answer):
         assert (msg["In-Reply-To"], msg["Subject"]) == ("<p1@example.org>", "Re: Payroll")
     assert waiting["Message-ID"] != answer["Message-ID"]
+
+
+def test_a_mail_without_a_message_id_gets_a_key_of_its_own_not_its_uid() -> None:
+    def raw(body: str) -> bytes:
+        return (f"From: {OWNER}\r\nTo: {AGENT}\r\nSubject: hi\r\n\r\n{body}\r\n").encode()
+
+    first = email_channel.parse_mail("7", raw("disk?"))
+    again = email_channel.parse_mail("7", raw("disk?"))  # the same mail, read at the next poll
+    later = email_channel.parse_mail("7", raw("memory?"))  # a UID the server handed out again
+    assert first.message_id == again.message_id  # claimed once, however often it is read
+    assert later.message_id != first.message_id and "uid" not in first.message_id
+    assert email_channel.thread_key(first) != email_channel.thread_key(later)

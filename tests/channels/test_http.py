@@ -27,7 +27,7 @@ from tests.conftest import run
 
 
 def client(rt: Runtime, **kw: Any) -> httpx.AsyncClient:
-    app = create_app(rt, TOKENS, poll_s=0.01, **kw)
+    app = create_app(rt, TOKENS, **kw)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
 
 

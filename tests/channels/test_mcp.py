@@ -120,7 +120,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Runtime, Path]]:
         STATE_CALL, "All is well.", USAGE_CALL, "You used 0 tokens."])
     mcp = create_server(rt)
     app = create_app(rt, TOKENS, mcp=mcp.streamable_http_app(host="127.0.0.1"),
-                     mcp_lifespan=mcp.session_manager.run, poll_s=0.02)
+                     mcp_lifespan=mcp.session_manager.run)
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
                                            log_level="warning", lifespan="on"))

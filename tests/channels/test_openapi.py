@@ -21,7 +21,7 @@ def _app(db: Path) -> Any:
     runtime = Runtime(model=FunctionModel(lambda request: "Noted."),
                       ledger=open_ledger(str(db)),
                       transcript=Transcript(db.parent / "transcript.jsonl"))
-    return create_app(runtime, TOKENS, max_body_bytes=10_000, poll_s=0.01,
+    return create_app(runtime, TOKENS, max_body_bytes=10_000,
                       close_on_shutdown=False)
 
 

@@ -71,6 +71,7 @@ class InboundMail:
     references: str
     text: str
     automatic: bool
+    in_reply_to: str = ""
 
     @property
     def claim(self) -> str:
@@ -78,10 +79,10 @@ class InboundMail:
 
 
 def parse_mail(uid: str, raw: bytes) -> InboundMail:
-    """Read a raw RFC 5322 message. A message without a Message-ID gets one from its UID
-    so it can still be claimed once."""
+    """Read a raw RFC 5322 message. A message without a Message-ID gets one overt makes
+    from its bytes (:func:`made_message_id`), so it is still claimed once."""
     msg = BytesParser(policy=email.policy.default).parsebytes(raw)
-    message_id = str(msg.get("Message-ID", "")).strip() or f"<uid-{uid}@overt.invalid>"
+    message_id = str(msg.get("Message-ID", "")).strip() or made_message_id(raw)
     # From, not Reply-To: a stranger could name an allowed address as Reply-To
     sender = parseaddr(str(msg.get("From", "")))[1].lower()
     body = msg.get_body(preferencelist=("plain",)) if isinstance(msg, EmailMessage) else None
@@ -90,7 +91,27 @@ def parse_mail(uid: str, raw: bytes) -> InboundMail:
     return InboundMail(uid=uid, message_id=message_id, sender=sender,
                        subject=str(msg.get("Subject", "")), text=str(text).strip(),
                        references=" ".join(str(msg.get("References", "")).split()),
+                       in_reply_to=(str(msg.get("In-Reply-To", "")).split() or [""])[0],
                        automatic=auto)
+
+
+def made_message_id(raw: bytes) -> str:
+    """The key of a message that came without a Message-ID: a digest of the message
+    as the server stores it.
+
+    Not the IMAP UID: a server hands out the same UIDs again when a mailbox is
+    recreated (a new UIDVALIDITY), so a UID key would take a later message for
+    one already answered, and thread it into that message's session. Nor a fresh
+    random id: the message is read again at every poll until it is marked seen,
+    and its claim must be the same each time so it is answered once.
+    """
+    return f"<overt.nomsgid.{hashlib.sha256(raw).hexdigest()[:40]}@overt.invalid>"
+
+
+def thread_key(mail: InboundMail) -> str:
+    """The session of ``mail``'s thread: the first message of its ``References``, else
+    the one it is ``In-Reply-To``, else itself (it starts a thread)."""
+    return f"email:{(mail.references.split() or [mail.in_reply_to or mail.message_id])[0]}"
 
 
 def reply_message(*, to: str, from_address: str, subject: str, in_reply_to: str,
@@ -221,7 +242,7 @@ class EmailChannel:
         filtered = self._filter(mail)
         message = IncomingMessage(SOURCE, mail.text, {"message_id": mail.message_id,
                                                       "sender": mail.sender})
-        session = f"email:{(mail.references.split() or [mail.message_id])[0]}"
+        session = thread_key(mail)
         # a conflict: received before a crash, not replied to; answer it now (window 3-4)
         with contextlib.suppress(LedgerConflict):
             await ledger.record([ChannelReceived(

@@ -27,7 +27,7 @@ from typing import Any
 from overt import __version__
 from overt.channels import openapi
 from overt.channels.auth import Tokens
-from overt.channels.events_stream import turn_events
+from overt.channels.events_stream import DEFAULT_LIFETIME_S, last_event_id, turn_events
 from overt.channels.turns import turn_state, wait_for_answer
 from overt.errors import ApprovalError, ExtraMissingError, NotFoundError, OvertError, UsageError
 from overt.events import CapabilityChecked
@@ -85,7 +85,7 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                mcp: ASGIApp | None = None,
                mcp_lifespan: Callable[[], Any] | None = None,
-               poll_s: float = 0.1, close_on_shutdown: bool = True,
+               stream_lifetime_s: float = DEFAULT_LIFETIME_S, close_on_shutdown: bool = True,
                extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The API as an ASGI app over ``runtime``.
 
@@ -97,7 +97,7 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
     is false (the caller owns it). ``extra_routes``: other channels' endpoints
     (Slack's Events API), which authenticate their own way.
     """
-    api = _Api(runtime, tokens, max_body_bytes, poll_s)
+    api = _Api(runtime, tokens, max_body_bytes, stream_lifetime_s)
 
     def guarded(method: str, path: str, handler: Handler) -> Route:
         capability = CAPABILITIES[(method, path)]
@@ -161,9 +161,9 @@ class _McpGate:
 
 class _Api:
     def __init__(self, runtime: Runtime, tokens: Tokens, max_body_bytes: int,
-                 poll_s: float) -> None:
+                 stream_lifetime_s: float) -> None:
         self.runtime, self.tokens = runtime, tokens
-        self.max_body_bytes, self.poll_s = max_body_bytes, poll_s
+        self.max_body_bytes, self.stream_lifetime_s = max_body_bytes, stream_lifetime_s
 
     async def call(self, request: Request, capability: str, handler: Handler) -> Response:
         actor = self.tokens.actor_for_header(request.headers.get("authorization"))
@@ -245,7 +245,7 @@ class _Api:
                                  "caller_session_id": message.caller_session_id}
         if result.awaiting_approval is not None and wait_s:
             state = await wait_for_answer(self.runtime.ledger, result.turn_id,
-                                          timeout_s=float(wait_s), poll_s=self.poll_s)
+                                          timeout_s=float(wait_s))
             if state is not None and state["completed_at"] is not None:
                 reply.update(text=state["text"] or "", tools_used=state["tools_used"],
                              error=state["error"], awaiting_approval=None)
@@ -263,7 +263,13 @@ class _Api:
         if await turn_state(self.runtime.ledger, turn_id) is None:
             raise ApiError(404, "not_found", f"no turn {turn_id}")
         follow = request.query_params.get("follow", "true").lower() not in ("0", "false", "no")
-        stream = turn_events(self.runtime.ledger, turn_id, follow=follow, poll_s=self.poll_s)
+        try:
+            after = last_event_id(request.headers.get("last-event-id"))
+        except ValueError as exc:
+            raise ApiError(422, "invalid", "Last-Event-ID is the id of an event this stream "
+                                           "sent (a ledger seq)") from exc
+        stream = turn_events(self.runtime.ledger, turn_id, follow=follow, after_seq=after,
+                             lifetime_s=self.stream_lifetime_s)
         return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store"})
 

@@ -132,12 +132,16 @@ def paths() -> dict[str, dict[str, Any]]:
             _json(_ref("Turn"), "the turn"), *auth, 404, 503,
             params=[_path_param("turn_id")])},
         "/v1/turns/{turn_id}/events": {"get": _op(
-            "The turn's ledger entries as Server-Sent Events, until it completes",
+            "The turn's ledger entries as Server-Sent Events, pushed as they are "
+            "recorded, until it completes; each event's id is its ledger seq",
             "trail.read", {"description": "an event stream",
                            "content": {"text/event-stream": {"schema": {"type": "string"}}}},
-            *auth, 404, 503, params=[_path_param("turn_id"), {
+            *auth, 404, 422, 503, params=[_path_param("turn_id"), {
                 "name": "follow", "in": "query", "required": False,
-                "schema": {"type": "boolean", "default": True}}])},
+                "schema": {"type": "boolean", "default": True}}, {
+                "name": "Last-Event-ID", "in": "header", "required": False,
+                "schema": {"type": "string", "pattern": "^[0-9]+$"},
+                "description": "resume after this event (a reconnecting client sends it)"}])},
         "/v1/sessions/{session_id}/trail": {"get": _op(
             "A session's reasoning trail", "trail.read", _json(_ref("Trail"), "the trail"),
             *auth, 404, 422, 503, params=[_path_param("session_id"), *[

@@ -7,11 +7,11 @@ is on the record, so a channel that waits for it reads the ledger, not memory.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 from overt.ledger.base import Ledger
+from overt.ledger.notify import Backoff
 
 TURN_KINDS = ("turn.started", "turn.paused", "turn.resumed", "turn.completed")
 
@@ -54,11 +54,18 @@ async def turn_state(ledger: Ledger, turn_id: str) -> dict[str, Any] | None:
 
 
 async def wait_for_answer(ledger: Ledger, turn_id: str, *, timeout_s: float,
-                          poll_s: float = 0.1) -> dict[str, Any] | None:
-    """Poll the ledger until the turn has ended or ``timeout_s`` passed; its last state."""
+                          backoff: Backoff | None = None) -> dict[str, Any] | None:
+    """The turn's state once it has ended, or as it is after ``timeout_s``.
+
+    Woken by this process's appends (:attr:`Ledger.appended`); another process's
+    answer is read within the back-off's ceiling (:mod:`overt.ledger.notify`).
+    """
     deadline = time.monotonic() + timeout_s
+    wait = backoff or Backoff()
     while True:
+        seen = ledger.appended.seq
         state = await turn_state(ledger, turn_id)
-        if state is None or state["completed_at"] is not None or time.monotonic() >= deadline:
+        left = deadline - time.monotonic()
+        if state is None or state["completed_at"] is not None or left <= 0:
             return state
-        await asyncio.sleep(poll_s)
+        await ledger.appended.wait(seen, min(wait.next(), left))

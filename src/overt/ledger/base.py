@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from overt.events import Event, LedgerPruned
+from overt.ledger.notify import AppendSignal
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,9 @@ TableRow = tuple[str, Mapping[str, Any]]
 
 class Ledger(Protocol):
     """Where every turn is recorded. Async; each backend is one implementation."""
+
+    appended: AppendSignal
+    """Signalled after each append of this process (:mod:`overt.ledger.notify`)."""
 
     async def record(self, events: Sequence[Event],
                      contents: Mapping[str, str] | None = None, *,

@@ -64,6 +64,7 @@ from overt.ledger.chain import (
     verify_rows,
     with_content_check,
 )
+from overt.ledger.notify import AppendSignal
 from overt.ledger.schema.postgres import MIGRATIONS, MIGRATIONS_TABLE
 from overt.ledger.sql import POSTGRES as D
 from overt.ledger.trail_index import decode, record
@@ -130,6 +131,8 @@ class PostgresLedger:
         self._writer: threading.Thread | None = None
         self._pool: Any = None
         self._closed = False
+        self.appended = AppendSignal()
+        """Signalled after each append of this process (readers that follow the ledger)."""
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, pool_size: int = 4) -> PostgresLedger:
@@ -272,11 +275,15 @@ class PostgresLedger:
             if conn is not None:
                 conn.close()
             return None
+        last = 0
         for pending, result in zip(group, results, strict=True):
             if isinstance(result, LedgerConflict):
                 pending.future.set_exception(result)
             else:
                 pending.future.set_result(result)
+                last = max([last, *(e.seq for e in result)])
+        if last:
+            self.appended.notify(last)
         return conn
 
     def _append(self, conn: Any, group: list[_Pending]) -> list[list[Entry] | LedgerConflict]:

@@ -58,6 +58,7 @@ from overt.ledger.chain import (
 )
 from overt.ledger.feeder import Feeder, head_in, store
 from overt.ledger.journal import Head, Journal, Payload, encode, head_of, journal_path
+from overt.ledger.notify import AppendSignal
 from overt.ledger.schema.sqlite import FILLS, MIGRATIONS, MIGRATIONS_TABLE
 from overt.ledger.sql import SQLITE as D
 
@@ -79,6 +80,8 @@ class SqliteLedger:
         self._journal: Journal | None = None
         self._feeder: Feeder | None = None
         self._journaled = False
+        self.appended = AppendSignal()
+        """Signalled after each append of this process (readers that follow the ledger)."""
         self.path = path
         self.url = path
 
@@ -206,12 +209,16 @@ class SqliteLedger:
             return self._batch(conn, head, at, batch, contents, table_rows)
 
         if self._journal is None:
-            return self._locked_write(work)
-        if not batch and not table_rows:
+            entries = self._locked_write(work)
+        elif not batch and not table_rows:
             return []
-        if table_rows or batch_claims(batch):
-            return self._journaled_write(work)
-        return self._journaled_append(at, batch, contents)
+        elif table_rows or batch_claims(batch):
+            entries = self._journaled_write(work)
+        else:
+            entries = self._journaled_append(at, batch, contents)
+        if entries:
+            self.appended.notify(entries[-1].seq)
+        return entries
 
     def _journaled_append(self, at: str, batch: list[Draft],
                           contents: Mapping[str, str] | None) -> list[Entry]:
