@@ -182,3 +182,27 @@ def test_over_http_a_client_reconnecting_with_last_event_id_resumes_where_it_lef
     assert first + second == whole  # nothing replayed, nothing skipped
     assert bad == 422
 
+
+
+def test_a_waiter_for_one_turn_is_not_woken_by_appends_to_others() -> None:
+    signal = AppendSignal()
+
+    async def main() -> tuple[bool, bool, bool]:
+        waiting = asyncio.create_task(signal.wait(0, 30, turn_id="T1"))
+        await asyncio.sleep(0)
+        signal.notify(5, ["T2", None])
+        await asyncio.sleep(0)
+        still = not waiting.done()
+        signal.notify(6, ["T1"])
+        woken = await asyncio.wait_for(waiting, 30)
+        return still, woken, await signal.wait(5, 0, turn_id="T1")
+    assert run(main()) == (True, True, True)
+    assert run(signal.wait(6, 0, turn_id="T1")) is False
+
+
+def test_a_signal_remembers_the_last_appends_of_a_bounded_number_of_turns() -> None:
+    signal = AppendSignal(turns_kept=2)
+    for seq, turn in enumerate(["A", "B", "C"], start=1):
+        signal.notify(seq, [turn])
+    assert run(signal.wait(0, 0, turn_id="C")) is True
+    assert run(signal.wait(0, 0, turn_id="A")) is False  # forgotten: the next look finds it

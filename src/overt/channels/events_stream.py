@@ -6,12 +6,13 @@ read as ``Last-Event-ID`` and the stream resumes after it: nothing is sent
 twice, nothing is skipped.
 
 The stream reads the turn's entries, sends the new ones, then waits for the
-ledger to append (:class:`overt.ledger.notify.AppendSignal`: this process's
-appends wake it at once). Another process's appends (a turn paused here and
-resumed by ``overt approvals approve`` elsewhere) are found by the next read,
-at most :attr:`~overt.ledger.notify.Backoff.ceiling_s` later: the wait backs off
-from its floor to that ceiling while nothing arrives, so an idle stream reads
-the ledger about once every two seconds, not ten times a second.
+ledger to append to the turn (:class:`overt.ledger.notify.AppendSignal`: this
+process's appends to it wake it at once; appends to other turns do not).
+Another process's appends (a turn paused here and resumed by ``overt approvals
+approve`` elsewhere) are found by the next read, at most
+:attr:`~overt.ledger.notify.Backoff.ceiling_s` later: the wait backs off from its
+floor to that ceiling while nothing arrives, so an idle stream reads the ledger
+about once every two seconds, not ten times a second.
 
 A stream ends after ``turn.completed`` (at once, when the turn had completed
 before the stream started), with ``follow=False`` after what is recorded, and
@@ -85,7 +86,7 @@ async def turn_events(ledger: Ledger, turn_id: str, *, follow: bool = True,
         if left <= 0:
             yield ": this stream's lifetime is over: reconnect with Last-Event-ID\n\n"
             return
-        if not await ledger.appended.wait(seen, min(wait.next(), left)) \
+        if not await ledger.appended.wait(seen, min(wait.next(), left), turn_id=turn_id) \
                 and clock() - quiet_since >= keepalive_s:
             quiet_since = clock()
             yield ": keep-alive\n\n"

@@ -68,4 +68,4 @@ async def wait_for_answer(ledger: Ledger, turn_id: str, *, timeout_s: float,
         left = deadline - time.monotonic()
         if state is None or state["completed_at"] is not None or left <= 0:
             return state
-        await ledger.appended.wait(seen, min(wait.next(), left))
+        await ledger.appended.wait(seen, min(wait.next(), left), turn_id=turn_id)

@@ -275,15 +275,16 @@ class PostgresLedger:
             if conn is not None:
                 conn.close()
             return None
-        last = 0
+        last, turns = 0, set()
         for pending, result in zip(group, results, strict=True):
             if isinstance(result, LedgerConflict):
                 pending.future.set_exception(result)
             else:
                 pending.future.set_result(result)
                 last = max([last, *(e.seq for e in result)])
+                turns.update(e.turn_id for e in result)
         if last:
-            self.appended.notify(last)
+            self.appended.notify(last, turns)
         return conn
 
     def _append(self, conn: Any, group: list[_Pending]) -> list[list[Entry] | LedgerConflict]:

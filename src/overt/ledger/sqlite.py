@@ -217,7 +217,7 @@ class SqliteLedger:
         else:
             entries = self._journaled_append(at, batch, contents)
         if entries:
-            self.appended.notify(entries[-1].seq)
+            self.appended.notify(entries[-1].seq, {e.turn_id for e in entries})
         return entries
 
     def _journaled_append(self, at: str, batch: list[Draft],
