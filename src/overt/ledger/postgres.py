@@ -275,7 +275,7 @@ class PostgresLedger:
             if conn is not None:
                 conn.close()
             return None
-        last, turns = 0, set()
+        last, turns = 0, set[str | None]()
         for pending, result in zip(group, results, strict=True):
             if isinstance(result, LedgerConflict):
                 pending.future.set_exception(result)
