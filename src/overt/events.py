@@ -58,6 +58,9 @@ class TurnStarted(Event):
     model: str
     route: str
     max_tool_calls: int
+    actor: str = ""
+    """Who sent the message (``operator:alice``, ``mcp_client:claude``); the actor of
+    a session's first turn owns the session. Empty on turns recorded before this field."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +85,11 @@ class InferenceRecorded(Event):
     """Why this call was escalated (the reissue's reason code), when ``escalated``."""
     error_type: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    history_omitted: list[str] = field(default_factory=list)
+    """The session's earlier turns left out of this request to fit the model's
+    context window (turn ids, oldest first)."""
+    history_omitted_tokens: int = 0
+    """The tokens those turns would have taken (the count the fit used)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -44,6 +44,7 @@ from overt.policy.capabilities import Capabilities
 from overt.policy.engine import Policy
 from overt.policy.gate import Gate
 from overt.prompts import load_template, render
+from overt.sessions.book import session_history
 from overt.tools.base import Tool
 from overt.tools.mcp_toolset import McpServerSpec, load_toolset
 from overt.tools.registry import ToolRegistry
@@ -189,13 +190,30 @@ class Runtime:
         self.engine.system_prompt = self._system_prompt_for(self.tools.specs())
 
     async def respond(self, message: IncomingMessage, *, session_id: str | None = None,
-                      history: Sequence[Message] = (),
+                      history: Sequence[Message] | None = None, actor: Actor | None = None,
                       channel_ids: Mapping[str, Any] | None = None) -> ResponseResult:
-        """Answer ``message``; the turn is recorded and the reply goes to the transcript
-        (with ``channel_ids``, the channel's own ids: Slack channel and thread, email
-        Message-ID)."""
+        """Answer ``message`` in session ``session_id`` (default: the message's
+        ``caller_session_id``); the turn is recorded and the reply goes to the
+        transcript (with ``channel_ids``, the channel's own ids: Slack channel and
+        thread, email Message-ID).
+
+        The session's earlier turns are read back from the ledger and sent before the
+        message, the newest that fit the model's window (``history`` given instead:
+        exactly those messages, nothing read). ``actor`` sent the message (default:
+        this runtime's operator); a session is owned by its first turn's actor.
+        Whether ``actor`` may continue the session is the channel's to check first
+        (:mod:`overt.sessions.access`).
+
+        Raises:
+            LedgerError: the session's history could not be read (nothing was run).
+        """
         await self.start()
-        outcome = await self.engine.run_turn(message, session_id=session_id, history=history)
+        sender = actor or self.operator
+        session = session_id or message.caller_session_id
+        earlier = [] if history is not None else await session_history(self.ledger, session)
+        outcome = await self.engine.run_turn(message, session_id=session,
+                                             history=history or (), earlier=earlier,
+                                             actor=str(sender))
         result = outcome.result
         if self.transcript is not None:
             self._transcribe(result, message.source, message.caller_session_id, channel_ids)

@@ -58,6 +58,8 @@ from overt.models.pricing import PriceTable
 from overt.policy.actors import Actor
 from overt.policy.gate import Gate, Verdict
 from overt.reasoning.steps import TurnSteps
+from overt.sessions.book import HistoryTurn
+from overt.sessions.window import counter_for, fit, message_tokens, tools_tokens, window_of
 from overt.tools.base import Tool, ToolContext
 from overt.tools.registry import ToolRegistry
 from overt.types import (
@@ -134,8 +136,15 @@ class Engine:
         self.gate = gate or Gate()
 
     async def run_turn(self, message: IncomingMessage, *, session_id: str | None = None,
-                       history: Sequence[Message] = ()) -> TurnOutcome:
+                       history: Sequence[Message] = (), earlier: Sequence[HistoryTurn] = (),
+                       actor: str = "") -> TurnOutcome:
         """Answer ``message``; never raises for a model, tool or ledger failure.
+
+        ``history``: messages always sent before the new one. ``earlier``: the
+        session's answered turns (:func:`overt.sessions.session_history`), of which
+        the newest that fit the model's window are sent, whole; those left out are
+        recorded on each inference. ``actor``: who sent the message (recorded on
+        ``turn.started``: the first turn's actor owns the session).
 
         A model failure ends the turn with ``error`` set and ``tools_used`` None;
         so does a ledger failure (overt does not act off the record).
@@ -143,7 +152,7 @@ class Engine:
         turn = _Turn(self, message.source, message.caller_session_id,
                      session_id or message.caller_session_id)
         try:
-            return await turn.run(message.text, history)
+            return await turn.run(message.text, history, earlier, actor)
         except LedgerError as exc:
             return turn.ledger_failed(exc)
 
@@ -204,6 +213,12 @@ class _Turn:
         self.last_error = ""
         self.tools_allowed = True
         self.iteration = 0
+        # The session's earlier turns in ``messages``: (turn id, message count, tokens),
+        # oldest first, starting at ``history_at``; what the window left out.
+        self.spans: list[tuple[str, int, int]] = []
+        self.history_at = 0
+        self.omitted: list[str] = []
+        self.omitted_tokens = 0
 
     @classmethod
     def restore(cls, engine: Engine, cp: Checkpoint) -> _Turn:
@@ -233,14 +248,15 @@ class _Turn:
             "I could not record this turn, so I stopped before acting.", None,
             f"ledger_error: {exc}"))
 
-    async def run(self, text: str, history: Sequence[Message]) -> TurnOutcome:
+    async def run(self, text: str, history: Sequence[Message],
+                  earlier: Sequence[HistoryTurn] = (), actor: str = "") -> TurnOutcome:
         engine, settings = self.engine, self.engine.settings
         rec, hooks = self.recorder, self.hooks
         rec.add(TurnStarted(
             turn_id=self.turn_id, session_id=self.session_id, source=self.source,
             caller_session_id=self.caller_session_id,
             message_digest=rec.content(text), model=engine.model.name,
-            route=self.route, max_tool_calls=settings.max_tool_calls))
+            route=self.route, max_tool_calls=settings.max_tool_calls, actor=actor))
         specs = engine.tools.specs()
         system_prompt = engine.system_prompt
         if hooks is not None and hooks.has.pre_tool_list_finalized:
@@ -254,7 +270,19 @@ class _Turn:
         if system_prompt:
             self.messages.append(Message("system", system_prompt))
         self.messages.extend(history)
-        self.messages.append(Message("user", text))
+        user = Message("user", text)
+        if earlier:
+            count = counter_for(engine.model)
+            fitted = fit(earlier, [*self.messages, user], specs,
+                         window=window_of(engine.model), reserve=self._reserve(), count=count)
+            self.omitted = list(fitted.omitted)
+            self.omitted_tokens = fitted.omitted_tokens
+            self.history_at = len(self.messages)
+            for turn in fitted.kept:
+                self.messages.extend(turn.messages)
+                self.spans.append((turn.turn_id, len(turn.messages),
+                                   sum(message_tokens(m, count) for m in turn.messages)))
+        self.messages.append(user)
         self.specs = specs
         self.offered = frozenset(s.name for s in specs)
         return await self._drive(())
@@ -289,6 +317,11 @@ class _Turn:
             if stopped is not None:
                 return stopped
         while True:
+            too_long = self._fit_window()
+            if too_long is not None:
+                self.error = f"model_error: ContextWindowExceeded: {too_long}"
+                self.steps.failed(self.error)
+                return await self._finish("model_error", "I cannot answer this: " + too_long)
             request = ModelRequest(tuple(self.messages),
                                    self.specs if self.tools_allowed else (),
                                    settings.max_output_tokens)
@@ -315,6 +348,32 @@ class _Turn:
             stopped = await self._calls(calls)
             if stopped is not None:
                 return stopped
+
+    def _reserve(self) -> int:
+        """Tokens kept free for the model's answer."""
+        window = window_of(self.engine.model) or 0
+        return self.engine.settings.max_output_tokens or min(1024, window // 4)
+
+    def _fit_window(self) -> str | None:
+        """Leave out the oldest earlier turns until the next request fits the model's
+        window; why it cannot fit even without them (``None`` when it fits)."""
+        window = window_of(self.engine.model)
+        if window is None:
+            return None
+        count = counter_for(self.engine.model)
+        specs = self.specs if self.tools_allowed else ()
+        need = (sum(message_tokens(m, count) for m in self.messages)
+                + tools_tokens(specs, count) + self._reserve())
+        while need > window and self.spans:
+            turn_id, size, tokens = self.spans.pop(0)
+            del self.messages[self.history_at:self.history_at + size]
+            self.omitted.append(turn_id)
+            self.omitted_tokens += tokens
+            need -= tokens
+        if need <= window:
+            return None
+        return (f"the request needs about {need} tokens (with {self._reserve()} kept for the "
+                f"answer) and the model's context window is {window}")
 
     async def _calls(self, calls: Sequence[ToolCall]) -> TurnOutcome | None:
         """The tool calls of one response, in order; a turn outcome if the turn stops
@@ -428,7 +487,8 @@ class _Turn:
                 duration_ms=ms_since(started), tools_offered=offered,
                 tool_calls_requested=0, stop_reason="error", response_digest=None,
                 escalated=escalated, escalation_reason=escalation_reason,
-                error_type=type(exc).__name__))
+                error_type=type(exc).__name__, history_omitted=list(self.omitted),
+                history_omitted_tokens=self.omitted_tokens))
             return None
         usage = response.usage
         if not usage.cost_usd and (usage.input_tokens or usage.output_tokens):
@@ -444,7 +504,8 @@ class _Turn:
             duration_ms=ms_since(started), tools_offered=offered,
             tool_calls_requested=len(response.tool_calls), stop_reason=response.stop_reason,
             response_digest=rec.content(body), escalated=escalated,
-            escalation_reason=escalation_reason, info=dict(response.info)))
+            escalation_reason=escalation_reason, info=dict(response.info),
+            history_omitted=list(self.omitted), history_omitted_tokens=self.omitted_tokens))
         self.steps.model_reasoning(response.text, response.reasoning,
                                    final=not response.tool_calls)
         return response
@@ -564,7 +625,7 @@ class _Turn:
         error = self.error if failed else None
         if status in ("tool_error_streak", "budget_exceeded"):
             self.steps.failed(text)
-        if status == "model_error":
+        if status == "model_error" and not text:
             text = "The model could not answer this time; the error is on the record."
         elif not text.strip():
             text = "(the model gave an empty answer)"

@@ -83,8 +83,12 @@ class ScriptedModel:
     provider failure). Running out of replies is a :class:`ModelError`.
     """
 
-    def __init__(self, replies: Iterable[Reply], *, name: str = "scripted") -> None:
+    def __init__(self, replies: Iterable[Reply], *, name: str = "scripted",
+                 context_window: int | None = None) -> None:
+        """``context_window``: the window the engine fits requests into (tokens
+        estimated by :func:`overt.sessions.estimate_tokens`); ``None``: unlimited."""
         self.name = name
+        self.context_window = context_window
         self._replies: deque[Reply] = deque(replies)
         self.requests: list[ModelRequest] = []
 
@@ -129,8 +133,11 @@ ReplyFunction = Callable[[ModelRequest], Awaitable[Reply] | Reply]
 class FunctionModel:
     """Computes each reply from the request with a function (sync or async)."""
 
-    def __init__(self, function: ReplyFunction, *, name: str = "function") -> None:
+    def __init__(self, function: ReplyFunction, *, name: str = "function",
+                 context_window: int | None = None) -> None:
+        """``context_window``: as for :class:`ScriptedModel`."""
         self.name = name
+        self.context_window = context_window
         self._function = function
         self.requests: list[ModelRequest] = []
 

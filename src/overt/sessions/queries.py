@@ -1,0 +1,71 @@
+"""The SQL a session is read with, in both dialects (plain reads of the audit tier
+and the content tier; no table of its own: the ledger is the only store)."""
+
+from __future__ import annotations
+
+from overt.ledger.sql import BODY_WINDOW, Dialect, content_order, content_seq
+
+CONVERSATION_KINDS = ("turn.started", "tool_call.completed", "turn.completed")
+"""The entries a conversation is rebuilt from: each turn's message, its tool calls
+with their results, and its answer."""
+
+
+def _body(d: Dialect, digest: str) -> str:
+    """The body the SQL expression ``digest`` names, stored with entry ``a`` or (for
+    ledgers that keyed bodies by their transaction's first seq) a little before it."""
+    return (f"coalesce((SELECT c.body FROM content_blobs c "
+            f"WHERE {content_seq(d, '=', 'a.seq', 'c')} AND c.digest = {digest}), "
+            f"(SELECT c.body FROM content_blobs c WHERE {content_seq(d, '<', 'a.seq', 'c')} "
+            f"AND {content_seq(d, '>', f'a.seq - {BODY_WINDOW}', 'c')} AND c.digest = {digest} "
+            f"ORDER BY {content_order(d, 'c')} DESC LIMIT 1))")
+
+
+def conversation(d: Dialect) -> str:
+    """(seq, kind, turn_id, data, body, args_body) of a session's conversation entries in
+    ``seq`` order: ``body`` is the message (turn.started), the result
+    (tool_call.completed) or the answer (turn.completed); ``args_body`` a tool call's
+    arguments. One parameter: the session id."""
+    primary = (f"CASE a.kind WHEN 'turn.started' THEN {d.text('message_digest', 'a.data')} "
+               f"WHEN 'turn.completed' THEN {d.text('reply_digest', 'a.data')} "
+               f"ELSE {d.text('result_digest', 'a.data')} END")
+    args = (f"CASE WHEN a.kind = 'tool_call.completed' THEN "
+            f"{_body(d, d.text('args_sha256', 'a.data'))} END")
+    kinds = ", ".join(f"'{k}'" for k in CONVERSATION_KINDS)
+    return (f"SELECT a.seq, a.kind, a.turn_id, a.data, {_body(d, primary)}, {args} "
+            f"FROM audit_log a WHERE a.session_id = {d.ph} AND a.kind IN ({kinds}) "
+            "ORDER BY a.seq")
+
+
+def _summaries(d: Dialect, where: str) -> str:
+    """(session_id, turns, started_at, last_at, first_seq, first_data) per session."""
+    return ("SELECT g.session_id, g.turns, g.started_at, g.last_at, f.seq, f.data FROM ("
+            "SELECT session_id, sum(CASE WHEN kind = 'turn.started' THEN 1 ELSE 0 END) "
+            "AS turns, min(seq) AS first_seq, min(at) AS started_at, max(at) AS last_at "
+            "FROM audit_log WHERE kind IN ('turn.started', 'turn.completed') "
+            f"AND session_id IS NOT NULL {where} GROUP BY session_id) g "
+            "JOIN audit_log f ON f.seq = g.first_seq AND f.kind = 'turn.started'")
+
+
+def session(d: Dialect) -> str:
+    """One session's summary (see :func:`_summaries`); one parameter, its id."""
+    return _summaries(d, f"AND session_id = {d.ph}")
+
+
+def owner_expr(d: Dialect) -> str:
+    """The owner of a summary row: the actor its first turn recorded, or the legacy
+    owner (the first parameter) for turns recorded before owners were."""
+    actor = d.text("actor", "f.data")
+    return f"coalesce(nullif({actor}, ''), {d.ph})"
+
+
+def sessions(d: Dialect, *, by_owner: bool, by_source: bool) -> str:
+    """Summaries, newest activity first. Parameters: the legacy owner and the owner
+    (``by_owner``), the source (``by_source``), then the limit."""
+    filters = []
+    if by_owner:
+        filters.append(f"{owner_expr(d)} = {d.ph}")
+    if by_source:
+        filters.append(f"{d.text('source', 'f.data')} = {d.ph}")
+    where = f" WHERE {' AND '.join(filters)}" if filters else ""
+    return (f"SELECT x.* FROM ({_summaries(d, '')}{where}) x "
+            f"ORDER BY x.last_at DESC, x.session_id DESC LIMIT {d.ph}")

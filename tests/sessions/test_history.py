@@ -1,0 +1,136 @@
+"""A session's history is rebuilt from the ledger, fitted to the model's window."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from overt.ledger import open_ledger
+from overt.models.fake import FunctionModel, ScriptedModel
+from overt.runtime import Runtime
+from overt.sessions import list_sessions, session_history, session_info, title
+from overt.tools.base import tool
+from overt.types import Message, ModelRequest
+from tests.conftest import ALLOW_ALL, RuntimeFactory, cli_message, run
+
+
+@tool(read_only=True)
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value-of-{key}"
+
+
+def said(request: ModelRequest) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in request.messages if m.role != "system"]
+
+
+def test_a_second_message_reaches_the_model_with_the_first_exchange(
+    make_runtime: RuntimeFactory,
+) -> None:
+    model = FunctionModel(lambda r: f"answer {len(r.messages)}")
+    runtime = make_runtime(model)
+    run(runtime.respond(cli_message("My host is Isokron.", session="s1")))
+    run(runtime.respond(cli_message("What is my host?", session="s1")))
+    assert said(model.requests[1]) == [("user", "My host is Isokron."),
+                                       ("assistant", "answer 2"),
+                                       ("user", "What is my host?")]
+
+
+def test_other_sessions_are_not_in_the_history(make_runtime: RuntimeFactory) -> None:
+    model = FunctionModel(lambda r: "ok")
+    runtime = make_runtime(model)
+    run(runtime.respond(cli_message("first", session="a")))
+    run(runtime.respond(cli_message("second", session="b")))
+    assert said(model.requests[1]) == [("user", "second")]
+
+
+def test_tool_calls_and_their_results_are_in_the_history_in_order(
+    make_runtime: RuntimeFactory, ledger: Any,
+) -> None:
+    model = ScriptedModel([{"tool_calls": [{"name": "lookup", "arguments": {"key": "k1"}}]},
+                           "k1 is value-of-k1", "noted"])
+    runtime = make_runtime(model, tools=[lookup])
+    run(runtime.respond(cli_message("look up k1", session="s1")))
+    run(runtime.respond(cli_message("thanks", session="s1")))
+    history = [m for m in model.requests[2].messages if m.role != "system"]
+    assert [m.role for m in history] == ["user", "assistant", "tool", "assistant", "user"]
+    assert history[1].tool_calls[0].name == "lookup"
+    assert dict(history[1].tool_calls[0].arguments) == {"key": "k1"}
+    assert history[2].content == "value-of-k1" and not history[2].is_error
+    assert history[2].tool_call_id == history[1].tool_calls[0].id
+    turns = run(session_history(ledger, "cli:s1"))
+    assert len(turns) == 2 and turns[0].messages[-1] == Message("assistant", "k1 is value-of-k1")
+
+
+def test_a_session_continues_after_the_process_restarts(ledger_url: str, tmp_path: Any) -> None:
+    first = Runtime(model=ScriptedModel(["Noted: Isokron."]), ledger=open_ledger(ledger_url),
+                    tools=[], gate=ALLOW_ALL)
+    run(first.respond(cli_message("Remember Isokron.", session="s9")))
+    run(first.close())
+    model = FunctionModel(lambda r: "It was Isokron.")
+    second = Runtime(model=model, ledger=open_ledger(ledger_url), tools=[], gate=ALLOW_ALL)
+    try:
+        run(second.respond(cli_message("What did I ask you to remember?", session="s9")))
+    finally:
+        run(second.close())
+    assert said(model.requests[0])[:2] == [("user", "Remember Isokron."),
+                                          ("assistant", "Noted: Isokron.")]
+
+
+def test_a_failed_turn_is_not_remembered(make_runtime: RuntimeFactory) -> None:
+    def reply(request: ModelRequest) -> str:
+        if len(request.messages) == 2 and request.messages[-1].content == "boom":
+            raise RuntimeError("model down")
+        return "fine"
+    model = FunctionModel(reply)
+    runtime = make_runtime(model)
+    assert run(runtime.respond(cli_message("boom", session="s1"))).error
+    run(runtime.respond(cli_message("again", session="s1")))
+    assert said(model.requests[-1]) == [("user", "again")]
+
+
+def test_a_session_too_long_for_the_window_is_answered_with_the_omission_recorded(
+    make_runtime: RuntimeFactory, ledger: Any,
+) -> None:
+    model = FunctionModel(lambda r: "short answer", context_window=1200)
+    runtime = make_runtime(model, tools=[], max_output_tokens=100)
+    turn_ids = []
+    for n in range(8):
+        result = run(runtime.respond(cli_message(f"message {n} " + "word " * 120,
+                                                 session="long")))
+        assert result.error is None
+        turn_ids.append(result.turn_id)
+    last = model.requests[-1]
+    users = [m.content for m in last.messages if m.role == "user"]
+    assert users[-1].startswith("message 7") and 1 < len(users) < 8
+    inference = run(ledger.entries(turn_id=turn_ids[-1], kinds=["inference"]))[0].data
+    kept = len(users) - 1
+    assert inference["history_omitted"] == turn_ids[:7 - kept]
+    assert inference["history_omitted_tokens"] > 0
+
+
+def test_a_message_too_long_for_any_window_fails_cleanly(
+    make_runtime: RuntimeFactory, ledger: Any,
+) -> None:
+    model = FunctionModel(lambda r: "never", context_window=200)
+    result = run(make_runtime(model).respond(cli_message("word " * 500)))
+    assert result.error is not None and "ContextWindowExceeded" in result.error
+    assert "context window is 200" in result.text
+    assert model.requests == []
+    completed = run(ledger.entries(kinds=["turn.completed"]))[0].data
+    assert completed["status"] == "model_error"
+
+
+def test_sessions_are_listed_with_owner_turns_and_title(make_runtime: RuntimeFactory,
+                                                         ledger: Any) -> None:
+    runtime = make_runtime(ScriptedModel(["a", "b", "c"]))
+    run(runtime.respond(cli_message("Hello there", session="s1")))
+    run(runtime.respond(cli_message("Again", session="s1")))
+    run(runtime.respond(cli_message("Other", session="s2")))
+    listed = run(list_sessions(ledger))
+    assert [s.session_id for s in listed] == ["cli:s2", "cli:s1"]
+    s1 = run(session_info(ledger, "cli:s1"))
+    assert s1 is not None and s1.turns == 2 and s1.owner == "operator:default"
+    assert s1.source == "cli" and run(title(ledger, s1)) == "Hello there"
+    assert run(session_info(ledger, "nope")) is None
+    assert run(list_sessions(ledger, owner="mcp_client:x")) == []
+    assert len(run(list_sessions(ledger, owner="operator:default", limit=1))) == 1
