@@ -19,7 +19,7 @@ from overt.channels.settings import EmailSettings
 from overt.errors import ChannelError, LedgerError
 from overt.ledger.base import Ledger
 from overt.models.fake import ScriptedModel
-from tests.channels.helpers import payroll_runtime
+from tests.channels.helpers import echo_model, payroll_runtime, said
 from tests.channels.mail_servers import Imap, SmtpSink, dovecot, smtp_server
 from tests.conftest import RuntimeFactory, run
 
@@ -233,3 +233,30 @@ def test_a_mail_without_a_message_id_gets_a_key_of_its_own_not_its_uid() -> None
     assert first.message_id == again.message_id  # claimed once, however often it is read
     assert later.message_id != first.message_id and "uid" not in first.message_id
     assert email_channel.thread_key(first) != email_channel.thread_key(later)
+
+
+def test_a_reply_in_the_mail_thread_reaches_the_model_with_the_thread_so_far(
+        servers: tuple[Imap, SmtpSink, EmailSettings], make_runtime: RuntimeFactory,
+        ledger: Ledger) -> None:
+    imap, sink, settings = servers
+    model = echo_model()
+    channel = EmailChannel(make_runtime(model), settings, imap_password=imap.password)
+
+    async def main() -> None:
+        deliver(imap, message_id="<a1@example.org>", text="my name is Ada")
+        assert await channel.poll_once() == {"<a1@example.org>": "answered"}
+        ours = sink.messages[0]["Message-ID"]
+        deliver(imap, message_id="<a2@example.org>", text="what is my name?",
+                references=f"<a1@example.org> {ours}")
+        deliver(imap, message_id="<b1@example.org>", text="a new thread")
+        assert await channel.poll_once() == {"<a2@example.org>": "answered",
+                                             "<b1@example.org>": "answered"}
+    run(main())
+    assert said(model.requests[1]) == [("user", "my name is Ada"),
+                                       ("assistant", "re: my name is Ada"),
+                                       ("user", "what is my name?")]
+    assert said(model.requests[2]) == [("user", "a new thread")]
+    sessions = [e.session_id for e in run(ledger.entries(kinds=["turn.started"]))]
+    assert sessions == ["email:<a1@example.org>"] * 2 + ["email:<b1@example.org>"]
+    ours = sink.messages[0]["Message-ID"]
+    assert sink.messages[1]["References"] == f"<a1@example.org> {ours} <a2@example.org>"

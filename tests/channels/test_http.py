@@ -141,9 +141,10 @@ def test_a_turn_held_for_approval_answers_on_the_same_http_request_once_approved
 def test_the_session_trail_and_the_turn_event_stream(ledger: Ledger, tmp_path: Path) -> None:
     async def main() -> tuple[dict[str, Any], str]:
         async with client(make_runtime(ledger, tmp_path, ["Hi."])) as c:
-            body = (await c.post("/v1/messages", json={"text": "hi", "session_id": "s-1"},
+            body = (await c.post("/v1/messages", json={"text": "hi"},
                                  headers=auth(APPROVER))).json()
-            trail = (await c.get("/v1/sessions/s-1/trail", headers=auth(APPROVER))).json()
+            trail = (await c.get(f"/v1/sessions/{body['session_id']}/trail",
+                                 headers=auth(APPROVER))).json()
             events = await c.get(f"/v1/turns/{body['turn_id']}/events", headers=auth(APPROVER))
             missing = await c.get("/v1/sessions/nope/trail", headers=auth(APPROVER))
             assert missing.status_code == 404

@@ -5,16 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -25,7 +22,18 @@ from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
 from overt.policy.actors import Actor
 from overt.runtime import Runtime
-from tests.channels.helpers import APPROVER, CLIENT, TOKENS, USAGE_CALL, auth, make_runtime
+from tests.channels.helpers import (
+    APPROVER,
+    CLIENT,
+    OTHER,
+    TOKENS,
+    USAGE_CALL,
+    auth,
+    echo_model,
+    make_runtime,
+    said,
+    uvicorn_server,
+)
 from tests.conftest import run
 
 STATE_CALL = {"tool_calls": [{"name": "get_operational_state", "arguments": {}}]}
@@ -61,9 +69,8 @@ def test_ask_in_process_is_a_turn_from_mcp_and_trail_is_audited(
         rt = make_runtime(ledger, tmp_path, [STATE_CALL, "All is well."])
         server = create_server(rt, actor=Actor("mcp_client", "claude-code"))
         async with Client(server) as client:
-            answer = structured(await client.call_tool("ask", {"text": "status?",
-                                                              "session_id": "m1"}))
-            trail = await client.call_tool("trail", {"session_id": "m1"})
+            answer = structured(await client.call_tool("ask", {"text": "status?"}))
+            trail = await client.call_tool("trail", {"session_id": answer["session_id"]})
             refused = await client.call_tool("approve", {"request_id": "x"})
             return answer, (trail, refused)
     answer, (trail, refused) = run(main())
@@ -105,13 +112,6 @@ def test_ask_over_stdio_with_the_official_client(tmp_path: Path) -> None:
         ledger.close_sync()  # type: ignore[attr-defined]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, Runtime, Path]]:
     """A real uvicorn server: the HTTP API and MCP at /mcp, on a free port."""
@@ -121,22 +121,8 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Runtime, Path]]:
     mcp = create_server(rt)
     app = create_app(rt, TOKENS, mcp=mcp.streamable_http_app(host="127.0.0.1"),
                      mcp_lifespan=mcp.session_manager.run)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    started = threading.Event()
-    for _ in range(1000):
-        if server.started:
-            started.set()
-            break
-        started.wait(0.01)
-    assert server.started, "uvicorn did not start"
-    yield f"http://127.0.0.1:{port}", rt, db
-    server.should_exit = True
-    thread.join(30)
-    assert not thread.is_alive()
+    with uvicorn_server(app) as base:
+        yield base, rt, db
 
 
 def mcp_client(base: str, token: str) -> Client:
@@ -204,3 +190,102 @@ def test_a_memory_tool_over_mcp_runs_through_the_gate_as_the_client(
     assert [(c["tool_name"], c["triggered_by"], c["caller_session_id"]) for c in calls] == [
         ("node_search", "mcp", "mcp:claude-code:node_search"),
         ("node_create", "mcp", "mcp:claude-code:node_create")]
+
+
+def test_ask_without_a_session_id_starts_a_new_session_and_with_one_continues_it(
+        ledger: Ledger, tmp_path: Path) -> None:
+    model = echo_model()
+
+    async def main() -> list[dict[str, Any]]:
+        server = create_server(make_runtime(ledger, tmp_path, model),
+                               actor=Actor("mcp_client", "claude-code"))
+        async with Client(server) as client:
+            first = structured(await client.call_tool("ask", {"text": "my name is Ada"}))
+            other = structured(await client.call_tool("ask", {"text": "hello"}))
+            again = structured(await client.call_tool("ask", {
+                "text": "what is my name?", "session_id": first["session_id"]}))
+            return [first, other, again]
+    first, other, again = run(main())
+    assert first["session_id"] != other["session_id"]  # not one session per caller kind
+    assert again["session_id"] == first["session_id"]
+    assert said(model.requests[1]) == [("user", "hello")]
+    assert said(model.requests[2]) == [("user", "my name is Ada"),
+                                       ("assistant", "re: my name is Ada"),
+                                       ("user", "what is my name?")]
+
+
+def refusal(result: Any) -> str:
+    assert result.is_error and result.structured_content is None
+    return str(result.content[0].text)
+
+
+def test_another_clients_session_and_approval_look_missing_over_mcp(
+        ledger: Ledger, tmp_path: Path) -> None:
+    rt = make_runtime(ledger, tmp_path, [USAGE_CALL])
+
+    async def main() -> tuple[list[tuple[str, str]], dict[str, Any], dict[str, Any]]:
+        async with Client(create_server(rt, actor=Actor("mcp_client", "claude-code"))) as owner:
+            held = structured(await owner.call_tool("ask", {"text": "usage?"}))
+            mine = structured(await owner.call_tool("approvals_list", {}))
+        async with Client(create_server(rt, actor=Actor("mcp_client", "other"))) as other:
+            pairs = []
+            for tool, key, foreign in (("ask", "session_id", held["session_id"]),
+                                       ("trail", "session_id", held["session_id"]),
+                                       ("approve", "request_id", held["awaiting_approval"]),
+                                       ("deny", "request_id", held["awaiting_approval"])):
+                extra = {"text": "hi"} if tool == "ask" else {}
+                pairs.append((
+                    refusal(await other.call_tool(tool, {key: foreign, **extra})),
+                    refusal(await other.call_tool(tool, {key: "no-such-id", **extra}))))
+            theirs = structured(await other.call_tool("approvals_list", {}))
+        return pairs, mine, theirs
+    pairs, mine, theirs = run(main())
+    assert pairs == [("no such session",) * 2, ("no such session",) * 2,
+                     ("no such approval request",) * 2, ("no such approval request",) * 2]
+    assert len(mine["approvals"]) == 1 and theirs["approvals"] == []
+    assert len(rt.model.requests) == 1  # type: ignore[attr-defined]
+    assert run(rt.approvals.get(mine["approvals"][0]["request_id"])).status == "pending"
+
+
+def test_approving_an_unknown_or_decided_request_is_a_readable_error_not_a_crash(
+        ledger: Ledger, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    rt = make_runtime(ledger, tmp_path, [USAGE_CALL, "You used 0 tokens."])
+
+    async def main() -> list[str]:
+        async with Client(create_server(rt, actor=Actor("mcp_client", "approver"))) as c:
+            held = structured(await c.call_tool("ask", {"text": "usage?"}))
+            unknown = refusal(await c.call_tool("approve", {"request_id": "nope"}))
+            denied = refusal(await c.call_tool("deny", {"request_id": "nope"}))
+            structured(await c.call_tool("approve", {"request_id": held["awaiting_approval"]}))
+            twice = refusal(await c.call_tool("deny", {"request_id": held["awaiting_approval"]}))
+            return [unknown, denied, twice]
+    with caplog.at_level("INFO"):
+        unknown, denied, twice = run(main())
+    assert unknown == denied == "no such approval request"
+    assert "already" in twice and "Error executing tool" not in twice
+    assert not [r for r in caplog.records if r.levelname == "ERROR" or r.exc_info]
+
+
+def test_over_http_another_tokens_client_gets_one_answer_for_foreign_and_missing_sessions(
+        served: tuple[str, Runtime, Path]) -> None:
+    base, _rt, _db = served
+
+    async def main() -> tuple[dict[str, Any], list[tuple[str, str]], dict[str, Any]]:
+        async with mcp_client(base, CLIENT) as client:
+            asked = structured(await client.call_tool("ask", {"text": "status?"}))
+        async with mcp_client(base, OTHER) as other:
+            pairs = []
+            for tool, extra in (("ask", {"text": "and now?"}), ("trail", {})):
+                pairs.append((
+                    refusal(await other.call_tool(tool, {"session_id": asked["session_id"],
+                                                         **extra})),
+                    refusal(await other.call_tool(tool, {"session_id": "no-such-session",
+                                                         **extra}))))
+        async with mcp_client(base, CLIENT) as client:
+            trail = structured(await client.call_tool("trail",
+                                                      {"session_id": asked["session_id"]}))
+        return asked, pairs, trail
+    asked, pairs, trail = run(main())
+    assert asked["text"] == "All is well."
+    assert pairs == [("no such session", "no such session")] * 2
+    assert [t["turn_id"] for t in trail["turns"]] == [asked["turn_id"]]

@@ -22,7 +22,7 @@ from overt.runtime import Runtime
 from overt.tools import tool
 from overt.types import ModelRequest
 from tests.channels.fake_slack import FakeSlack, fake_slack_api, serve
-from tests.channels.helpers import payroll_runtime
+from tests.channels.helpers import echo_model, payroll_runtime, said
 from tests.conftest import RuntimeFactory, run
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -274,3 +274,33 @@ def test_an_answer_approved_in_another_process_is_delivered_by_the_next_sweep(
             assert await deliver_pending(runtime, {"slack_dm": handler}) == []
             assert [p["text"] for p in fake.posts][1:] == ["Payroll was 42."]
     run(main())
+
+
+def test_a_reply_in_the_dm_thread_reaches_the_model_with_the_thread_so_far(
+        make_runtime: RuntimeFactory, ledger: Ledger) -> None:
+    model = echo_model()
+    runtime = make_runtime(model)
+    root = "1700000100.000100"
+
+    async def main() -> list[dict[str, Any]]:
+        async with slack_app(runtime) as (handler, fake, post):
+            await post(*signed(event("my name is Ada", event_id="Ev1", ts=root)))
+            await fake.wait_for_posts(1)
+            await handler.drain()
+            await post(*signed(event("what is my name?", event_id="Ev2",
+                                     ts="1700000200.000200", thread_ts=root)))
+            await fake.wait_for_posts(2)
+            await handler.drain()
+            await post(*signed(event("a new question", event_id="Ev3",
+                                     ts="1700000300.000300")))
+            posts = await fake.wait_for_posts(3)
+            await handler.drain()
+            return posts
+    posts = run(main())
+    assert [p["thread_ts"] for p in posts] == [root, root, "1700000300.000300"]
+    assert said(model.requests[1]) == [("user", "my name is Ada"),
+                                       ("assistant", "re: my name is Ada"),
+                                       ("user", "what is my name?")]
+    assert said(model.requests[2]) == [("user", "a new question")]  # a new top-level DM
+    sessions = [e.session_id for e in run(ledger.entries(kinds=["turn.started"]))]
+    assert sessions == [f"slack:{DM}:{root}"] * 2 + [f"slack:{DM}:1700000300.000300"]

@@ -14,6 +14,15 @@ the :class:`~overt.types.ResponseResult`. A turn that paused for approval answer
 with ``awaiting_approval`` set; ``wait_s`` keeps the request open until the turn
 is answered (whoever approves it, from any process), and ``GET /v1/turns/{id}``
 or its event stream give the answer later.
+
+Sessions: a message without ``session_id`` starts a new session (its id,
+``http:{request_id}``, is made here and comes back as ``session_id``); with
+one it continues that session, whose history the model then reads. A session
+belongs to the actor that started it: the token's actor lists (``GET
+/v1/sessions``), reads, continues and streams only its own, unless it holds
+``sessions.read_any``; the same goes for the turns and approval requests of
+a session (:mod:`overt.channels.access`). Anything else is answered 404 with the
+same message whether or not it exists, and the refusal is recorded.
 """
 
 from __future__ import annotations
@@ -26,6 +35,16 @@ from typing import Any
 
 from overt import __version__
 from overt.channels import openapi
+from overt.channels.access import (
+    NO_SESSION,
+    NO_TURN,
+    READ_ANY,
+    Refused,
+    approval_for,
+    session_for,
+    turn_for,
+    visible_approvals,
+)
 from overt.channels.auth import Tokens
 from overt.channels.events_stream import DEFAULT_LIFETIME_S, last_event_id, turn_events
 from overt.channels.turns import turn_state, wait_for_answer
@@ -35,7 +54,15 @@ from overt.ids import new_ulid
 from overt.policy.actors import Actor
 from overt.reasoning.trail import build_trail
 from overt.runtime import Runtime
-from overt.types import IncomingMessage
+from overt.sessions import (
+    SessionInfo,
+    flatten,
+    list_sessions,
+    session_history,
+    session_info,
+    title,
+)
+from overt.types import IncomingMessage, Message
 
 try:
     from starlette.applications import Starlette
@@ -50,9 +77,13 @@ log = logging.getLogger("overt.channels.http")
 
 DEFAULT_MAX_BODY_BYTES = 1_000_000
 MAX_WAIT_S = 300.0
+DEFAULT_SESSIONS = 50
+MAX_SESSIONS = 1000
 
 CAPABILITIES: dict[tuple[str, str], str] = {
     ("POST", "/v1/messages"): "agent.ask",
+    ("GET", "/v1/sessions"): "agent.ask",
+    ("GET", "/v1/sessions/{session_id}"): "agent.ask",
     ("GET", "/v1/turns/{turn_id}"): "trail.read",
     ("GET", "/v1/turns/{turn_id}/events"): "trail.read",
     ("GET", "/v1/sessions/{session_id}/trail"): "trail.read",
@@ -110,6 +141,8 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         guarded("POST", "/v1/messages", api.post_message),
+        guarded("GET", "/v1/sessions", api.list_sessions),
+        guarded("GET", "/v1/sessions/{session_id}", api.get_session),
         guarded("GET", "/v1/turns/{turn_id}", api.get_turn),
         guarded("GET", "/v1/turns/{turn_id}/events", api.turn_events),
         guarded("GET", "/v1/sessions/{session_id}/trail", api.session_trail),
@@ -230,6 +263,8 @@ class _Api:
         if not text.strip():
             raise ApiError(422, "invalid", "text must not be empty")
         session_id = _field(body, "session_id", str)
+        if session_id is not None:  # only a session the caller may continue
+            await session_for(self.runtime, actor, session_id, surface=_surface(request))
         metadata = _field(body, "metadata", dict) or {}
         wait_s = _field(body, "wait_s", (int, float))
         if wait_s is not None and not 0 <= wait_s <= MAX_WAIT_S:
@@ -239,8 +274,9 @@ class _Api:
         message = IncomingMessage("http", text, {
             **{k: v for k, v in metadata.items() if isinstance(k, str)},
             "request_id": request_id, "actor": str(actor)})
-        result = await self.runtime.respond(message, session_id=session_id,
-                                            channel_ids={"http_request_id": request_id})
+        result = await self.runtime.respond(
+            message, session_id=session_id or message.caller_session_id, actor=actor,
+            channel_ids={"http_request_id": request_id})
         reply: dict[str, Any] = {**result.to_dict(), "request_id": request_id,
                                  "caller_session_id": message.caller_session_id}
         if result.awaiting_approval is not None and wait_s:
@@ -251,17 +287,44 @@ class _Api:
                              error=state["error"], awaiting_approval=None)
         return JSONResponse(reply)
 
+    # -- sessions -------------------------------------------------------------
+
+    async def list_sessions(self, request: Request, actor: Actor) -> Response:
+        raw = request.query_params.get("limit", str(DEFAULT_SESSIONS))
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_SESSIONS:
+            raise ApiError(422, "invalid", f"limit is a whole number, 1 to {MAX_SESSIONS}")
+        owner = None if self.runtime.gate.capabilities.check(actor, READ_ANY).granted \
+            else str(actor)
+        found = await list_sessions(self.runtime.ledger, owner=owner, limit=int(raw))
+        return JSONResponse({"sessions": [await self.session_json(info) for info in found]})
+
+    async def get_session(self, request: Request, actor: Actor) -> Response:
+        session_id = request.path_params["session_id"]
+        await session_for(self.runtime, actor, session_id, surface=_surface(request))
+        info = await session_info(self.runtime.ledger, session_id)
+        if info is None:  # pruned meanwhile
+            raise Refused(NO_SESSION)
+        history = flatten(await session_history(self.runtime.ledger, session_id))
+        return JSONResponse({**await self.session_json(info),
+                             "messages": [message_json(m) for m in history]})
+
+    async def session_json(self, info: SessionInfo) -> dict[str, Any]:
+        """One session as the API lists it (its title: its first message, cut short)."""
+        return {"session_id": info.session_id, "source": info.source, "owner": info.owner,
+                "turns": info.turns, "started_at": info.started_at, "last_at": info.last_at,
+                "title": await title(self.runtime.ledger, info)}
+
     async def get_turn(self, request: Request, actor: Actor) -> Response:
         turn_id = request.path_params["turn_id"]
+        await turn_for(self.runtime, actor, turn_id, surface=_surface(request))
         state = await turn_state(self.runtime.ledger, turn_id)
-        if state is None:
-            raise ApiError(404, "not_found", f"no turn {turn_id}")
+        if state is None:  # pruned meanwhile
+            raise Refused(NO_TURN)
         return JSONResponse(state)
 
     async def turn_events(self, request: Request, actor: Actor) -> Response:
         turn_id = request.path_params["turn_id"]
-        if await turn_state(self.runtime.ledger, turn_id) is None:
-            raise ApiError(404, "not_found", f"no turn {turn_id}")
+        await turn_for(self.runtime, actor, turn_id, surface=_surface(request))
         follow = request.query_params.get("follow", "true").lower() not in ("0", "false", "no")
         try:
             after = last_event_id(request.headers.get("last-event-id"))
@@ -275,13 +338,12 @@ class _Api:
 
     async def session_trail(self, request: Request, actor: Actor) -> Response:
         session_id = request.path_params["session_id"]
+        await session_for(self.runtime, actor, session_id, surface=_surface(request))
         phases = request.query_params.get("phase")
         trail = await build_trail(
             self.runtime.ledger, session_id=session_id,
             since=request.query_params.get("since"), until=request.query_params.get("until"),
             phases=phases.split(",") if phases is not None else None)
-        if not trail.turns:
-            raise ApiError(404, "not_found", f"no turns in session {session_id}")
         return JSONResponse(trail_json(trail))
 
     # -- approvals ------------------------------------------------------------
@@ -293,10 +355,12 @@ class _Api:
         if statuses is not None and not set(statuses) <= set(known):
             raise ApiError(422, "invalid", f"status is one or more of {', '.join(known)}")
         requests = await self.runtime.approvals.list(statuses)  # type: ignore[arg-type]
-        return JSONResponse({"approvals": [request_json(r) for r in requests]})
+        visible = await visible_approvals(self.runtime, actor, requests)
+        return JSONResponse({"approvals": [request_json(r) for r in visible]})
 
     async def get_approval(self, request: Request, actor: Actor) -> Response:
-        found = await self.runtime.approvals.get(request.path_params["request_id"])
+        found = await approval_for(self.runtime, actor, request.path_params["request_id"],
+                                   surface=_surface(request))
         return JSONResponse(request_json(found))
 
     async def approve(self, request: Request, actor: Actor) -> Response:
@@ -309,6 +373,7 @@ class _Api:
         body = await self.body(request)
         reason = _field(body, "reason", str)
         request_id = request.path_params["request_id"]
+        await approval_for(self.runtime, actor, request_id, surface=_surface(request))
         decide = self.runtime.approve if approve else self.runtime.deny
         resumed = await decide(request_id, by=actor, reason=reason)
         released = resumed.released
@@ -321,6 +386,12 @@ class _Api:
         })
 
 
+def _surface(request: Request) -> str:
+    """Where a refusal happened, as the record names it: the route, not the ids in it."""
+    route = request.scope.get("route")
+    return f"http:{request.method} {getattr(route, 'path', request.url.path)}"
+
+
 def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *,
            required: bool = False) -> Any:
     value = body.get(name)
@@ -331,6 +402,17 @@ def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *,
     if not isinstance(value, kind) or isinstance(value, bool):  # no field is a bool
         raise ApiError(422, "invalid", f"{name} has the wrong type")
     return value
+
+
+def message_json(m: Message) -> dict[str, Any]:
+    """One message of a session's conversation."""
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
+                             for c in m.tool_calls]
+    if m.tool_call_id is not None:
+        out.update(tool_call_id=m.tool_call_id, name=m.name, is_error=m.is_error)
+    return out
 
 
 def request_json(r: Any) -> dict[str, Any]:

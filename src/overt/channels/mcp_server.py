@@ -5,6 +5,13 @@ Tools: ``ask`` (a turn of the agent), ``trail``, ``approvals_list``, ``approve``
 stdio the one the server was started with (``overt mcp --actor mcp_client:NAME``),
 over HTTP the bearer token's. Its capabilities decide what it may do.
 
+``ask`` without a ``session_id`` starts a new session (its id comes back in the
+answer); with one it continues that session, if the caller may (its own, or
+any with ``sessions.read_any``). ``trail`` and the approval tools reach only
+sessions the caller may; anything else is answered as missing, and refusals
+(like ``approve`` of an unknown id) come back as an error result with a plain
+message (:mod:`overt.channels.access`).
+
 Every call is on the record with source ``mcp`` and caller_session_id
 ``mcp:{caller_actor_kind}:{tool_name}``, where ``caller_actor_kind`` is the
 client's kind (``claude-code`` for ``mcp_client:claude-code``; the actor kind,
@@ -17,12 +24,14 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
+from overt.channels.access import approval_for, session_for, visible_approvals
 from overt.channels.http import request_json, trail_json
 from overt.channels.turns import wait_for_answer
-from overt.errors import ApprovalError, ExtraMissingError, OvertError
+from overt.errors import ApprovalError, ExtraMissingError, NotFoundError, OvertError
 from overt.events import CapabilityChecked
+from overt.ids import new_ulid
 from overt.memory.tools import memory_tools
 from overt.policy.actors import Actor
 from overt.reasoning.trail import build_trail
@@ -32,10 +41,15 @@ from overt.types import IncomingMessage
 try:
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import CallToolResult, TextContent
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ExtraMissingError("mcp", "mcp") from exc
 
 MCP_TOOLS = ("ask", "trail", "approvals_list", "approve", "deny")
+
+Answer = Annotated[CallToolResult, dict[str, Any]]
+"""What the channel tools return: a JSON object (their output schema), or an error
+result whose message the client reads."""
 
 
 class McpToolError(OvertError, ToolError):
@@ -59,14 +73,35 @@ def _actor(ctx: Context, default: Actor) -> Actor:
     return default
 
 
+def _result(data: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(data))],
+                          structured_content=data)
+
+
+def _refusal(message: str) -> CallToolResult:
+    """An error result the client reads as it is (``isError``, the message alone: no
+    "Error executing tool" and no traceback in the server's log)."""
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+async def _answer(work: Awaitable[dict[str, Any]]) -> CallToolResult:
+    """``work``'s answer, or the refusal it raised (a missing capability, a session,
+    turn or approval the caller may not reach, an approval already decided)."""
+    try:
+        return _result(await work)
+    except (McpToolError, NotFoundError, ApprovalError) as exc:
+        return _refusal(str(exc))
+
+
 def create_server(runtime: Runtime, *, actor: Actor | None = None,
                   name: str = "overt") -> MCPServer:
     """An MCP server over ``runtime``. ``actor``: who calls when the transport
     does not say (stdio); default ``mcp_client:default``."""
     default = actor or Actor("mcp_client", "default")
     server: MCPServer = MCPServer(name, instructions=(
-        "overt: an agent that keeps its work on the record. `ask` asks it; `trail` "
-        "shows why it did what it did; approvals are decided with `approve`/`deny`."))
+        "overt: an agent that keeps its work on the record. `ask` asks it (pass the "
+        "`session_id` of an earlier answer to continue that conversation); `trail` shows "
+        "why it did what it did; approvals are decided with `approve`/`deny`."))
 
     async def audit(ctx: Context, tool: str, capability: str) -> Actor:
         who = _actor(ctx, default)
@@ -79,12 +114,8 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
                 raise McpToolError(f"{who} may not {tool}: {check.message}")
         return who
 
-    @server.tool()
-    async def ask(text: str, ctx: Context, session_id: str | None = None,
-                  wait_s: float = 0.0) -> dict[str, Any]:
-        """Ask the agent. The answer is its ResponseResult; a turn held for approval
-        answers with `awaiting_approval` (the request id), or, within `wait_s`
-        seconds, with the answer once someone decides it."""
+    async def asking(ctx: Context, text: str, session_id: str | None,
+                     wait_s: float) -> dict[str, Any]:
         who = _actor(ctx, default)
         check = runtime.gate.capabilities.check(who, "agent.ask")
         if not check.granted:
@@ -92,10 +123,15 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
                 actor=str(who), capability="agent.ask", granted=False,
                 reason_code=check.reason_code, subject=f"mcp:{caller_kind(who)}:ask")])
             raise McpToolError(f"{who} may not ask: {check.message}")
+        if session_id is None:
+            session_id = f"mcp:{new_ulid()}"  # each call its own session
+        else:
+            await session_for(runtime, who, session_id, surface=f"mcp:{caller_kind(who)}:ask")
         message = IncomingMessage("mcp", text, {
             "caller_actor_kind": caller_kind(who), "tool_name": "ask", "actor": str(who)})
-        result = await runtime.respond(message, session_id=session_id, channel_ids={
-            "mcp_tool": "ask", "mcp_actor": str(who)})
+        result = await runtime.respond(message, session_id=session_id, actor=who,
+                                       channel_ids={"mcp_tool": "ask",
+                                                    "mcp_actor": str(who)})
         reply = result.to_dict()
         if result.awaiting_approval is not None and wait_s > 0:
             state = await wait_for_answer(runtime.ledger, result.turn_id,
@@ -106,39 +142,60 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
         return reply
 
     @server.tool()
-    async def trail(session_id: str, ctx: Context) -> dict[str, Any]:
-        """The session's reasoning trail: its turns with steps, tool calls,
-        policy decisions and approvals."""
-        await audit(ctx, "trail", "trail.read")
+    async def ask(text: str, ctx: Context, session_id: str | None = None,
+                  wait_s: float = 0.0) -> Answer:
+        """Ask the agent. The answer is its ResponseResult. Without `session_id` the
+        question starts a new conversation, whose id is the answer's `session_id`;
+        pass it back to continue that conversation. A turn held for approval
+        answers with `awaiting_approval` (the request id), or, within `wait_s`
+        seconds, with the answer once someone decides it."""
+        return await _answer(asking(ctx, text, session_id, wait_s))
+
+    async def trailing(ctx: Context, session_id: str) -> dict[str, Any]:
+        who = await audit(ctx, "trail", "trail.read")
+        await session_for(runtime, who, session_id, surface=f"mcp:{caller_kind(who)}:trail")
         return trail_json(await build_trail(runtime.ledger, session_id=session_id))
 
     @server.tool()
-    async def approvals_list(ctx: Context, status: str = "pending") -> dict[str, Any]:
-        """Approval requests of a status (pending, approved, denied, expired; comma-separated)."""
-        await audit(ctx, "approvals_list", "approvals.read")
-        requests = await runtime.approvals.list(status.split(","))  # type: ignore[arg-type]
-        return {"approvals": [request_json(r) for r in requests]}
+    async def trail(session_id: str, ctx: Context) -> Answer:
+        """The session's reasoning trail: its turns with steps, tool calls,
+        policy decisions and approvals."""
+        return await _answer(trailing(ctx, session_id))
+
+    async def listing(ctx: Context, status: str) -> dict[str, Any]:
+        who = await audit(ctx, "approvals_list", "approvals.read")
+        statuses = status.split(",")
+        known = ("pending", "approved", "denied", "expired")
+        if not set(statuses) <= set(known):
+            raise McpToolError(f"status is one or more of {', '.join(known)}")
+        requests = await runtime.approvals.list(statuses)  # type: ignore[arg-type]
+        return {"approvals": [request_json(r) for r in
+                              await visible_approvals(runtime, who, requests)]}
+
+    @server.tool()
+    async def approvals_list(ctx: Context, status: str = "pending") -> Answer:
+        """Approval requests of a status (pending, approved, denied, expired;
+        comma-separated), of the conversations the caller may see."""
+        return await _answer(listing(ctx, status))
 
     async def decide(ctx: Context, tool: str, request_id: str,
                      reason: str | None) -> dict[str, Any]:
         who = await audit(ctx, tool, "approvals.decide")
+        await approval_for(runtime, who, request_id, surface=f"mcp:{caller_kind(who)}:{tool}")
         verb = runtime.approve if tool == "approve" else runtime.deny
-        try:
-            resumed = await verb(request_id, by=who, reason=reason)
-        except ApprovalError as exc:
-            raise McpToolError(str(exc)) from exc
+        resumed = await verb(request_id, by=who, reason=reason)
         return {"request": request_json(resumed.request),
                 "result": resumed.result.to_dict() if resumed.result is not None else None}
 
     @server.tool()
-    async def approve(request_id: str, ctx: Context, reason: str | None = None) -> dict[str, Any]:
+    async def approve(request_id: str, ctx: Context, reason: str | None = None) -> Answer:
         """Approve a held call: it runs once and the paused turn answers."""
-        return await decide(ctx, "approve", request_id, reason)
+        return await _answer(decide(ctx, "approve", request_id, reason))
 
     @server.tool()
-    async def deny(request_id: str, ctx: Context, reason: str | None = None) -> dict[str, Any]:
+    async def deny(request_id: str, ctx: Context, reason: str | None = None) -> Answer:
         """Deny a held call: the paused turn answers without it."""
-        return await decide(ctx, "deny", request_id, reason)
+        return await _answer(decide(ctx, "deny", request_id, reason))
 
     names = {t.name for t in memory_tools()}
     for spec in runtime.tools.specs():

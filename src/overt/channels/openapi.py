@@ -61,7 +61,10 @@ SCHEMAS: dict[str, Any] = {
     "Message": {"type": "object", "required": ["text"], "properties": {
         "text": {"type": "string", "pattern": "\\S",
                  "description": "not empty or only white space"},
-        "session_id": {"type": ["string", "null"], "description": "default: http:{request_id}"},
+        "session_id": {"type": ["string", "null"],
+                       "description": "continue this session (one the token's actor "
+                                      "owns, or any with sessions.read_any); without "
+                                      "it a new session starts, its id in the answer"},
         "metadata": {"type": ["object", "null"]},
         "wait_s": {"type": ["number", "null"], "minimum": 0, "maximum": 300,
                    "description": "if the turn pauses for approval, wait this long for "
@@ -85,6 +88,22 @@ SCHEMAS: dict[str, Any] = {
         "text": {"type": ["string", "null"]}, "tools_used": _TOOLS_USED,
         "error": {"type": ["string", "null"]}, "usage": _USAGE,
         "started_at": {"type": "string"}, "completed_at": {"type": ["string", "null"]}}},
+    "Session": {"type": "object", "required": [
+        "session_id", "owner", "turns", "started_at", "last_at"], "properties": {
+        "session_id": {"type": "string"}, "source": {"type": ["string", "null"]},
+        "owner": {"type": "string", "description": "the actor that started it"},
+        "turns": {"type": "integer"}, "started_at": {"type": "string"},
+        "last_at": {"type": "string"}, "title": {"type": ["string", "null"]}}},
+    "Sessions": {"type": "object", "required": ["sessions"], "properties": {
+        "sessions": {"type": "array", "items": {"$ref": "#/components/schemas/Session"}}}},
+    "Conversation": {"allOf": [{"$ref": "#/components/schemas/Session"}, {
+        "type": "object", "required": ["messages"], "properties": {"messages": {
+            "type": "array", "items": {"type": "object", "required": ["role", "content"],
+                                       "properties": {
+                                           "role": {"type": "string"},
+                                           "content": {"type": "string"},
+                                           "tool_calls": {"type": "array"},
+                                           "tool_call_id": {"type": "string"}}}}}}]},
     "Trail": {"type": "object", "required": ["turns"], "properties": {
         "session_id": {"type": ["string", "null"]},
         "turns": {"type": "array", "items": {"type": "object"}}}},
@@ -125,8 +144,21 @@ def paths() -> dict[str, dict[str, Any]]:
                                                                     "OpenAPI 3.1"))},
         "/v1/messages": {"post": _op(
             "Ask the agent; the turn's ResponseResult", "agent.ask",
-            _json(_ref("ResponseResult"), "the turn's answer"), 400, *auth, 413, 422, 503,
+            _json(_ref("ResponseResult"), "the turn's answer"), 400, *auth, 404, 413, 422,
+            503,
             body=_ref("Message"), body_required=True)},
+        "/v1/sessions": {"get": _op(
+            "Sessions, newest first: the token's actor's own, or every one with "
+            "sessions.read_any", "agent.ask", _json(_ref("Sessions"), "sessions"),
+            *auth, 422, 503, params=[{
+                "name": "limit", "in": "query", "required": False,
+                "schema": {"type": "integer", "minimum": 1, "maximum": 1000,
+                           "default": 50}}])},
+        "/v1/sessions/{session_id}": {"get": _op(
+            "A session and its conversation (what was asked and answered, the tool "
+            "calls and their results, in order); another actor's session is answered "
+            "as a missing one", "agent.ask", _json(_ref("Conversation"), "the session"),
+            *auth, 404, 503, params=[_path_param("session_id")])},
         "/v1/turns/{turn_id}": {"get": _op(
             "A turn's state and, once answered, its answer", "trail.read",
             _json(_ref("Turn"), "the turn"), *auth, 404, 503,

@@ -205,6 +205,8 @@ class SlackDMHandler:
 
 
 def _session(channel: str, thread_ts: str) -> str:
+    """A DM thread's session: a reply in the thread carries its root's ``thread_ts``;
+    a new top-level DM has none, and its own ``ts`` starts a new session."""
     return f"slack:{channel}:{thread_ts}"
 
 
