@@ -32,6 +32,7 @@ from overt.cli import (
     memory_cmd,
     render,
     serve_cmd,
+    sessions_cmd,
     trail_cmd,
 )
 from overt.cli.repliers import repliers
@@ -43,7 +44,7 @@ from overt.ids import new_ulid
 from overt.ledger import open_ledger, retention
 from overt.ledger.base import Ledger
 from overt.runtime import Runtime, run_sync
-from overt.types import IncomingMessage, Message
+from overt.types import IncomingMessage
 
 EXIT_OK, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_VERIFY, EXIT_NOT_FOUND, EXIT_BACKEND = 0, 1, 2, 3, 4, 5
 
@@ -80,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("text")
     ask.add_argument("--model", help="local (default) | scripted:FILE (env OVERT_MODEL)")
     ask.add_argument("--json", action="store_true", help="print the ResponseResult as JSON")
+    ask.add_argument("--session", metavar="ID",
+                     help="continue this session (its earlier turns are the model's history)")
 
     usage = sub.add_parser("usage", help="tokens and money spent (the burn)")
     usage.add_argument("--since", default="today",
@@ -91,6 +94,8 @@ def _parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser("chat", help="a conversation in one session (empty line or EOF ends)")
     chat.add_argument("--model")
+    chat.add_argument("--resume", nargs="?", const="", metavar="ID",
+                      help="continue the last command-line session, or session ID")
 
     runs = sub.add_parser("runs", help="recent turns")
     runs.add_argument("--limit", type=int, default=20)
@@ -128,6 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     trail_cmd.add_parsers(sub)
     memory_cmd.add_parser(sub)
     approvals_cmd.add_parser(sub)
+    sessions_cmd.add_parser(sub)
     serve_cmd.add_parsers(sub)
     email_cmd.add_parser(sub)
     return p
@@ -168,11 +174,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace, config: Config) -> int:
     command = args.command
     if command == "ask":
-        return run_sync(_ask(config, args.text, as_json=args.json))
+        return run_sync(_ask(config, args.text, as_json=args.json, session=args.session))
     if command == "demo":
         return run_sync(_demo(config))
     if command == "chat":
-        return run_sync(_chat(config))
+        return run_sync(_chat(config, args.resume))
     if command == "usage":
         return run_sync(_usage(config, args.since, args.by, args.json))
     if command == "runs":
@@ -199,6 +205,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return serve_cmd.run(config, args)
     if command in email_cmd.COMMANDS:
         return email_cmd.run(config, args)
+    if command in sessions_cmd.COMMANDS:
+        return run_sync(_sessions(config, args))
     if command in trail_cmd.COMMANDS:
         return run_sync(_trail(config, args))
     raise UsageError(f"unknown command {command}")
@@ -215,13 +223,18 @@ async def _opened(config: Config) -> AsyncIterator[Ledger]:
 
 
 def _cli_message(text: str, session_id: str) -> IncomingMessage:
-    return IncomingMessage("cli", text, {"session_id": session_id})
+    """A message typed here; ``session_id`` is the session's (``cli:ID``) or a bare id."""
+    bare = session_id.removeprefix("cli:")
+    return IncomingMessage("cli", text, {"session_id": bare})
 
 
-async def _ask(config: Config, text: str, *, as_json: bool) -> int:
+async def _ask(config: Config, text: str, *, as_json: bool, session: str | None = None) -> int:
     runtime = Runtime.from_config(config, progress=_progress)
     try:
-        result = await runtime.respond(_cli_message(text, new_ulid()))
+        if session is not None:
+            await sessions_cmd.existing(runtime.ledger, session)
+        session_id = session or f"cli:{new_ulid()}"
+        result = await runtime.respond(_cli_message(text, session_id), session_id=session_id)
     finally:
         await runtime.close()
     if as_json:
@@ -230,6 +243,8 @@ async def _ask(config: Config, text: str, *, as_json: bool) -> int:
         print(result.text)
         if result.error:
             print(f"overt: {result.error}", file=sys.stderr)
+        print(f"overt: session {result.session_id} (continue it with --session "
+              f"{result.session_id})", file=sys.stderr)
     return EXIT_TURN_ERROR if result.error else EXIT_OK
 
 
@@ -264,12 +279,20 @@ def _invoked_as() -> str:
     return "overt"
 
 
-async def _chat(config: Config) -> int:
+async def _chat(config: Config, resume: str | None) -> int:
+    """A conversation; each turn's history is read back from the ledger, so a chat
+    ended (or a process killed) can be taken up again with ``--resume``."""
     runtime = Runtime.from_config(config, progress=_progress)
-    session = new_ulid()
-    history: list[Message] = []
-    print(f"overt chat, session cli:{session} (empty line or Ctrl-D ends)", file=sys.stderr)
     try:
+        if resume is None:
+            session = f"cli:{new_ulid()}"
+            print(f"overt chat, session {session} (empty line or Ctrl-D ends)", file=sys.stderr)
+        else:
+            info = await (sessions_cmd.existing(runtime.ledger, resume) if resume
+                          else sessions_cmd.last_cli_session(runtime.ledger))
+            session = info.session_id
+            print(f"overt chat, resuming session {session} ({info.turns} turns so far; empty "
+                  "line or Ctrl-D ends)", file=sys.stderr)
         while True:
             try:
                 text = input("you> ")
@@ -277,12 +300,10 @@ async def _chat(config: Config) -> int:
                 break
             if not text.strip():
                 break
-            result = await runtime.respond(_cli_message(text, session), history=history)
+            result = await runtime.respond(_cli_message(text, session), session_id=session)
             print(f"overt> {result.text}")
             if result.error:
                 print(f"overt: {result.error}", file=sys.stderr)
-            else:
-                history += [Message("user", text), Message("assistant", result.text)]
     finally:
         await runtime.close()
     return EXIT_OK
@@ -348,6 +369,11 @@ async def _approvals(config: Config, args: argparse.Namespace) -> int:
         return code
     finally:
         await runtime.close()
+
+
+async def _sessions(config: Config, args: argparse.Namespace) -> int:
+    async with _opened(config) as ledger:
+        return await sessions_cmd.run(args, ledger)
 
 
 async def _memory(config: Config, args: argparse.Namespace) -> int:
