@@ -260,3 +260,31 @@ def test_a_reply_in_the_mail_thread_reaches_the_model_with_the_thread_so_far(
     assert sessions == ["email:<a1@example.org>"] * 2 + ["email:<b1@example.org>"]
     ours = sink.messages[0]["Message-ID"]
     assert sink.messages[1]["References"] == f"<a1@example.org> {ours} <a2@example.org>"
+
+
+def test_a_mail_without_a_message_id_is_answered_once_under_the_key_overt_made(
+        servers: tuple[Imap, SmtpSink, EmailSettings], make_runtime: RuntimeFactory,
+        ledger: Ledger) -> None:
+    imap, sink, settings = servers
+    channel = EmailChannel(make_runtime(ScriptedModel(["Noted.", "Never sent."])), settings,
+                           imap_password=imap.password)
+    raw = f"From: {OWNER}\r\nTo: {AGENT}\r\nSubject: no id\r\n\r\nremember the milk\r\n"
+    conn = imaplib.IMAP4(imap.host, imap.port)
+    conn.login(imap.user, imap.password)
+    assert conn.append("INBOX", None, None, raw.encode())[0] == "OK"
+    conn.select("INBOX")
+    [uid] = conn.uid("SEARCH", "ALL")[1][0].decode().split()
+    stored = conn.uid("FETCH", uid, "(BODY.PEEK[])")[1][0][1]  # the bytes a poll reads
+    conn.logout()
+
+    async def main() -> tuple[dict[str, str], str]:
+        outcomes = await channel.poll_once()
+        # read again, as after a crash before it was marked seen: the same key, once
+        return outcomes, await channel.handle(email_channel.parse_mail(uid, stored))
+    outcomes, again = run(main())
+    [(key, outcome)] = outcomes.items()
+    assert outcome == "answered" and again == "already_replied"
+    assert key.endswith(".nomsgid@overt.invalid>") and len(sink.messages) == 1
+    assert sink.messages[0]["In-Reply-To"] == key
+    [started] = run(ledger.entries(kinds=["turn.started"]))
+    assert started.session_id == f"email:{key}"

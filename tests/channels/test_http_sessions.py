@@ -9,6 +9,7 @@ from typing import Any
 import httpx2 as httpx
 
 from overt.channels.http import create_app
+from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
 from overt.runtime import Runtime
 from tests.channels.helpers import (
@@ -140,3 +141,23 @@ def test_a_session_id_the_client_invents_is_refused_and_no_session_is_made(
             return invented.status_code, read.status_code
     assert run(main()) == (404, 404)
     assert run(ledger.entries(kinds=["turn.started"])) == []
+
+
+def test_a_session_is_continued_by_a_server_started_again_on_the_same_ledger(
+        ledger_url: str, tmp_path: Path) -> None:
+    async def ask(body: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        model = echo_model()
+        opened = open_ledger(ledger_url)
+        try:
+            async with client(make_runtime(opened, tmp_path, model)) as c:
+                answer = (await c.post("/v1/messages", json=body, headers=auth(CLIENT))).json()
+        finally:
+            await opened.close()
+        return answer, model
+
+    first, _ = run(ask({"text": "my name is Ada"}))
+    again, model = run(ask({"text": "what is my name?", "session_id": first["session_id"]}))
+    assert again["session_id"] == first["session_id"]
+    assert said(model.requests[0]) == [("user", "my name is Ada"),
+                                       ("assistant", "re: my name is Ada"),
+                                       ("user", "what is my name?")]

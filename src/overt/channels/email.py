@@ -103,9 +103,10 @@ def made_message_id(raw: bytes) -> str:
     recreated (a new UIDVALIDITY), so a UID key would take a later message for
     one already answered, and thread it into that message's session. Nor a fresh
     random id: the message is read again at every poll until it is marked seen,
-    and its claim must be the same each time so it is answered once.
+    and its claim must be the same each time so it is answered once. (128 bits of
+    digest; short enough that ``In-Reply-To`` is not folded.)
     """
-    return f"<overt.nomsgid.{hashlib.sha256(raw).hexdigest()[:40]}@overt.invalid>"
+    return f"<{hashlib.sha256(raw).hexdigest()[:32]}.nomsgid@overt.invalid>"
 
 
 def thread_key(mail: InboundMail) -> str:
