@@ -44,7 +44,7 @@ from overt.policy.capabilities import Capabilities
 from overt.policy.engine import Policy
 from overt.policy.gate import Gate
 from overt.prompts import load_template, render
-from overt.sessions.book import session_history
+from overt.sessions.book import HistoryReader
 from overt.tools.base import Tool
 from overt.tools.mcp_toolset import McpServerSpec, load_toolset
 from overt.tools.registry import ToolRegistry
@@ -116,6 +116,13 @@ class Runtime:
                                                                            self.prices),
             gate=self.gate)
         self._started = False
+        self._history_reader: HistoryReader | None = None
+
+    def _histories(self) -> HistoryReader:
+        """Session histories, read back from the ledger (what is new only, once read)."""
+        if self._history_reader is None:
+            self._history_reader = HistoryReader(self.ledger)
+        return self._history_reader
 
     def _model(self, spec: str) -> Model:
         return self.model if spec == self.model.name else self.models.get(spec)
@@ -210,7 +217,7 @@ class Runtime:
         await self.start()
         sender = actor or self.operator
         session = session_id or message.caller_session_id
-        earlier = [] if history is not None else await session_history(self.ledger, session)
+        earlier = [] if history is not None else await self._histories().history(session)
         outcome = await self.engine.run_turn(message, session_id=session,
                                              history=history or (), earlier=earlier,
                                              actor=str(sender))

@@ -134,3 +134,45 @@ def test_sessions_are_listed_with_owner_turns_and_title(make_runtime: RuntimeFac
     assert run(session_info(ledger, "nope")) is None
     assert run(list_sessions(ledger, owner="mcp_client:x")) == []
     assert len(run(list_sessions(ledger, owner="operator:default", limit=1))) == 1
+
+
+def test_a_history_reader_sees_turns_another_process_appended(ledger_url: str) -> None:
+    from overt.sessions import HistoryReader
+
+    async def go() -> None:
+        mine = open_ledger(ledger_url)
+        other = Runtime(model=ScriptedModel(["one", "two"]), ledger=open_ledger(ledger_url),
+                        tools=[], gate=ALLOW_ALL)
+        try:
+            reader = HistoryReader(mine)
+            await other.respond(cli_message("first", session="s"))
+            assert [t.messages[0].content for t in await reader.history("cli:s")] == ["first"]
+            await other.respond(cli_message("second", session="s"))
+            turns = await reader.history("cli:s")
+            assert [t.messages[-1].content for t in turns] == ["one", "two"]
+            assert turns == await session_history(mine, "cli:s")
+            assert await reader.history("cli:nobody") == []
+        finally:
+            await other.close()
+            await mine.close()
+    run(go())
+
+
+def test_a_history_reader_reads_everything_again_after_a_prune(
+    make_runtime: RuntimeFactory, ledger: Any,
+) -> None:
+    from overt.clock import now_iso
+    from overt.sessions import HistoryReader
+
+    runtime = make_runtime(ScriptedModel(["old", "new"]), tools=[])
+    reader = HistoryReader(ledger)
+
+    async def go() -> None:
+        await runtime.respond(cli_message("before", session="s"))
+        assert len(await reader.history("cli:s")) == 1
+        await ledger.prune(now_iso())
+        await runtime.respond(cli_message("after", session="s"))
+        turns = await reader.history("cli:s")
+        assert [t.messages[0].content for t in turns] == ["after"]
+        assert turns == await session_history(ledger, "cli:s")
+    run(go())

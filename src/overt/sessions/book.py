@@ -10,6 +10,7 @@ with the record.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -133,6 +134,10 @@ async def list_sessions(ledger: object, *, owner: str | None = None,
     return [_info(row, legacy_owner) for row in await reader.select(statement, tuple(params))]
 
 
+Row = tuple[Any, ...]
+"""One conversation entry as :func:`overt.sessions.queries.conversation` reads it."""
+
+
 async def session_history(ledger: object, session_id: str, *,
                           before_turn: str | None = None) -> list[HistoryTurn]:
     """The answered turns of ``session_id``, oldest first, each as the messages the
@@ -140,48 +145,121 @@ async def session_history(ledger: object, session_id: str, *,
     answer. Turns not answered yet (in progress, paused for approval) and turns that
     failed are left out; so is ``before_turn`` and every turn started after it.
 
+    Reads the whole conversation; :class:`HistoryReader` reads only what is new.
+
     Raises:
         LedgerError: the ledger could not be read, or an entry is malformed.
         UsageError: ``ledger`` has no plain reads (a ledger of a third party's
             that does not offer ``select``): no history can be rebuilt from it.
     """
     reader = _reader(ledger)
-    rows = await reader.select(queries.conversation(dialect(reader)), (session_id,))
-    turns: dict[str, list[Message]] = {}
-    answered: dict[str, bool] = {}
-    order: list[str] = []
-    for _seq, kind, turn_id, raw, body, args_body in rows:
-        if turn_id is None:
-            continue
-        if turn_id == before_turn:
-            break
-        data = _data(raw)
-        text = _text(body)
-        if kind == "turn.started":
-            if turn_id not in turns:
-                order.append(turn_id)
-                turns[turn_id] = [Message("user", text if text is not None else "")]
-            continue
-        messages = turns.get(turn_id)
-        if messages is None:  # the turn started before a prune: its beginning is gone
-            continue
-        if kind == "tool_call.completed":
-            call_id = str(data.get("tool_call_id", ""))
-            name = str(data.get("tool_name", ""))
-            try:
-                arguments = json.loads(_text(args_body) or "{}")
-            except ValueError:
-                arguments = {}
-            if not isinstance(arguments, dict):
-                arguments = {}
-            messages.append(Message("assistant", "", (ToolCall(call_id, name, arguments),)))
-            messages.append(Message("tool", text if text is not None else "(result not stored)",
-                                    tool_call_id=call_id, name=name,
-                                    is_error=data.get("tool_status") != "ok"))
-        elif kind == "turn.completed":
-            answered[turn_id] = data.get("status") in ANSWERED and text is not None
-            messages.append(Message("assistant", text or ""))
-    return [HistoryTurn(t, tuple(turns[t])) for t in order if answered.get(t)]
+    rows = await reader.select(queries.conversation(dialect(reader)), (session_id, -1))
+    return fold(rows, before_turn=before_turn)
+
+
+def fold(rows: Sequence[Row], *, before_turn: str | None = None) -> list[HistoryTurn]:
+    """The answered turns that conversation ``rows`` record (see :func:`session_history`)."""
+    conversation = _Conversation()
+    conversation.add(rows, before_turn=before_turn)
+    return conversation.turns()
+
+
+class _Conversation:
+    """Conversation entries folded into turns, one entry at a time (so more can follow)."""
+
+    def __init__(self) -> None:
+        self.messages: dict[str, list[Message]] = {}
+        self.answered: dict[str, HistoryTurn] = {}
+
+    def add(self, rows: Sequence[Row], *, before_turn: str | None = None) -> None:
+        for _seq, kind, turn_id, status, call_id, name, body, args_body in rows:
+            if turn_id is None:
+                continue
+            if turn_id == before_turn:
+                break
+            text = _text(body)
+            if kind == "turn.started":
+                self.messages.setdefault(turn_id,
+                                         [Message("user", text if text is not None else "")])
+                continue
+            messages = self.messages.get(turn_id)
+            if messages is None:  # the turn started before a prune: its beginning is gone
+                continue
+            if kind == "tool_call.completed":
+                call = ToolCall(call_id or "", name or "", _arguments(_text(args_body)))
+                messages.append(Message("assistant", "", (call,)))
+                messages.append(Message(
+                    "tool", text if text is not None else "(result not stored)",
+                    tool_call_id=call.id, name=call.name, is_error=status != "ok"))
+            elif kind == "turn.completed":
+                messages.append(Message("assistant", text or ""))
+                if status in ANSWERED and text is not None:
+                    self.answered[turn_id] = HistoryTurn(turn_id, tuple(messages))
+
+    def turns(self) -> list[HistoryTurn]:
+        """The answered turns, in the order they started."""
+        return [self.answered[t] for t in self.messages if t in self.answered]
+
+
+@dataclass(slots=True)
+class _Read:
+    conversation: _Conversation
+    count: int
+    head: int
+
+
+class HistoryReader:
+    """Session histories for a long-running process: each session's conversation
+    entries are kept after they are read, and each later read asks the ledger only
+    how many there are now and reads only those past the newest it has.
+
+    The ledger stays the only store: every read is checked against it first (the
+    entries' count and newest ``seq``), so entries appended by any process are seen,
+    and a prune, which removes entries, makes the next read a whole one. At most
+    ``size`` sessions are kept, the least recently read dropped first.
+    """
+
+    def __init__(self, ledger: object, *, size: int = 256) -> None:
+        self._ledger = _reader(ledger)
+        self._d = dialect(self._ledger)
+        self._size = size
+        self._kept: OrderedDict[str, _Read] = OrderedDict()
+
+    async def history(self, session_id: str) -> list[HistoryTurn]:
+        """As :func:`session_history`.
+
+        Raises:
+            LedgerError: the ledger could not be read, or an entry is malformed.
+        """
+        count, head = (await self._ledger.select(queries.conversation_head(self._d),
+                                                 (session_id,)))[0]
+        count, head = int(count), int(head if head is not None else -1)
+        kept = self._kept.pop(session_id, None)
+        if kept is None or kept.count != count or kept.head != head:
+            after = kept.head if kept is not None and count > kept.count else -1
+            new = await self._ledger.select(queries.conversation(self._d), (session_id, after))
+            if kept is not None and after >= 0 and kept.count + len(new) == count:
+                kept.conversation.add(new)
+                kept.count, kept.head = count, int(new[-1][0]) if new else kept.head
+            else:  # new, or entries left since it was read (a prune): read it all
+                rows = new if after < 0 else await self._ledger.select(
+                    queries.conversation(self._d), (session_id, -1))
+                kept = _Read(_Conversation(), len(rows), int(rows[-1][0]) if rows else -1)
+                kept.conversation.add(rows)
+        self._kept[session_id] = kept
+        while len(self._kept) > self._size:
+            self._kept.popitem(last=False)
+        return kept.conversation.turns()
+
+
+def _arguments(body: str | None) -> dict[str, Any]:
+    """A tool call's stored arguments (``{}`` when pruned or not an object: the call
+    is still shown, with what is left of it)."""
+    try:
+        value = json.loads(body) if body else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 async def title(ledger: Any, info: SessionInfo, *, width: int = 60) -> str:

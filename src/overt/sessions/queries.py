@@ -21,19 +21,38 @@ def _body(d: Dialect, digest: str) -> str:
 
 
 def conversation(d: Dialect) -> str:
-    """(seq, kind, turn_id, data, body, args_body) of a session's conversation entries in
-    ``seq`` order: ``body`` is the message (turn.started), the result
+    """(seq, kind, turn_id, status, tool_call_id, tool_name, body, args_body) of a
+    session's conversation entries after a ``seq``, in ``seq`` order. ``status`` is
+    a turn's or a tool call's; ``body`` the message (turn.started), the result
     (tool_call.completed) or the answer (turn.completed); ``args_body`` a tool call's
-    arguments. One parameter: the session id."""
-    primary = (f"CASE a.kind WHEN 'turn.started' THEN {d.text('message_digest', 'a.data')} "
-               f"WHEN 'turn.completed' THEN {d.text('reply_digest', 'a.data')} "
-               f"ELSE {d.text('result_digest', 'a.data')} END")
-    args = (f"CASE WHEN a.kind = 'tool_call.completed' THEN "
-            f"{_body(d, d.text('args_sha256', 'a.data'))} END")
+    arguments. The fields are read here, so the reader parses no entry's JSON.
+    Parameters: the session id, the seq."""
+
+    def field(name: str) -> str:
+        return d.text(name, "a.data")
+
+    def of_call(expression: str) -> str:
+        return f"CASE WHEN a.kind = 'tool_call.completed' THEN {expression} END"
+
+    primary = (f"CASE a.kind WHEN 'turn.started' THEN {field('message_digest')} "
+               f"WHEN 'turn.completed' THEN {field('reply_digest')} "
+               f"ELSE {field('result_digest')} END")
+    status = (f"CASE a.kind WHEN 'turn.completed' THEN {field('status')} "
+              f"WHEN 'tool_call.completed' THEN {field('tool_status')} END")
     kinds = ", ".join(f"'{k}'" for k in CONVERSATION_KINDS)
-    return (f"SELECT a.seq, a.kind, a.turn_id, a.data, {_body(d, primary)}, {args} "
-            f"FROM audit_log a WHERE a.session_id = {d.ph} AND a.kind IN ({kinds}) "
-            "ORDER BY a.seq")
+    return (f"SELECT a.seq, a.kind, a.turn_id, {status}, {of_call(field('tool_call_id'))}, "
+            f"{of_call(field('tool_name'))}, {_body(d, primary)}, "
+            f"{of_call(_body(d, field('args_sha256')))} "
+            f"FROM audit_log a WHERE a.session_id = {d.ph} AND a.seq > {d.ph} "
+            f"AND a.kind IN ({kinds}) ORDER BY a.seq")
+
+
+def conversation_head(d: Dialect) -> str:
+    """(count, max seq) of a session's conversation entries: what a cached
+    conversation is checked against. One parameter: the session id."""
+    kinds = ", ".join(f"'{k}'" for k in CONVERSATION_KINDS)
+    return (f"SELECT count(*), max(seq) FROM audit_log WHERE session_id = {d.ph} "
+            f"AND kind IN ({kinds})")
 
 
 def _summaries(d: Dialect, where: str) -> str:
