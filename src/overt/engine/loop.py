@@ -351,8 +351,11 @@ class _Turn:
 
     def _reserve(self) -> int:
         """Tokens kept free for the model's answer."""
-        window = window_of(self.engine.model) or 0
-        return self.engine.settings.max_output_tokens or min(1024, window // 4)
+        model = self.engine.model
+        own = getattr(model, "max_tokens", None)  # the most the model itself writes
+        window = window_of(model) or 0
+        return (self.engine.settings.max_output_tokens
+                or (own if isinstance(own, int) and own > 0 else min(1024, window // 4)))
 
     def _fit_window(self) -> str | None:
         """Leave out the oldest earlier turns until the next request fits the model's

@@ -188,6 +188,17 @@ class LocalModel:
         return cls(asset=asset, cache_dir=cache_dir, progress=progress, download=download,
                    **options)
 
+    def count_tokens(self, text: str) -> int:
+        """``text``'s tokens in this model's vocabulary once it is loaded; before that
+        the high estimate every model without a tokenizer gets (loading the weights
+        to count would cost more than the count saves)."""
+        llm = self._llm
+        if llm is None:
+            from overt.sessions.window import estimate_tokens
+
+            return estimate_tokens(text)
+        return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
     def load(self) -> None:
         """Load llama.cpp and the weights now (otherwise the first call does).
 
