@@ -176,3 +176,33 @@ def test_a_history_reader_reads_everything_again_after_a_prune(
         assert [t.messages[0].content for t in turns] == ["after"]
         assert turns == await session_history(ledger, "cli:s")
     run(go())
+
+
+def test_a_turn_resumed_by_another_process_joins_the_same_history(
+    ledger_url: str, tmp_path: Any,
+) -> None:
+    from overt.models.fake import ScriptedModel as Scripted
+    from tests.policy.helpers import PAY, effect_tools, runtime
+
+    log = tmp_path / "payments"
+    server = runtime(open_ledger(ledger_url), log, [PAY])
+    paused = run(server.respond(cli_message("pay bob 5 dollars", session="pay")))
+    assert paused.awaiting_approval
+    run(server.close())
+    approver = runtime(open_ledger(ledger_url), log, ["Paid bob $5."])
+    resumed = run(approver.approve(paused.awaiting_approval))
+    assert resumed.result is not None and resumed.result.text == "Paid bob $5."
+    run(approver.close())
+    model = Scripted(["You paid bob $5."])
+    later = Runtime(model=model, ledger=open_ledger(ledger_url), tools=effect_tools(log),
+                    gate=ALLOW_ALL)
+    try:
+        run(later.respond(cli_message("what did you pay?", session="pay")))
+    finally:
+        run(later.close())
+    history = [m for m in model.requests[0].messages if m.role != "system"]
+    assert [m.role for m in history] == ["user", "assistant", "tool", "assistant", "user"]
+    assert history[0].content == "pay bob 5 dollars"
+    assert history[1].tool_calls[0].name == "send_payment"
+    assert history[2].content == "sent 500 to bob"
+    assert history[3].content == "Paid bob $5."
