@@ -129,6 +129,7 @@ def test_another_actors_session_turn_and_approval_are_answered_as_missing_ones(
     assert len(recorded) == 2 * len(answers)  # every refusal, foreign or missing
     assert all(r["actor"] == "mcp_client:other" and "no-such" not in r["subject"]
                for r in recorded)  # the ids a caller chose are recorded as digests
+    assert [r["reason_code"] for r in recorded] == ["not_owner", "not_found"] * len(answers)
 
 
 def test_a_session_id_the_client_invents_is_refused_and_no_session_is_made(

@@ -44,12 +44,14 @@ def may_reach(runtime: Runtime, actor: Actor, owner: str) -> bool:
 
 
 async def refuse(runtime: Runtime, actor: Actor, what: str, key: str, *, surface: str,
-                 message: str) -> Refused:
+                 message: str, exists: bool) -> Refused:
     """Record that ``actor`` was refused ``what`` (``session``, ``turn``, ``approval``)
-    named ``key`` on ``surface``, and the error to raise. The key is recorded as
-    a digest: the caller chose it."""
+    named ``key`` on ``surface``, and the error to raise (its message the same either
+    way). The record says why (``not_found`` or ``not_owner``: the operator may know
+    which, the caller may not), with the key as a digest: the caller chose it."""
     await runtime.ledger.record([CapabilityChecked(
-        actor=str(actor), capability=READ_ANY, granted=False, reason_code="not_owner",
+        actor=str(actor), capability=READ_ANY, granted=False,
+        reason_code="not_owner" if exists else "not_found",
         subject=f"{surface} {what}:{digest_text(key)}")])
     return Refused(message)
 
@@ -64,7 +66,7 @@ async def session_for(runtime: Runtime, actor: Actor, session_id: str, *,
     owner = await owner_of(runtime, session_id)
     if owner is None or not may_reach(runtime, actor, owner):
         raise await refuse(runtime, actor, "session", session_id, surface=surface,
-                           message=NO_SESSION)
+                           message=NO_SESSION, exists=owner is not None)
     return owner
 
 
@@ -78,7 +80,8 @@ async def turn_for(runtime: Runtime, actor: Actor, turn_id: str, *, surface: str
     session = started[0].session_id if started else None
     owner = await owner_of(runtime, session) if session else None
     if owner is None or not may_reach(runtime, actor, owner):
-        raise await refuse(runtime, actor, "turn", turn_id, surface=surface, message=NO_TURN)
+        raise await refuse(runtime, actor, "turn", turn_id, surface=surface, message=NO_TURN,
+                           exists=owner is not None)
 
 
 async def approval_visible(runtime: Runtime, actor: Actor, request: ApprovalRequest, *,
@@ -109,7 +112,7 @@ async def approval_for(runtime: Runtime, actor: Actor, request_id: str, *,
         request = None
     if request is None or not await approval_visible(runtime, actor, request):
         raise await refuse(runtime, actor, "approval", request_id, surface=surface,
-                           message=NO_APPROVAL)
+                           message=NO_APPROVAL, exists=request is not None)
     return request
 
 
