@@ -30,3 +30,23 @@ def test_a_plugin_list_given_as_one_string_is_a_config_error() -> None:
 def test_a_non_positive_hook_timeout_is_a_config_error() -> None:
     with pytest.raises(ConfigError):
         Config.from_env({"OVERT_DB": "x.db", "OVERT_PRE_TOOL_CALL_TIMEOUT_S": "0"})
+
+
+def test_a_server_ledger_keeps_its_transcript_in_the_user_data_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object,
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    from overt.config import default_data_dir
+
+    config = Config.from_env({"OVERT_DB": "postgresql://127.0.0.1:5432/test?schema=x"})
+    assert config.transcript_path == default_data_dir() / "transcript.jsonl"
+    assert "127.0.0.1" not in str(config.transcript_path)
+    assert Config(db="/srv/overt/ledger.db").transcript_path is not None
+    assert str(Config(db="/srv/overt/ledger.db").transcript_path) == "/srv/overt/transcript.jsonl"
+
+
+def test_the_agent_has_one_name_whatever_the_route() -> None:
+    assert Config.from_env({"OVERT_DB": "x.db", "OVERT_AGENT": "ada"}).agent == "ada"
+    assert Config(db="x.db", route="ops").agent == "default"
+    with pytest.raises(ConfigError, match="agent must be a name"):
+        Config(db="x.db", agent="agent:ada")

@@ -140,6 +140,7 @@ class Config:
     # Actor pattern -> capability patterns, over the defaults (overt.policy.capabilities).
     capabilities: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     operator: str = "default"  # the name approvals decided from this machine are recorded by
+    agent: str = "default"  # the agent acts as agent:NAME on every route
     mcp_servers: tuple[McpServerSpec, ...] = ()  # [mcp_servers.NAME]: their tools join ours
     slack: SlackSettings | None = None  # [slack]: the Slack DM channel, when configured
     email: EmailSettings | None = None  # [email]: the email channel, when configured
@@ -155,6 +156,8 @@ class Config:
             object.__setattr__(self, name, tuple(value))
         if self.pre_tool_call_timeout_s <= 0:
             raise ConfigError("pre_tool_call_timeout_s must be positive")
+        if not self.agent or any(c.isspace() or c == ":" for c in self.agent):
+            raise ConfigError(f"agent must be a name without spaces or ':', got {self.agent!r}")
         if self.max_tool_calls < 1:
             raise ConfigError(f"max_tool_calls must be at least 1, got {self.max_tool_calls}")
         if self.max_consecutive_tool_errors < 1:
@@ -186,6 +189,8 @@ class Config:
             return Path(self.transcript)
         if self.db == ":memory:":
             return None
+        if "://" in self.db:  # a server's ledger: no folder of its own here
+            return default_data_dir() / "transcript.jsonl"
         return Path(self.db).with_name("transcript.jsonl")
 
     def with_(self, **changes: object) -> Config:
@@ -212,7 +217,8 @@ class Config:
                                      "model": "local"}
         values.update(file or {})
         for key, name in (("db", "OVERT_DB"), ("model", "OVERT_MODEL"),
-                          ("route", "OVERT_ROUTE"), ("operator", "OVERT_OPERATOR")):
+                          ("route", "OVERT_ROUTE"), ("operator", "OVERT_OPERATOR"),
+                          ("agent", "OVERT_AGENT")):
             if env.get(name):
                 values[key] = env[name]
         for key, name in (("transcript", "OVERT_TRANSCRIPT"),

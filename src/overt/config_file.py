@@ -191,6 +191,8 @@ def values(cfg: ConfigFile, base: Path | None = None) -> dict[str, object]:
         out["capabilities"] = {actor: tuple(c) for actor, c in cfg.capabilities.items()}
     if cfg.operator is not None:
         out["operator"] = cfg.operator
+    if cfg.agent is not None:
+        out["agent"] = cfg.agent
     if cfg.routes:
         out["routes"] = {name: _route(r) for name, r in cfg.routes.items()}
     if cfg.slack is not None:

@@ -223,6 +223,7 @@ class ConfigFile(_Strict):
     mcp_servers: dict[str, McpServerFile] = Field(default_factory=dict)
     capabilities: dict[str, list[str]] = Field(default_factory=dict)
     operator: str | None = None
+    agent: str | None = None
     slack: SlackFile | None = None
     email: EmailFile | None = None
 

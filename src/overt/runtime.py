@@ -153,7 +153,8 @@ class Runtime:
             settings=EngineSettings(
                 max_tool_calls=config.max_tool_calls,
                 max_consecutive_tool_errors=config.max_consecutive_tool_errors,
-                tool_timeout_s=config.tool_timeout_s, route=config.route),
+                tool_timeout_s=config.tool_timeout_s, route=config.route,
+                agent=config.agent),
             transcript=Transcript(path) if path else None,
             system_prompt_template=load_template(config.system_prompt), plugins=plugins,
             models=catalog, prices=PriceTable(config.prices), budget=config.effective_budget,

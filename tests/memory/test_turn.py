@@ -115,3 +115,31 @@ def test_memory_writes_are_gated_by_policy_like_any_mutating_tool(
         ("node_create", "deny", "memory_frozen", "memory.write"),
         ("node_create", "allow", "memory_append_only", "memory.write")]
     assert len(run(ledger.entries(kinds=["node.created"]))) == 1
+
+
+def test_memory_written_on_one_route_is_found_on_another(ledger: Any) -> None:
+    from overt.engine.loop import EngineSettings
+
+    allow = Rule("memory.writes", "allow", "memory_writes", "the agent keeps its own memory",
+                 tools=("node_*", "link_*"))
+
+    def on(route: str, steps: list[Step]) -> Runtime:
+        return Runtime(model=agent(steps), ledger=ledger, gate=Gate(Policy([allow])),
+                       settings=EngineSettings(route=route))
+
+    writer = on("default", [
+        lambda _: {"tool_calls": [tool("node_create", kind="Resource", title="Staging host",
+                                       body="The staging host is Isokron.")]},
+        lambda r: "Noted." if r[0]["ok"] else f"failed: {r}"])
+    assert run(writer.respond(cli_message("remember the staging host", session="a"))).text \
+        == "Noted."
+    reader = on("ops", [
+        lambda _: {"tool_calls": [tool("node_search", query="staging host")]},
+        lambda r: r[0]["results"][0]["title"] if r[0]["results"] else "nothing found"])
+    assert run(reader.respond(cli_message("which host is staging?", session="b"))).text \
+        == "Staging host"
+    created = run(ledger.entries(kinds=["node.created"]))[0]
+    started = run(ledger.entries(turn_id=created.turn_id, kinds=["turn.started"]))[0]
+    assert started.data["route"] == "default"
+    search = run(ledger.entries(kinds=["tool_call.completed"]))[-1]
+    assert search.data["tool_status"] == "ok"

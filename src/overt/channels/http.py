@@ -21,7 +21,7 @@ one it continues that session, whose history the model then reads. A session
 belongs to the actor that started it: the token's actor lists (``GET
 /v1/sessions``), reads, continues and streams only its own, unless it holds
 ``sessions.read_any``; the same goes for the turns and approval requests of
-a session (:mod:`overt.channels.access`). Anything else is answered 404 with the
+a session (:mod:`overt.sessions.access`). Anything else is answered 404 with the
 same message whether or not it exists, and the refusal is recorded.
 """
 
@@ -35,16 +35,6 @@ from typing import Any
 
 from overt import __version__
 from overt.channels import openapi
-from overt.channels.access import (
-    NO_SESSION,
-    NO_TURN,
-    READ_ANY,
-    Refused,
-    approval_for,
-    session_for,
-    turn_for,
-    visible_approvals,
-)
 from overt.channels.auth import Tokens
 from overt.channels.events_stream import DEFAULT_LIFETIME_S, last_event_id, turn_events
 from overt.channels.turns import turn_state, wait_for_answer
@@ -62,6 +52,7 @@ from overt.sessions import (
     session_info,
     title,
 )
+from overt.sessions.access import NO_SESSION, NO_TURN, Refused, SessionAccess
 from overt.types import IncomingMessage, Message
 
 try:
@@ -198,6 +189,11 @@ class _Api:
         self.runtime, self.tokens = runtime, tokens
         self.max_body_bytes, self.stream_lifetime_s = max_body_bytes, stream_lifetime_s
 
+    @property
+    def access(self) -> SessionAccess:
+        """Who may reach which session, under the runtime's grants as they are now."""
+        return SessionAccess(self.runtime.ledger, self.runtime.gate.capabilities)
+
     async def call(self, request: Request, capability: str, handler: Handler) -> Response:
         actor = self.tokens.actor_for_header(request.headers.get("authorization"))
         if actor is None:
@@ -264,7 +260,7 @@ class _Api:
             raise ApiError(422, "invalid", "text must not be empty")
         session_id = _field(body, "session_id", str)
         if session_id is not None:  # only a session the caller may continue
-            await session_for(self.runtime, actor, session_id, surface=_surface(request))
+            await self.access.session(actor, session_id, surface=_surface(request))
         metadata = _field(body, "metadata", dict) or {}
         wait_s = _field(body, "wait_s", (int, float))
         if wait_s is not None and not 0 <= wait_s <= MAX_WAIT_S:
@@ -293,14 +289,13 @@ class _Api:
         raw = request.query_params.get("limit", str(DEFAULT_SESSIONS))
         if not raw.isdigit() or not 1 <= int(raw) <= MAX_SESSIONS:
             raise ApiError(422, "invalid", f"limit is a whole number, 1 to {MAX_SESSIONS}")
-        owner = None if self.runtime.gate.capabilities.check(actor, READ_ANY).granted \
-            else str(actor)
+        owner = None if self.access.reads_any(actor) else str(actor)
         found = await list_sessions(self.runtime.ledger, owner=owner, limit=int(raw))
         return JSONResponse({"sessions": [await self.session_json(info) for info in found]})
 
     async def get_session(self, request: Request, actor: Actor) -> Response:
         session_id = request.path_params["session_id"]
-        await session_for(self.runtime, actor, session_id, surface=_surface(request))
+        await self.access.session(actor, session_id, surface=_surface(request))
         info = await session_info(self.runtime.ledger, session_id)
         if info is None:  # pruned meanwhile
             raise Refused(NO_SESSION)
@@ -316,7 +311,7 @@ class _Api:
 
     async def get_turn(self, request: Request, actor: Actor) -> Response:
         turn_id = request.path_params["turn_id"]
-        await turn_for(self.runtime, actor, turn_id, surface=_surface(request))
+        await self.access.turn(actor, turn_id, surface=_surface(request))
         state = await turn_state(self.runtime.ledger, turn_id)
         if state is None:  # pruned meanwhile
             raise Refused(NO_TURN)
@@ -324,7 +319,7 @@ class _Api:
 
     async def turn_events(self, request: Request, actor: Actor) -> Response:
         turn_id = request.path_params["turn_id"]
-        await turn_for(self.runtime, actor, turn_id, surface=_surface(request))
+        await self.access.turn(actor, turn_id, surface=_surface(request))
         follow = request.query_params.get("follow", "true").lower() not in ("0", "false", "no")
         try:
             after = last_event_id(request.headers.get("last-event-id"))
@@ -338,7 +333,7 @@ class _Api:
 
     async def session_trail(self, request: Request, actor: Actor) -> Response:
         session_id = request.path_params["session_id"]
-        await session_for(self.runtime, actor, session_id, surface=_surface(request))
+        await self.access.session(actor, session_id, surface=_surface(request))
         phases = request.query_params.get("phase")
         trail = await build_trail(
             self.runtime.ledger, session_id=session_id,
@@ -355,12 +350,13 @@ class _Api:
         if statuses is not None and not set(statuses) <= set(known):
             raise ApiError(422, "invalid", f"status is one or more of {', '.join(known)}")
         requests = await self.runtime.approvals.list(statuses)  # type: ignore[arg-type]
-        visible = await visible_approvals(self.runtime, actor, requests)
+        visible = await self.access.visible_approvals(actor, requests)
         return JSONResponse({"approvals": [request_json(r) for r in visible]})
 
     async def get_approval(self, request: Request, actor: Actor) -> Response:
-        found = await approval_for(self.runtime, actor, request.path_params["request_id"],
-                                   surface=_surface(request))
+        found = await self.access.approval(actor, self.runtime.approvals,
+                                           request.path_params["request_id"],
+                                           surface=_surface(request))
         return JSONResponse(request_json(found))
 
     async def approve(self, request: Request, actor: Actor) -> Response:
@@ -373,7 +369,8 @@ class _Api:
         body = await self.body(request)
         reason = _field(body, "reason", str)
         request_id = request.path_params["request_id"]
-        await approval_for(self.runtime, actor, request_id, surface=_surface(request))
+        await self.access.approval(actor, self.runtime.approvals, request_id,
+                                   surface=_surface(request))
         decide = self.runtime.approve if approve else self.runtime.deny
         resumed = await decide(request_id, by=actor, reason=reason)
         released = resumed.released

@@ -10,7 +10,7 @@ answer); with one it continues that session, if the caller may (its own, or
 any with ``sessions.read_any``). ``trail`` and the approval tools reach only
 sessions the caller may; anything else is answered as missing, and refusals
 (like ``approve`` of an unknown id) come back as an error result with a plain
-message (:mod:`overt.channels.access`).
+message (:mod:`overt.sessions.access`).
 
 Every call is on the record with source ``mcp`` and caller_session_id
 ``mcp:{caller_actor_kind}:{tool_name}``, where ``caller_actor_kind`` is the
@@ -26,7 +26,6 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from overt.channels.access import approval_for, session_for, visible_approvals
 from overt.channels.http import request_json, trail_json
 from overt.channels.turns import wait_for_answer
 from overt.errors import ApprovalError, ExtraMissingError, NotFoundError, OvertError
@@ -36,6 +35,7 @@ from overt.memory.tools import memory_tools
 from overt.policy.actors import Actor
 from overt.reasoning.trail import build_trail
 from overt.runtime import Runtime
+from overt.sessions.access import SessionAccess
 from overt.types import IncomingMessage
 
 try:
@@ -103,6 +103,9 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
         "`session_id` of an earlier answer to continue that conversation); `trail` shows "
         "why it did what it did; approvals are decided with `approve`/`deny`."))
 
+    def access() -> SessionAccess:
+        return SessionAccess(runtime.ledger, runtime.gate.capabilities)
+
     async def audit(ctx: Context, tool: str, capability: str) -> Actor:
         who = _actor(ctx, default)
         check = runtime.gate.capabilities.check(who, capability)
@@ -126,7 +129,7 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
         if session_id is None:
             session_id = f"mcp:{new_ulid()}"  # each call its own session
         else:
-            await session_for(runtime, who, session_id, surface=f"mcp:{caller_kind(who)}:ask")
+            await access().session(who, session_id, surface=f"mcp:{caller_kind(who)}:ask")
         message = IncomingMessage("mcp", text, {
             "caller_actor_kind": caller_kind(who), "tool_name": "ask", "actor": str(who)})
         result = await runtime.respond(message, session_id=session_id, actor=who,
@@ -153,7 +156,7 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
 
     async def trailing(ctx: Context, session_id: str) -> dict[str, Any]:
         who = await audit(ctx, "trail", "trail.read")
-        await session_for(runtime, who, session_id, surface=f"mcp:{caller_kind(who)}:trail")
+        await access().session(who, session_id, surface=f"mcp:{caller_kind(who)}:trail")
         return trail_json(await build_trail(runtime.ledger, session_id=session_id))
 
     @server.tool()
@@ -170,7 +173,7 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
             raise McpToolError(f"status is one or more of {', '.join(known)}")
         requests = await runtime.approvals.list(statuses)  # type: ignore[arg-type]
         return {"approvals": [request_json(r) for r in
-                              await visible_approvals(runtime, who, requests)]}
+                              await access().visible_approvals(who, requests)]}
 
     @server.tool()
     async def approvals_list(ctx: Context, status: str = "pending") -> Answer:
@@ -181,7 +184,8 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
     async def decide(ctx: Context, tool: str, request_id: str,
                      reason: str | None) -> dict[str, Any]:
         who = await audit(ctx, tool, "approvals.decide")
-        await approval_for(runtime, who, request_id, surface=f"mcp:{caller_kind(who)}:{tool}")
+        await access().approval(who, runtime.approvals, request_id,
+                                surface=f"mcp:{caller_kind(who)}:{tool}")
         verb = runtime.approve if tool == "approve" else runtime.deny
         resumed = await verb(request_id, by=who, reason=reason)
         return {"request": request_json(resumed.request),

@@ -86,6 +86,8 @@ class EngineSettings:
     tool_timeout_s: float | None = 30.0
     route: str = "default"
     max_output_tokens: int | None = None
+    agent: str = "default"
+    """The agent's name: it acts as ``agent:NAME`` on every route."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +193,7 @@ class _Turn:
         self.caller_session_id = caller_session_id
         self.turn_id = turn_id or new_ulid()
         self.route = engine.settings.route
-        self.actor = Actor.agent(self.route)
+        self.actor = Actor.agent(engine.settings.agent)
         self.started = time.perf_counter()
         self.earlier_ms = 0.0  # time spent before a pause, for a resumed turn
         self.usage = Usage()

@@ -42,9 +42,10 @@ class Actor:
         return cls(kind, name or "default")
 
     @classmethod
-    def agent(cls, route: str) -> Actor:
-        """The agent answering on ``route``."""
-        return cls("agent", route)
+    def agent(cls, name: str = "default") -> Actor:
+        """The agent named ``name``: one identity whichever route it answers on (the
+        route is recorded beside it), so what it wrote on one route it finds on another."""
+        return cls("agent", name)
 
     @classmethod
     def operator(cls, name: str = "default") -> Actor:

@@ -8,7 +8,7 @@ capability patterns, both globs::
     [capabilities]
     "operator" = ["*"]
     "agent:*" = ["runtime.read", "usage.read", "memory.read", "memory.write", "tool.*"]
-    "agent:support" = ["usage.read"]          # replaces the grant above for that route
+    "agent:support" = ["usage.read"]          # replaces the grant above for the agent named support
     "mcp_client:claude-code" = ["agent.ask", "memory.read"]
 
 An actor holds the capabilities of its most specific matching pattern: an exact
