@@ -91,7 +91,7 @@ def test_export_of_a_session_in_english_labels_and_as_jsonl_to_a_file(
 
 def test_export_of_an_unknown_id_exits_4(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--db", str(db), "export", "NOPE"]) == 4
-    assert "no turn or session 'NOPE'" in capsys.readouterr().err
+    assert capsys.readouterr().err == "overt: no such turn or session\n"
 
 
 def test_show_lists_the_steps_and_their_text_with_content(

@@ -43,6 +43,8 @@ from overt.hooks.manager import list_plugins
 from overt.ids import new_ulid
 from overt.ledger import open_ledger, retention
 from overt.ledger.base import Ledger
+from overt.policy.actors import Actor
+from overt.policy.capabilities import Capabilities
 from overt.runtime import Runtime, run_sync
 from overt.types import IncomingMessage
 
@@ -398,7 +400,8 @@ async def _export(config: Config, args: argparse.Namespace) -> int:
 
 async def _trail(config: Config, args: argparse.Namespace) -> int:
     async with _opened(config) as ledger:
-        return await trail_cmd.run(args, ledger)
+        return await trail_cmd.run(args, ledger, capabilities=Capabilities(config.capabilities),
+                                   operator=Actor.operator(config.operator))
 
 
 def _migrate(config: Config) -> int:

@@ -3,20 +3,29 @@
 Attached by :mod:`overt.cli.main`: :func:`add_parsers` adds both commands,
 :func:`run` runs one on an open ledger. ``overt ledger export`` (the whole
 audit tier, without content) is another command, in :mod:`.export_cmd`.
+
+Both read as an actor (``--as ACTOR``, default the operator): only sessions it
+owns, unless it holds ``sessions.read_any`` (:mod:`overt.sessions.access`). A
+session or turn it may not read is refused exactly as a missing one (exit 4,
+the same message), and the refusal is recorded; a trail over a time window
+shows only the turns of sessions it may read.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 from overt.cli.flags import time_flag
-from overt.errors import NotFoundError, UsageError
+from overt.errors import UsageError
 from overt.events import REASONING_PHASES
 from overt.ledger.base import Ledger
+from overt.policy.actors import Actor
+from overt.policy.capabilities import Capabilities
 from overt.reasoning.export import jsonl_lines, markdown
 from overt.reasoning.trail import (
     ApprovalRecord,
@@ -27,6 +36,7 @@ from overt.reasoning.trail import (
     TurnTrail,
     build_trail,
 )
+from overt.sessions.access import NO_TURN_OR_SESSION, Refused, SessionAccess
 
 COMMANDS = ("trail", "export")
 EXIT_OK = 0
@@ -53,6 +63,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     trail.add_argument("--phase", metavar="P[,P]",
                        help=f"only steps of these phases: {', '.join(REASONING_PHASES)}")
     trail.add_argument("--json", action="store_true")
+    trail.add_argument("--as", dest="as_actor", metavar="ACTOR",
+                       help="read as this actor (default: the operator): only its own "
+                            "sessions, unless it holds sessions.read_any")
 
     export = sub.add_parser(
         "export", help="one turn's or session's reasoning as Markdown or JSON lines",
@@ -66,25 +79,36 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         help="Markdown step labels (default ja, as seed 004)")
     export.add_argument("--phase", metavar="P[,P]", help="only steps of these phases")
     export.add_argument("--output", metavar="PATH", help="write here instead of stdout")
+    export.add_argument("--as", dest="as_actor", metavar="ACTOR",
+                        help="read as this actor (default: the operator): only its own "
+                             "sessions, unless it holds sessions.read_any")
 
 
-async def run(args: argparse.Namespace, ledger: Ledger) -> int:
-    """Run ``overt trail`` or ``overt export`` on ``ledger``.
+async def run(args: argparse.Namespace, ledger: Ledger, *,
+              capabilities: Capabilities | None = None, operator: Actor | None = None) -> int:
+    """Run ``overt trail`` or ``overt export`` on ``ledger``, as ``--as`` or ``operator``
+    (default ``operator:default``) under ``capabilities`` (default: the defaults).
 
     Raises:
-        UsageError: bad arguments.
-        NotFoundError: no such turn or session, or nothing in the window.
+        UsageError: bad arguments (an actor that is not ``KIND:NAME``).
+        Refused: no such turn or session, or not one the actor may read (recorded).
         LedgerError: the ledger cannot be read.
         OSError: the output cannot be written.
     """
     phases = _phases(args.phase)
+    actor = Actor.parse(args.as_actor) if args.as_actor else (operator or Actor.operator())
+    access = SessionAccess(ledger, capabilities or Capabilities())
     if args.command == "trail":
-        return await _trail(args, ledger, phases)
-    trail = await build_trail(ledger, turn_id=args.id, phases=phases)
-    if not trail.turns:
+        return await _trail(args, ledger, phases, actor, access)
+    if await access.turn_session(args.id) is not None:
+        await access.turn(actor, args.id, surface="cli:export", message=NO_TURN_OR_SESSION)
+        trail = await build_trail(ledger, turn_id=args.id, phases=phases)
+    else:
+        await access.session(actor, args.id, surface="cli:export",
+                             message=NO_TURN_OR_SESSION)
         trail = await build_trail(ledger, session_id=args.id, phases=phases)
-    if not trail.turns:
-        raise NotFoundError(f"no turn or session {args.id!r} in the ledger")
+    if not trail.turns:  # pruned meanwhile
+        raise Refused(NO_TURN_OR_SESSION)
     if args.output is None:
         _write(trail, args, sys.stdout)
     else:
@@ -107,14 +131,23 @@ def _write(trail: Trail, args: argparse.Namespace, out: TextIO) -> None:
     out.flush()
 
 
-async def _trail(args: argparse.Namespace, ledger: Ledger, phases: list[str] | None) -> int:
+async def _trail(args: argparse.Namespace, ledger: Ledger, phases: list[str] | None,
+                 actor: Actor, access: SessionAccess) -> int:
     since, until = time_flag(args.since, "--since"), time_flag(args.until, "--until")
     if args.session_id is None and since is None and until is None:
         raise UsageError("overt trail needs a SESSION_ID, --since or --until")
+    if args.session_id is not None:
+        await access.session(actor, args.session_id, surface="cli:trail")
     trail = await build_trail(ledger, session_id=args.session_id, since=since, until=until,
                               phases=phases)
-    if not trail.turns and args.session_id is not None and since is None and until is None:
-        raise NotFoundError(f"no session {args.session_id!r} in the ledger")
+    if args.session_id is None and not access.reads_any(actor):
+        owners: dict[str, str | None] = {}
+        for turn in trail.turns:
+            if turn.session_id is not None and turn.session_id not in owners:
+                owners[turn.session_id] = await access.owner_of(turn.session_id)
+        trail = dataclasses.replace(trail, turns=[
+            t for t in trail.turns
+            if t.session_id is not None and owners[t.session_id] == str(actor)])
     if args.json:
         print(json.dumps({"session_id": trail.session_id, "since": since, "until": until,
                           "turns": [_turn_json(t) for t in trail.turns]},
