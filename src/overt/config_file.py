@@ -149,13 +149,15 @@ def load(env: Mapping[str, str] | None = None, *, path: str | Path | None = None
     if found is None:
         return Config.from_env(env, **overrides)
     cfg = read(found)
-    return Config.from_env(env, file=values(cfg, found.parent), config_file=str(found),
+    return Config.from_env(env, file=values(cfg, found.parent, env), config_file=str(found),
                            **overrides)
 
 
-def values(cfg: ConfigFile, base: Path | None = None) -> dict[str, object]:
+def values(cfg: ConfigFile, base: Path | None = None,
+           env: Mapping[str, str] | None = None) -> dict[str, object]:
     """The file's settings as :class:`Config` field values (only what it sets); relative
-    paths resolved against ``base``."""
+    paths resolved against ``base``; ``env`` (default ``os.environ``) holds the
+    variables the file names (an MCP server's ``bearer_token_env``)."""
     out: dict[str, object] = {}
     for key in ("db", "model", "route", "system_prompt"):
         value = getattr(cfg, key)
@@ -186,7 +188,8 @@ def values(cfg: ConfigFile, base: Path | None = None) -> dict[str, object]:
     out["policy"] = _policy(cfg.policy)
     if cfg.mcp_servers:
         out["mcp_servers"] = tuple(specs_from_config(
-            {name: m.model_dump() for name, m in cfg.mcp_servers.items()}))
+            {name: m.model_dump() for name, m in cfg.mcp_servers.items()},
+            os.environ if env is None else env))
     if cfg.capabilities:
         out["capabilities"] = {actor: tuple(c) for actor, c in cfg.capabilities.items()}
     if cfg.operator is not None:

@@ -151,6 +151,10 @@ class McpServerFile(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     read_only: list[str] = Field(default_factory=list)
     timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Sent to a ``url`` server with every request."""
+    bearer_token_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    """The environment variable holding a token for ``Authorization: Bearer``."""
 
 
 class PluginsFile(_Strict):

@@ -297,7 +297,8 @@ class ReasoningStepRecorded(Event):
     approval_request_id: str | None = None
 
 
-HookErrorConsequence = Literal["blocked", "fell_through", "ignored", "no_tools", "no_models"]
+HookErrorConsequence = Literal["blocked", "fell_through", "ignored", "no_tools", "no_models",
+                              "reopened"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -386,7 +387,8 @@ class HookError(Event):
 
     ``consequence`` says what overt did about it: ``blocked`` the tool call
     (``pre_tool_call`` fails closed), ``fell_through`` to the next plugin,
-    ``ignored`` the answer, or took ``no_tools`` / ``no_models`` from the plugin.
+    ``ignored`` the answer, or took ``no_tools`` / ``no_models`` from the plugin;
+    ``reopened``: an MCP server's session broke and a new one was opened.
     The exception's message is content (it may quote arguments): only its
     digest is here.
     """

@@ -46,7 +46,7 @@ from overt.policy.gate import Gate
 from overt.prompts import load_template, render
 from overt.sessions.book import HistoryReader
 from overt.tools.base import Tool
-from overt.tools.mcp_toolset import McpServerSpec, load_toolset
+from overt.tools.mcp_toolset import McpServerSpec, McpSessions, load_toolset
 from overt.tools.registry import ToolRegistry
 from overt.types import IncomingMessage, Message, ResponseResult, ToolSpec
 
@@ -102,6 +102,8 @@ class Runtime:
 
         self._system_prompt_for = system_prompt_for
         self._mcp_servers = list(mcp_servers)
+        self.mcp = McpSessions(self.ledger.record)
+        """One client session per MCP server, for this runtime's lifetime."""
         self.prices = prices or PriceTable()
         self.gate = gate or Gate()
         self.operator = operator or Actor.operator()
@@ -183,7 +185,7 @@ class Runtime:
         """Register a server's tools; a server that cannot be reached is recorded
         (``hook.error``, consequence ``no_tools``) and the runtime goes on without it."""
         try:
-            tools = await load_toolset(spec)
+            tools = await load_toolset(spec, self.mcp.connection(spec))
             for tool in tools:
                 self.tools.register(tool)
         except Exception as exc:  # noqa: BLE001  any failure of a server: recorded, skipped
@@ -340,6 +342,7 @@ class Runtime:
                                 source=source, caller_session_id=caller_session_id)
 
     async def close(self) -> None:
+        await self.mcp.close()
         await self.ledger.close()
         if self.transcript is not None:
             self.transcript.close()

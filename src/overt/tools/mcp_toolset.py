@@ -9,21 +9,41 @@ policy treats it as mutating and, by default, asks). Arguments are checked
 against the server's schema for names and required fields; the server checks
 the rest and its error reaches the model as an ``is_error`` result.
 
-A call opens its own session (a stdio server is started for it): simple, and a
-server that crashed between calls costs nothing more than the call that failed.
+Each server gets one client session (:class:`McpConnection`; a stdio server is
+one process), opened when the runtime starts and kept for its lifetime: a call
+costs a round trip, not a process start. A session that broke (the server
+exited, the connection dropped or a call timed out) fails the call that found
+it; the next call opens a new one, and that is recorded (``hook.error``,
+consequence ``reopened``). :meth:`McpSessions.close` (``Runtime.close``) ends
+them. A session belongs to the event loop it was opened on; a runtime used from
+another loop (``run_sync`` twice) opens its own there.
+
+An HTTP server is sent ``headers`` (``[mcp_servers.NAME] headers``, and
+``Authorization: Bearer ...`` from the environment variable ``bearer_token_env``
+names, read when the config is loaded).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field, create_model
 
 from overt.errors import ConfigError, ExtraMissingError, ToolError
+from overt.events import Event, HookError
+from overt.ledger.canonical import digest_text
 from overt.tools.base import Tool, _Arguments
+
+log = logging.getLogger("overt.tools.mcp")
+
+Record = Callable[[list[Event], dict[str, str]], Awaitable[object]]
+"""Where a connection records what happened to it (the runtime's ledger)."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-]")
 
@@ -42,43 +62,205 @@ class McpServerSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     read_only: tuple[str, ...] = ()
     timeout_s: float = 30.0
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Sent with every request to an HTTP server (the bearer token among them)."""
 
     def __post_init__(self) -> None:
         if not self.name or _UNSAFE.search(self.name):
             raise ConfigError(f"mcp_servers: {self.name!r} must be letters, digits, _ or -")
         if bool(self.command) == bool(self.url):
             raise ConfigError(f"mcp_servers.{self.name}: give exactly one of command or url")
+        if self.headers and self.url is None:
+            raise ConfigError(f"mcp_servers.{self.name}: headers are for a url server")
+
+    def __repr__(self) -> str:  # never show header values: they hold tokens
+        return (f"McpServerSpec(name={self.name!r}, command={self.command!r}, "
+                f"url={self.url!r}, headers={sorted(self.headers)!r})")
 
 
-def _target(spec: McpServerSpec) -> Any:
+def _open(spec: McpServerSpec, stack: contextlib.AsyncExitStack) -> Any:
+    """The SDK's client for ``spec`` (entered on ``stack`` by the caller)."""
     try:
+        from mcp import Client
         from mcp.client.stdio import StdioServerParameters
     except ImportError as exc:
         raise ExtraMissingError("mcp", "mcp") from exc
-    if spec.url is not None:
-        return spec.url
-    return StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]),
-                                 env=dict(spec.env) or None)
+    if spec.url is None:
+        return Client(StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]),
+                                            env=dict(spec.env) or None),
+                      read_timeout_seconds=spec.timeout_s)
+    if not spec.headers:
+        return Client(spec.url, read_timeout_seconds=spec.timeout_s)
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+    http = create_mcp_http_client(headers=dict(spec.headers))
+    stack.push_async_callback(http.aclose)
+    return Client(streamable_http_client(spec.url, http_client=http),
+                  read_timeout_seconds=spec.timeout_s)
 
 
-def _client(spec: McpServerSpec) -> Any:
-    from mcp import Client
-    return Client(_target(spec), read_timeout_seconds=spec.timeout_s)
+def _breaks_session(exc: BaseException) -> bool:
+    """Whether a call's failure means the session is gone (the server exited, the
+    connection dropped, it stopped answering), not that the call was refused."""
+    try:
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+    except ImportError:  # pragma: no cover - the extra is there if a session was opened
+        return True
+    if isinstance(exc, MCPError):
+        return exc.error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
+    return True
 
 
-async def load_toolset(spec: McpServerSpec) -> list[Tool]:
-    """The server's tools as overt tools.
+class McpConnection:
+    """One client session to one server, kept open and shared by its tools' calls."""
+
+    def __init__(self, spec: McpServerSpec, record: Record | None = None) -> None:
+        self.spec = spec
+        self._record = record
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock: asyncio.Lock | None = None
+        self._client: Any = None
+        self._holder: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._broken: BaseException | None = None
+        self.opened = 0
+        """How many sessions were opened (one, unless some broke)."""
+
+    async def list_tools(self) -> list[Any]:
+        """The server's tools.
+
+        Raises:
+            Exception: the server could not be started or reached, or failed.
+        """
+        client = await self._session()
+        try:
+            return list((await client.list_tools()).tools)
+        except Exception as exc:
+            await self._lost(exc)
+            raise
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        """The server's result of ``name`` (``CallToolResult``).
+
+        Raises:
+            Exception: the session could not be opened, or broke during the call (the
+                next call opens a new one).
+        """
+        client = await self._session()
+        try:
+            return await client.call_tool(name, dict(arguments))
+        except Exception as exc:
+            if _breaks_session(exc):
+                await self._lost(exc)
+            raise
+
+    async def close(self) -> None:
+        """End the session (its server process exits); the next call opens a new one."""
+        holder, stop = self._holder, self._stop
+        self._client = self._holder = self._stop = None
+        if holder is None or stop is None or holder.get_loop() is not _running_loop():
+            return  # none, or on a loop that is gone: its end ended the session
+        stop.set()
+        with contextlib.suppress(Exception):  # a session that broke: nothing to end
+            await holder
+
+    async def _session(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # first use, or another event loop than before
+            self._loop, self._lock = loop, asyncio.Lock()
+            self._client = self._holder = self._stop = None
+        assert self._lock is not None
+        async with self._lock:
+            if self._client is not None and self._holder is not None \
+                    and not self._holder.done() and self._broken is None:
+                return self._client
+            if self._broken is not None:
+                await self._reopening(self._broken)
+            await self.close()
+            ready: asyncio.Future[Any] = loop.create_future()
+            self._stop = asyncio.Event()
+            self._holder = loop.create_task(self._hold(ready, self._stop),
+                                            name=f"overt-mcp-session:{self.spec.name}")
+            self._client = await ready
+            self._broken = None
+            self.opened += 1
+            return self._client
+
+    async def _hold(self, ready: asyncio.Future[Any], stop: asyncio.Event) -> None:
+        """Open the session, hand it over, keep it until ``stop`` (in its own task, as the
+        SDK's task groups must be left by the task that entered them)."""
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                client = await stack.enter_async_context(_open(self.spec, stack))
+                ready.set_result(client)
+                await stop.wait()
+        except Exception as exc:  # noqa: BLE001  any failure: to the opener, or the next call
+            if not ready.done():
+                ready.set_exception(exc)
+            else:  # it broke while open: the next call opens another
+                self._broken = self._broken or exc
+                log.warning("MCP server %s: session ended: %s: %s", self.spec.name,
+                            type(exc).__name__, exc)
+
+    async def _lost(self, exc: BaseException) -> None:
+        log.warning("MCP server %s: session lost: %s: %s", self.spec.name,
+                    type(exc).__name__, exc)
+        self._broken = exc
+
+    async def _reopening(self, cause: BaseException) -> None:
+        """Record that the session broke and a new one is opened."""
+        if self._record is None:
+            return
+        message = f"{type(cause).__name__}: {cause}"
+        digest = digest_text(message)
+        await self._record([HookError(plugin=f"mcp:{self.spec.name}", hook="session",
+                                      error_type=type(cause).__name__,
+                                      consequence="reopened", error_digest=digest)],
+                           {digest: message})
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class McpSessions:
+    """The connections of one runtime, one per server; closed with it."""
+
+    def __init__(self, record: Record | None = None) -> None:
+        self._record = record
+        self.connections: dict[str, McpConnection] = {}
+
+    def connection(self, spec: McpServerSpec) -> McpConnection:
+        """The connection to ``spec``'s server (made on first use, not opened yet)."""
+        found = self.connections.get(spec.name)
+        if found is None:
+            found = self.connections[spec.name] = McpConnection(spec, self._record)
+        return found
+
+    async def close(self) -> None:
+        """End every session."""
+        for connection in self.connections.values():
+            await connection.close()
+
+
+async def load_toolset(spec: McpServerSpec,
+                       connection: McpConnection | None = None) -> list[Tool]:
+    """The server's tools as overt tools, calling it through ``connection`` (default:
+    a connection of their own).
 
     Raises:
         ExtraMissingError: the ``mcp`` extra is not installed.
         Exception: the server could not be started or reached (the caller records it).
     """
-    async with _client(spec) as client:
-        listed = (await client.list_tools()).tools
-    return [_tool(spec, t) for t in listed]
+    link = connection or McpConnection(spec)
+    return [_tool(spec, t, link) for t in await link.list_tools()]
 
 
-def _tool(spec: McpServerSpec, remote: Any) -> Tool:
+def _tool(spec: McpServerSpec, remote: Any, link: McpConnection) -> Tool:
     name = _UNSAFE.sub("_", f"{spec.name}__{remote.name}")[:64]
     schema: dict[str, Any] = dict(remote.input_schema or {"type": "object", "properties": {}})
     properties: Mapping[str, Any] = schema.get("properties") or {}
@@ -94,8 +276,7 @@ def _tool(spec: McpServerSpec, remote: Any) -> Tool:
 
     async def call(**arguments: Any) -> Any:
         sent = {k: v for k, v in arguments.items() if v is not None or k in required}
-        async with _client(spec) as client:
-            result = await client.call_tool(remote_name, sent)
+        result = await link.call_tool(remote_name, sent)
         text = "\n".join(getattr(c, "text", "") for c in result.content
                          if getattr(c, "type", "") == "text")
         if result.is_error:
@@ -110,18 +291,29 @@ def _tool(spec: McpServerSpec, remote: Any) -> Tool:
                 context_param=None, is_async=True, inline=False)
 
 
-def specs_from_config(servers: Mapping[str, Mapping[str, Any]]) -> list[McpServerSpec]:
-    """``[mcp_servers.NAME]`` tables as specs.
+def specs_from_config(servers: Mapping[str, Mapping[str, Any]],
+                      environ: Mapping[str, str] | None = None) -> list[McpServerSpec]:
+    """``[mcp_servers.NAME]`` tables as specs; ``environ`` holds the variables that
+    ``bearer_token_env`` names (the entry point passes ``os.environ``).
 
     Raises:
-        ConfigError: a table gives neither or both of command and url.
+        ConfigError: a table gives neither or both of command and url, or names a
+            token variable that is not set.
     """
     out = []
     for name, table in servers.items():
         command: Sequence[str] = table.get("command") or ()
+        headers = {str(k): str(v) for k, v in (table.get("headers") or {}).items()}
+        variable = table.get("bearer_token_env")
+        if variable:
+            token = (environ or {}).get(variable)
+            if not token:
+                raise ConfigError(f"mcp_servers.{name}: bearer_token_env names "
+                                  f"{variable}, which is not set")
+            headers["Authorization"] = f"Bearer {token}"
         out.append(McpServerSpec(name, tuple(command), table.get("url"),
                                  dict(table.get("env") or {}),
                                  tuple(table.get("read_only") or ()),
-                                 float(table.get("timeout_s", 30.0))))
+                                 float(table.get("timeout_s", 30.0)), headers))
     return out
 
