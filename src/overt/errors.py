@@ -19,7 +19,8 @@ Catch by type, never by message::
     ├── ChannelError            a channel (Slack, email) refused or did not answer
     ├── ModelError              a model could not produce a reply; ends the turn
     │   ├── ModelOutputError    the model's output could not be understood
-    │   └── ModelAssetError     the model's weights are missing or corrupt
+    │   ├── ModelAssetError     the model's weights are missing or corrupt
+    │   └── ModelUnavailable    this process cannot build the model a paused turn ran on
     └── LedgerError             the record cannot be written or read
         ├── LedgerIntegrityError  `verify` found an entry that does not match
         ├── MigrationError        the schema could not be brought up to date
@@ -99,6 +100,17 @@ class ModelOutputError(ModelError):
 
 class ModelAssetError(ModelError):
     """The model's weights are missing, incomplete or do not match their hash."""
+
+
+class ModelUnavailable(ModelError):
+    """A paused turn ran on a model this process cannot build: it is left, decided and
+    not taken up, for a process that can (``model`` names it)."""
+
+    def __init__(self, model: str, why: str) -> None:
+        super().__init__(f"turn paused on model {model!r}, which this process cannot run "
+                         f"({why}); the decision is recorded and a process that runs that "
+                         "model will answer the turn")
+        self.model = model
 
 
 class LedgerError(OvertError):

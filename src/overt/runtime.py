@@ -29,7 +29,7 @@ from overt.engine.budget import BudgetGuard
 from overt.engine.direct import DirectResult, run_direct
 from overt.engine.loop import Engine, EngineSettings
 from overt.engine.resume import Resumed, resume_request
-from overt.errors import ApprovalError, LedgerConflict, UsageError
+from overt.errors import ApprovalError, LedgerConflict, ModelUnavailable, UsageError
 from overt.events import ApprovalDecision, Event, HookError, RuntimeStarted
 from overt.hooks.manager import PluginHost
 from overt.ledger import open_ledger
@@ -156,7 +156,7 @@ class Runtime:
                 max_tool_calls=config.max_tool_calls,
                 max_consecutive_tool_errors=config.max_consecutive_tool_errors,
                 tool_timeout_s=config.tool_timeout_s, route=config.route,
-                agent=config.agent),
+                agent=config.agent, model_spec=None if model is not None else config.model),
             transcript=Transcript(path) if path else None,
             system_prompt_template=load_template(config.system_prompt), plugins=plugins,
             models=catalog, prices=PriceTable(config.prices), budget=config.effective_budget,
@@ -310,6 +310,9 @@ class Runtime:
         another process took it up first (its answer is on the record)."""
         try:
             resumed = await resume_request(self.engine, request, by=actor, reason=reason)
+        except ModelUnavailable as exc:  # recorded as decided; the right process answers
+            log.warning("request %s: %s", request.request_id, exc)
+            return Resumed(request, handed_back=str(exc))
         except LedgerConflict:
             return None
         if resumed.result is not None and self.transcript is not None:

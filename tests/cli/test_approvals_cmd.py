@@ -32,9 +32,12 @@ def overt(cwd: Path, *args: str, model: str | None = None) -> subprocess.Complet
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     (tmp_path / "overt.toml").write_text(RULE, encoding="utf-8")
+    # one turn's replies: the call, then (after the approval, in whichever process)
+    # the answer; the turn finishes on this model wherever it is approved
     (tmp_path / "ask.jsonl").write_text(
-        '{"tool_calls": [{"name": "get_usage", "arguments": {"period": "today"}}]}\n')
-    (tmp_path / "answer.jsonl").write_text('{"text": "You have used 0 tokens today."}\n')
+        '{"tool_calls": [{"name": "get_usage", "arguments": {"period": "today"}}]}\n'
+        '{"text": "You have used 0 tokens today."}\n')
+    (tmp_path / "answer.jsonl").write_text('{"text": "I am another model."}\n')
     return tmp_path
 
 

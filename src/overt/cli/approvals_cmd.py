@@ -112,7 +112,8 @@ def _resumed_dict(resumed: Resumed) -> dict[str, Any]:
             "result": resumed.result.to_dict() if resumed.result is not None else None,
             "released": ({name: getattr(resumed.released, name) for name in
                           ("tool_call_id", "status", "content", "is_error", "request_id")}
-                         if resumed.released is not None else None)}
+                         if resumed.released is not None else None),
+            "handed_back": resumed.handed_back}
 
 
 def _resumed_text(resumed: Resumed) -> str:
@@ -124,6 +125,8 @@ def _resumed_text(resumed: Resumed) -> str:
         return f"{head}\nturn {result.turn_id} answered:\n{result.text}\ntools used: {used}"
     if resumed.released is not None:
         return f"{head}\nthe held call ran: {resumed.released.status}\n{resumed.released.content}"
+    if resumed.handed_back is not None:
+        return f"{head}\n{resumed.handed_back}"
     if not r.pauses_turn:
         return f"{head}\nthe held call was closed without running"
     return f"{head}\n(the turn was taken up by another process; see overt show {r.turn_id})"

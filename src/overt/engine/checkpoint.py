@@ -46,6 +46,9 @@ class Checkpoint:
     tools_used: list[str] = field(default_factory=list)
     next_step: int = 0
     duration_ms: float = 0.0
+    model: str = ""
+    """The spec of the model the turn ran on (empty in checkpoints written before
+    it was recorded): the turn resumes on it, wherever it is approved."""
 
     def to_json(self) -> str:
         return canonical_json({
@@ -59,6 +62,7 @@ class Checkpoint:
             "tool_calls": self.tool_calls, "model_calls": self.model_calls,
             "usage": self.usage.to_dict(), "tools_used": self.tools_used,
             "next_step": self.next_step, "duration_ms": self.duration_ms,
+            "model": self.model,
         })
 
     @classmethod
@@ -82,7 +86,7 @@ class Checkpoint:
                 usage=Usage(int(u["input_tokens"]), int(u["output_tokens"]),
                             float(u["cost_usd"])),
                 tools_used=[str(t) for t in d["tools_used"]], next_step=int(d["next_step"]),
-                duration_ms=float(d["duration_ms"]))
+                duration_ms=float(d["duration_ms"]), model=str(d.get("model") or ""))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise LedgerIntegrityError(f"unreadable turn checkpoint: {exc}") from exc
 

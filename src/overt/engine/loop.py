@@ -38,7 +38,7 @@ from overt.engine.record import (
     response_body,
     resumption,
 )
-from overt.errors import LedgerError, OvertError
+from overt.errors import LedgerError, ModelUnavailable, OvertError
 from overt.events import (
     ApprovalDecision,
     ApprovalMode,
@@ -88,6 +88,10 @@ class EngineSettings:
     max_output_tokens: int | None = None
     agent: str = "default"
     """The agent's name: it acts as ``agent:NAME`` on every route."""
+    model_spec: str | None = None
+    """The spec the engine's model was built from (``local``, ``openai:NAME``, an
+    alias): a paused turn's checkpoint records it, so the turn resumes on that model
+    in whichever process approves it (``None``: the model's name is recorded)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,8 +177,11 @@ class Engine:
         Raises:
             LedgerConflict: the turn was already resumed for this request.
             LedgerError: the claim could not be recorded (nothing ran).
+            ModelUnavailable: the turn ran on a model this engine cannot build;
+                nothing was recorded, so a process that can build it takes it up.
         """
-        turn = _Turn.restore(self, checkpoint)
+        model = self._model_for(checkpoint)  # before the claim: a turn it cannot run stays
+        turn = _Turn.restore(self, checkpoint, model)
         turn.recorder.add(resumption(turn.turn_id, turn.session_id, request_id, decision,
                                      resumed_by))
         await turn.recorder.flush()  # the claim: only one resumer gets past this
@@ -182,6 +189,23 @@ class Engine:
             return await turn.resume(checkpoint, request_id, decision, reason)
         except LedgerError as exc:
             return turn.ledger_failed(exc)
+
+
+    def _model_for(self, checkpoint: Checkpoint) -> Model:
+        """The model ``checkpoint``'s turn ran on, built here if it is not this engine's.
+
+        Raises:
+            ModelUnavailable: it cannot be built here.
+        """
+        spec = checkpoint.model
+        if not spec or spec in (self.settings.model_spec, self.model.name):
+            return self.model
+        if self.models is None:
+            raise ModelUnavailable(spec, "this engine resolves no other models")
+        try:
+            return self.models(spec)
+        except OvertError as exc:
+            raise ModelUnavailable(spec, f"{type(exc).__name__}: {exc}") from exc
 
 
 class _Turn:
@@ -192,6 +216,8 @@ class _Turn:
         self.session_id = session_id
         self.caller_session_id = caller_session_id
         self.turn_id = turn_id or new_ulid()
+        self.model = engine.model
+        self.model_spec = engine.settings.model_spec or engine.model.name
         self.route = engine.settings.route
         self.actor = Actor.agent(engine.settings.agent)
         self.started = time.perf_counter()
@@ -223,9 +249,12 @@ class _Turn:
         self.omitted_tokens = 0
 
     @classmethod
-    def restore(cls, engine: Engine, cp: Checkpoint) -> _Turn:
-        """A turn as it was when it paused (see :mod:`overt.engine.checkpoint`)."""
+    def restore(cls, engine: Engine, cp: Checkpoint, model: Model) -> _Turn:
+        """A turn as it was when it paused (see :mod:`overt.engine.checkpoint`), to go
+        on with ``model`` (the one it ran on)."""
         turn = cls(engine, cp.source, cp.caller_session_id, cp.session_id, cp.turn_id)
+        turn.model = model
+        turn.model_spec = cp.model or turn.model_spec
         turn.route, turn.actor = cp.route, Actor.parse(cp.actor)
         turn.earlier_ms = cp.duration_ms
         turn.usage, turn.tools_used = cp.usage, list(cp.tools_used)
@@ -257,7 +286,7 @@ class _Turn:
         rec.add(TurnStarted(
             turn_id=self.turn_id, session_id=self.session_id, source=self.source,
             caller_session_id=self.caller_session_id,
-            message_digest=rec.content(text), model=engine.model.name,
+            message_digest=rec.content(text), model=self.model.name,
             route=self.route, max_tool_calls=settings.max_tool_calls, actor=actor))
         specs = engine.tools.specs()
         system_prompt = engine.system_prompt
@@ -274,9 +303,9 @@ class _Turn:
         self.messages.extend(history)
         user = Message("user", text)
         if earlier:
-            count = counter_for(engine.model)
+            count = counter_for(self.model)
             fitted = fit(earlier, [*self.messages, user], specs,
-                         window=window_of(engine.model), reserve=self._reserve(), count=count)
+                         window=window_of(self.model), reserve=self._reserve(), count=count)
             self.omitted = list(fitted.omitted)
             self.omitted_tokens = fitted.omitted_tokens
             self.history_at = len(self.messages)
@@ -329,12 +358,12 @@ class _Turn:
                                    settings.max_output_tokens)
             if engine.budget is not None:
                 await rec.flush()  # what was spent so far is on the record first
-                refusal = await engine.budget.check(self.session_id, request, engine.model.name)
+                refusal = await engine.budget.check(self.session_id, request, self.model.name)
                 if refusal is not None:
                     self.error = f"budget_exceeded: {refusal.limit}"
                     return await self._finish("budget_exceeded", refusal.text)
             if hooks is None:
-                response = await self._infer(request, engine.model)
+                response = await self._infer(request, self.model)
             else:
                 response = await self._ask(hooks, request, self.iteration)
             self.iteration += 1
@@ -344,7 +373,7 @@ class _Turn:
             if not calls:
                 text = response.text
                 if hooks is not None and hooks.has.transform_llm_output:
-                    text = await hooks.output(text, response.model or engine.model.name)
+                    text = await hooks.output(text, response.model or self.model.name)
                 return await self._finish("completed", text)
             self.messages.append(Message("assistant", response.text, tool_calls=calls))
             stopped = await self._calls(calls)
@@ -353,7 +382,7 @@ class _Turn:
 
     def _reserve(self) -> int:
         """Tokens kept free for the model's answer."""
-        model = self.engine.model
+        model = self.model
         own = getattr(model, "max_tokens", None)  # the most the model itself writes
         window = window_of(model) or 0
         return (self.engine.settings.max_output_tokens
@@ -362,10 +391,10 @@ class _Turn:
     def _fit_window(self) -> str | None:
         """Leave out the oldest earlier turns until the next request fits the model's
         window; why it cannot fit even without them (``None`` when it fits)."""
-        window = window_of(self.engine.model)
+        window = window_of(self.model)
         if window is None:
             return None
-        count = counter_for(self.engine.model)
+        count = counter_for(self.model)
         specs = self.specs if self.tools_allowed else ()
         need = (sum(message_tokens(m, count) for m in self.messages)
                 + tools_tokens(specs, count) + self._reserve())
@@ -419,7 +448,8 @@ class _Turn:
             error_streak=self.error_streak, last_error=self.last_error,
             iteration=self.iteration, tool_calls=self.tool_calls,
             model_calls=self.model_calls, usage=self.usage, tools_used=list(self.tools_used),
-            next_step=self.steps.next_number, duration_ms=self.earlier_ms + ms_since(self.started))
+            next_step=self.steps.next_number, duration_ms=self.earlier_ms + ms_since(self.started),
+            model=self.model_spec)
         rec.add(TurnPaused(
             turn_id=self.turn_id, session_id=self.session_id, request_id=held.request_id,
             tool_call_id=audit_name(held.call.id), tool_name=audit_name(held.call.name),
@@ -436,7 +466,7 @@ class _Turn:
     async def _ask(self, hooks: TurnHooks, request: ModelRequest,
                    iteration: int) -> ModelResponse | None:
         """One loop iteration's model call with its hooks: rewrite, at most one reissue, observe."""
-        model = self.engine.model
+        model = self.model
         if hooks.has.pre_api_request:
             request = await hooks.request(request, model.name, iteration)
         response = await self._infer(request, model)

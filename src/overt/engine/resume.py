@@ -33,6 +33,9 @@ class Resumed:
     request: ApprovalRequest
     result: ResponseResult | None = None
     released: DirectResult | None = None
+    handed_back: str | None = None
+    """Why this process left the paused turn to another (it ran on a model that
+    cannot be built here); the decision stands and that process answers."""
 
 
 async def load_checkpoint(engine: Engine, request: ApprovalRequest) -> Checkpoint:

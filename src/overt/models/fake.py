@@ -75,25 +75,44 @@ def to_response(reply: Reply, *, model: str) -> ModelResponse:
     return reply_from_mapping(reply, model=model)
 
 
+def _replies_in_turn(request: ModelRequest) -> int:
+    """How many replies the turn ``request`` belongs to has had: its assistant
+    messages after its last user message."""
+    count = 0
+    for message in reversed(request.messages):
+        if message.role == "user":
+            break
+        count += message.role == "assistant"
+    return count
+
+
 class ScriptedModel:
     """Answers from a queue of replies, one per call, in order.
 
     A reply is a :class:`ModelResponse`, a mapping in the JSONL shape, a plain
     string (a final answer), or an exception instance (raised, to script a
     provider failure). Running out of replies is a :class:`ModelError`.
+
+    ``replay_turn``: the first request this model gets may come from a turn begun
+    elsewhere (paused for approval in another process, and resumed here on the
+    model it ran on): the replies that turn already had (one per assistant message
+    after its last user message) are skipped first, so a script replays one turn
+    the same in one process or two. ``scripted:FILE`` models are built so.
     """
 
     def __init__(self, replies: Iterable[Reply], *, name: str = "scripted",
-                 context_window: int | None = None) -> None:
+                 context_window: int | None = None, replay_turn: bool = False) -> None:
         """``context_window``: the window the engine fits requests into (tokens
         estimated by :func:`overt.sessions.estimate_tokens`); ``None``: unlimited."""
         self.name = name
         self.context_window = context_window
         self._replies: deque[Reply] = deque(replies)
         self.requests: list[ModelRequest] = []
+        self._replay_turn = replay_turn
 
     @classmethod
-    def from_jsonl(cls, path: str | Path, *, name: str | None = None) -> ScriptedModel:
+    def from_jsonl(cls, path: str | Path, *, name: str | None = None,
+                   replay_turn: bool = False) -> ScriptedModel:
         """Load replies from a JSONL file.
 
         Raises:
@@ -114,13 +133,17 @@ class ScriptedModel:
                 replies.append(reply_from_mapping(json.loads(line), model=name))
             except (json.JSONDecodeError, UsageError) as exc:
                 raise UsageError(f"{p}:{number}: not a scripted reply: {exc}") from exc
-        return cls(replies, name=name)
+        return cls(replies, name=name, replay_turn=replay_turn)
 
     @property
     def remaining(self) -> int:
         return len(self._replies)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        if self._replay_turn and not self.requests:
+            for _ in range(_replies_in_turn(request)):
+                if self._replies:
+                    self._replies.popleft()
         self.requests.append(request)
         if not self._replies:
             raise ModelError(f"{self.name}: no scripted reply left")

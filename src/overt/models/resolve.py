@@ -47,7 +47,7 @@ def _scripted(arg: str, options: ModelOptions) -> Model:
         raise UsageError("scripted model needs a file: --model scripted:FILE")
     from overt.models.fake import ScriptedModel
 
-    return ScriptedModel.from_jsonl(arg)
+    return ScriptedModel.from_jsonl(arg, replay_turn=True)
 
 
 def _local(arg: str, options: ModelOptions) -> Model:
