@@ -28,8 +28,12 @@ def conversation(d: Dialect) -> str:
     arguments. The fields are read here, so the reader parses no entry's JSON.
     Parameters: the session id, the seq."""
 
+    source = "audit_log a"
+    if d.name != "sqlite":  # PostgreSQL: parse each entry once (jsonb), not once per field
+        source = "audit_log a CROSS JOIN LATERAL (SELECT a.data::jsonb AS data OFFSET 0) j"
+
     def field(name: str) -> str:
-        return d.text(name, "a.data")
+        return d.text(name, "a.data") if d.name == "sqlite" else f"(j.data ->> '{name}')"
 
     def of_call(expression: str) -> str:
         return f"CASE WHEN a.kind = 'tool_call.completed' THEN {expression} END"
@@ -43,7 +47,7 @@ def conversation(d: Dialect) -> str:
     return (f"SELECT a.seq, a.kind, a.turn_id, {status}, {of_call(field('tool_call_id'))}, "
             f"{of_call(field('tool_name'))}, {_body(d, primary)}, "
             f"{of_call(_body(d, field('args_sha256')))} "
-            f"FROM audit_log a WHERE a.session_id = {d.ph} AND a.seq > {d.ph} "
+            f"FROM {source} WHERE a.session_id = {d.ph} AND a.seq > {d.ph} "
             f"AND a.kind IN ({kinds}) ORDER BY a.seq")
 
 
