@@ -67,10 +67,12 @@ async def _bare_loop(turns: int) -> list[float]:
 
 
 async def timed_turns(runtime: Runtime, model: FunctionModel, turns: int) -> list[float]:
-    """Each turn's time in µs, the same question ``turns`` times (``model`` answers it)."""
-    message = IncomingMessage("cli", "what are alpha and beta?", {"session_id": "bench"})
+    """Each turn's time in µs, the same question ``turns`` times (``model`` answers it),
+    each the first turn of its session (the session's history is looked up, and empty:
+    a turn's own cost, not a conversation growing for thousands of turns)."""
     samples = []
-    for _ in range(turns):
+    for n in range(turns):
+        message = IncomingMessage("cli", "what are alpha and beta?", {"session_id": f"b{n}"})
         start = time.perf_counter_ns()
         result = await runtime.respond(message)
         samples.append((time.perf_counter_ns() - start) / 1000)

@@ -61,7 +61,8 @@ async def work(url: str, turns: int, concurrency: int, session: str,
         while not queue.empty():
             n = queue.get_nowait()
             result = await runtime.respond(IncomingMessage(
-                "http", f"turn {n}", {"request_id": f"{session}-{n}"}), session_id=session)
+                "http", f"turn {n}", {"request_id": f"{session}-{n}"}),
+                session_id=f"{session}-{n}")
             if result.error or result.tools_used != ["lookup", "lookup"]:
                 raise SystemExit(f"turn {n} failed: {result}")
 
