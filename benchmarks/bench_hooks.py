@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from benchmarks._stats import quietest, row, summary
-from overt.engine.loop import Engine, EngineSettings, _Turn
+from overt.engine.loop import Engine, _Turn
+from overt.engine.values import EngineSettings
 from overt.events import Event
 from overt.hooks import PluginHost, hookimpl
 from overt.ledger.base import Entry, Ledger

@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import cast
 
 from benchmarks._stats import quietest, row, summary
-from overt.engine.loop import Engine, EngineSettings
+from overt.engine.loop import Engine
+from overt.engine.values import EngineSettings
 from overt.events import Event
 from overt.hooks import PluginHost, Reissue, hookimpl
 from overt.hooks.router import RouterPlugin

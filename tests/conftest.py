@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from overt.channels.transcript import Transcript
-from overt.engine.loop import EngineSettings
+from overt.engine.values import EngineSettings
 from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
 from overt.models.base import Model

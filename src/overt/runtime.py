@@ -27,8 +27,9 @@ from overt.clock import now_iso
 from overt.config import Budget, Config
 from overt.engine.budget import BudgetGuard
 from overt.engine.direct import DirectResult, run_direct
-from overt.engine.loop import Engine, EngineSettings
+from overt.engine.loop import Engine
 from overt.engine.resume import Resumed, resume_request
+from overt.engine.values import EngineSettings
 from overt.errors import ApprovalError, LedgerConflict, ModelUnavailable, UsageError
 from overt.events import ApprovalDecision, Event, HookError, RuntimeStarted
 from overt.hooks.manager import PluginHost

@@ -98,6 +98,16 @@ class Message:
     name: str | None = None
     is_error: bool = False
 
+    def to_dict(self) -> dict[str, Any]:
+        """The message as JSON shows it (a session's conversation over HTTP, the CLI)."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
+                                 for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out.update(tool_call_id=self.tool_call_id, name=self.name, is_error=self.is_error)
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from overt.engine.loop import EngineSettings
+from overt.engine.values import EngineSettings
 from overt.ledger import open_ledger
 from overt.models.fake import FunctionModel, ScriptedModel
 from overt.models.resolve import ModelCatalog

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from overt.channels.transcript import Transcript
-from overt.engine.loop import EngineSettings
+from overt.engine.values import EngineSettings
 from overt.hooks import PluginHost
 from overt.ledger.base import Ledger
 from overt.models.base import Model

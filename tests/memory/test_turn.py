@@ -118,7 +118,7 @@ def test_memory_writes_are_gated_by_policy_like_any_mutating_tool(
 
 
 def test_memory_written_on_one_route_is_found_on_another(ledger: Any) -> None:
-    from overt.engine.loop import EngineSettings
+    from overt.engine.values import EngineSettings
 
     allow = Rule("memory.writes", "allow", "memory_writes", "the agent keeps its own memory",
                  tools=("node_*", "link_*"))

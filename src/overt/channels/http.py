@@ -53,7 +53,7 @@ from overt.sessions import (
     title,
 )
 from overt.sessions.access import NO_SESSION, NO_TURN, Refused, SessionAccess
-from overt.types import IncomingMessage, Message
+from overt.types import IncomingMessage
 
 try:
     from starlette.applications import Starlette
@@ -301,7 +301,7 @@ class _Api:
             raise Refused(NO_SESSION)
         history = flatten(await session_history(self.runtime.ledger, session_id))
         return JSONResponse({**await self.session_json(info),
-                             "messages": [message_json(m) for m in history]})
+                             "messages": [m.to_dict() for m in history]})
 
     async def session_json(self, info: SessionInfo) -> dict[str, Any]:
         """One session as the API lists it (its title: its first message, cut short)."""
@@ -399,17 +399,6 @@ def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *,
     if not isinstance(value, kind) or isinstance(value, bool):  # no field is a bool
         raise ApiError(422, "invalid", f"{name} has the wrong type")
     return value
-
-
-def message_json(m: Message) -> dict[str, Any]:
-    """One message of a session's conversation."""
-    out: dict[str, Any] = {"role": m.role, "content": m.content}
-    if m.tool_calls:
-        out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
-                             for c in m.tool_calls]
-    if m.tool_call_id is not None:
-        out.update(tool_call_id=m.tool_call_id, name=m.name, is_error=m.is_error)
-    return out
 
 
 def request_json(r: Any) -> dict[str, Any]:

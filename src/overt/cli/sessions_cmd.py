@@ -94,7 +94,7 @@ async def _show(ledger: Ledger, session_id: str, *, as_json: bool) -> int:
     turns = await session_history(ledger, session_id)
     if as_json:
         print(json.dumps({**_info(info, await title(ledger, info)), "conversation": [
-            {"turn_id": t.turn_id, "messages": [_message(m) for m in t.messages]}
+            {"turn_id": t.turn_id, "messages": [m.to_dict() for m in t.messages]}
             for t in turns]}, ensure_ascii=False, indent=2))
         return EXIT_OK
     print(f"session {info.session_id} ({info.source}, owner {info.owner}, {info.turns} turns, "
@@ -102,16 +102,6 @@ async def _show(ledger: Ledger, session_id: str, *, as_json: bool) -> int:
     for message in flatten(turns):
         print(_line(message))
     return EXIT_OK
-
-
-def _message(m: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": m.role, "content": m.content}
-    if m.tool_calls:
-        out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
-                             for c in m.tool_calls]
-    if m.tool_call_id is not None:
-        out.update(tool_call_id=m.tool_call_id, name=m.name, is_error=m.is_error)
-    return out
 
 
 def _line(m: Message) -> str:

@@ -10,13 +10,14 @@ counters, so limits and numbering carry on where they stopped.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from overt.engine.record import jsonable
-from overt.errors import LedgerIntegrityError
+from overt.errors import LedgerIntegrityError, ModelUnavailable, OvertError
 from overt.ledger.canonical import canonical_json
+from overt.models.base import Model
 from overt.types import Message, ToolCall, Usage
 
 VERSION = 1
@@ -111,3 +112,22 @@ def _to_message(d: Mapping[str, Any]) -> Message:
     calls: Sequence[Mapping[str, Any]] = d.get("tool_calls") or ()
     return Message(d["role"], str(d["content"]), tuple(_to_call(c) for c in calls),
                    d.get("tool_call_id"), d.get("name"), bool(d.get("is_error", False)))
+
+
+def resume_model(checkpoint: Checkpoint, current: Model, current_spec: str | None,
+                 resolve: Callable[[str], Model] | None) -> Model:
+    """The model ``checkpoint``'s turn ran on: ``current`` when it is that one, else
+    built by ``resolve`` (a runtime's model catalog).
+
+    Raises:
+        ModelUnavailable: it cannot be built here.
+    """
+    spec = checkpoint.model
+    if not spec or spec in (current_spec, current.name):
+        return current
+    if resolve is None:
+        raise ModelUnavailable(spec, "this engine resolves no other models")
+    try:
+        return resolve(spec)
+    except OvertError as exc:
+        raise ModelUnavailable(spec, f"{type(exc).__name__}: {exc}") from exc

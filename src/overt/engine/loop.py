@@ -23,11 +23,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from overt.clock import ms_since
 from overt.engine.budget import BudgetGuard
-from overt.engine.checkpoint import Checkpoint
+from overt.engine.checkpoint import Checkpoint, resume_model
 from overt.engine.dispatch import ToolOutcome, execute, precheck, refuse, unknown_tool
 from overt.engine.hooked import TurnHooks
 from overt.engine.record import (
@@ -38,7 +38,8 @@ from overt.engine.record import (
     response_body,
     resumption,
 )
-from overt.errors import LedgerError, ModelUnavailable, OvertError
+from overt.engine.values import EngineSettings, Held, TurnOutcome
+from overt.errors import LedgerError, OvertError
 from overt.events import (
     ApprovalDecision,
     ApprovalMode,
@@ -59,7 +60,7 @@ from overt.policy.actors import Actor
 from overt.policy.gate import Gate, Verdict
 from overt.reasoning.steps import TurnSteps
 from overt.sessions.book import HistoryTurn
-from overt.sessions.window import counter_for, fit, message_tokens, tools_tokens, window_of
+from overt.sessions.window import TurnWindow
 from overt.tools.base import Tool, ToolContext
 from overt.tools.registry import ToolRegistry
 from overt.types import (
@@ -75,41 +76,6 @@ from overt.types import (
 
 audit_log = logging.getLogger("overt.audit")
 log = logging.getLogger("overt.engine")
-
-
-@dataclass(frozen=True, slots=True)
-class EngineSettings:
-    """Limits of one turn."""
-
-    max_tool_calls: int = 5
-    max_consecutive_tool_errors: int = 3
-    tool_timeout_s: float | None = 30.0
-    route: str = "default"
-    max_output_tokens: int | None = None
-    agent: str = "default"
-    """The agent's name: it acts as ``agent:NAME`` on every route."""
-    model_spec: str | None = None
-    """The spec the engine's model was built from (``local``, ``openai:NAME``, an
-    alias): a paused turn's checkpoint records it, so the turn resumes on that model
-    in whichever process approves it (``None``: the model's name is recorded)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Held:
-    """A call the gate held for approval: the turn pauses on ``request_id``."""
-
-    call: ToolCall
-    request_id: str
-    message: str
-    expires_at: str
-
-
-@dataclass(slots=True)
-class TurnOutcome:
-    """A finished turn: the result, and the conversation as the model last saw it."""
-
-    result: ResponseResult
-    messages: list[Message] = field(default_factory=list)
 
 
 class Engine:
@@ -180,7 +146,8 @@ class Engine:
             ModelUnavailable: the turn ran on a model this engine cannot build;
                 nothing was recorded, so a process that can build it takes it up.
         """
-        model = self._model_for(checkpoint)  # before the claim: a turn it cannot run stays
+        # before the claim: a turn this engine cannot run is left for one that can
+        model = resume_model(checkpoint, self.model, self.settings.model_spec, self.models)
         turn = _Turn.restore(self, checkpoint, model)
         turn.recorder.add(resumption(turn.turn_id, turn.session_id, request_id, decision,
                                      resumed_by))
@@ -189,23 +156,6 @@ class Engine:
             return await turn.resume(checkpoint, request_id, decision, reason)
         except LedgerError as exc:
             return turn.ledger_failed(exc)
-
-
-    def _model_for(self, checkpoint: Checkpoint) -> Model:
-        """The model ``checkpoint``'s turn ran on, built here if it is not this engine's.
-
-        Raises:
-            ModelUnavailable: it cannot be built here.
-        """
-        spec = checkpoint.model
-        if not spec or spec in (self.settings.model_spec, self.model.name):
-            return self.model
-        if self.models is None:
-            raise ModelUnavailable(spec, "this engine resolves no other models")
-        try:
-            return self.models(spec)
-        except OvertError as exc:
-            raise ModelUnavailable(spec, f"{type(exc).__name__}: {exc}") from exc
 
 
 class _Turn:
@@ -241,12 +191,7 @@ class _Turn:
         self.last_error = ""
         self.tools_allowed = True
         self.iteration = 0
-        # The session's earlier turns in ``messages``: (turn id, message count, tokens),
-        # oldest first, starting at ``history_at``; what the window left out.
-        self.spans: list[tuple[str, int, int]] = []
-        self.history_at = 0
-        self.omitted: list[str] = []
-        self.omitted_tokens = 0
+        self.window = TurnWindow(self.model, engine.settings.max_output_tokens)
 
     @classmethod
     def restore(cls, engine: Engine, cp: Checkpoint, model: Model) -> _Turn:
@@ -254,6 +199,7 @@ class _Turn:
         on with ``model`` (the one it ran on)."""
         turn = cls(engine, cp.source, cp.caller_session_id, cp.session_id, cp.turn_id)
         turn.model = model
+        turn.window = TurnWindow(model, engine.settings.max_output_tokens)
         turn.model_spec = cp.model or turn.model_spec
         turn.route, turn.actor = cp.route, Actor.parse(cp.actor)
         turn.earlier_ms = cp.duration_ms
@@ -303,16 +249,7 @@ class _Turn:
         self.messages.extend(history)
         user = Message("user", text)
         if earlier:
-            count = counter_for(self.model)
-            fitted = fit(earlier, [*self.messages, user], specs,
-                         window=window_of(self.model), reserve=self._reserve(), count=count)
-            self.omitted = list(fitted.omitted)
-            self.omitted_tokens = fitted.omitted_tokens
-            self.history_at = len(self.messages)
-            for turn in fitted.kept:
-                self.messages.extend(turn.messages)
-                self.spans.append((turn.turn_id, len(turn.messages),
-                                   sum(message_tokens(m, count) for m in turn.messages)))
+            self.window.place(self.messages, earlier, user, specs)
         self.messages.append(user)
         self.specs = specs
         self.offered = frozenset(s.name for s in specs)
@@ -348,7 +285,8 @@ class _Turn:
             if stopped is not None:
                 return stopped
         while True:
-            too_long = self._fit_window()
+            too_long = self.window.trim(self.messages,
+                                        self.specs if self.tools_allowed else ())
             if too_long is not None:
                 self.error = f"model_error: ContextWindowExceeded: {too_long}"
                 self.steps.failed(self.error)
@@ -379,35 +317,6 @@ class _Turn:
             stopped = await self._calls(calls)
             if stopped is not None:
                 return stopped
-
-    def _reserve(self) -> int:
-        """Tokens kept free for the model's answer."""
-        model = self.model
-        own = getattr(model, "max_tokens", None)  # the most the model itself writes
-        window = window_of(model) or 0
-        return (self.engine.settings.max_output_tokens
-                or (own if isinstance(own, int) and own > 0 else min(1024, window // 4)))
-
-    def _fit_window(self) -> str | None:
-        """Leave out the oldest earlier turns until the next request fits the model's
-        window; why it cannot fit even without them (``None`` when it fits)."""
-        window = window_of(self.model)
-        if window is None:
-            return None
-        count = counter_for(self.model)
-        specs = self.specs if self.tools_allowed else ()
-        need = (sum(message_tokens(m, count) for m in self.messages)
-                + tools_tokens(specs, count) + self._reserve())
-        while need > window and self.spans:
-            turn_id, size, tokens = self.spans.pop(0)
-            del self.messages[self.history_at:self.history_at + size]
-            self.omitted.append(turn_id)
-            self.omitted_tokens += tokens
-            need -= tokens
-        if need <= window:
-            return None
-        return (f"the request needs about {need} tokens (with {self._reserve()} kept for the "
-                f"answer) and the model's context window is {window}")
 
     async def _calls(self, calls: Sequence[ToolCall]) -> TurnOutcome | None:
         """The tool calls of one response, in order; a turn outcome if the turn stops
@@ -522,8 +431,8 @@ class _Turn:
                 duration_ms=ms_since(started), tools_offered=offered,
                 tool_calls_requested=0, stop_reason="error", response_digest=None,
                 escalated=escalated, escalation_reason=escalation_reason,
-                error_type=type(exc).__name__, history_omitted=list(self.omitted),
-                history_omitted_tokens=self.omitted_tokens))
+                error_type=type(exc).__name__, history_omitted=list(self.window.omitted),
+                history_omitted_tokens=self.window.omitted_tokens))
             return None
         usage = response.usage
         if not usage.cost_usd and (usage.input_tokens or usage.output_tokens):
@@ -540,7 +449,8 @@ class _Turn:
             tool_calls_requested=len(response.tool_calls), stop_reason=response.stop_reason,
             response_digest=rec.content(body), escalated=escalated,
             escalation_reason=escalation_reason, info=dict(response.info),
-            history_omitted=list(self.omitted), history_omitted_tokens=self.omitted_tokens))
+            history_omitted=list(self.window.omitted),
+            history_omitted_tokens=self.window.omitted_tokens))
         self.steps.model_reasoning(response.text, response.reasoning,
                                    final=not response.tool_calls)
         return response

@@ -100,3 +100,55 @@ def fit(history: Sequence[HistoryTurn], fixed: Sequence[Message], specs: Sequenc
     cut = len(history) - kept
     return Fitted(tuple(history[cut:]), tuple(t.turn_id for t in history[:cut]),
                   sum(sizes[:cut]), base + used)
+
+
+class TurnWindow:
+    """A turn's hold on its model's window: which of the session's earlier turns sit in
+    the turn's messages, and what was left out (recorded on every inference).
+
+    :meth:`place` puts the newest earlier turns that fit after the messages so far;
+    :meth:`trim`, before each model call, leaves out the oldest of them again while
+    the turn's own messages (tool results) grow past the window.
+    """
+
+    def __init__(self, model: object, max_output_tokens: int | None) -> None:
+        self.window = window_of(model)
+        self.count = counter_for(model)
+        own = getattr(model, "max_tokens", None)  # the most the model itself writes
+        self.reserve = (max_output_tokens
+                        or (own if isinstance(own, int) and own > 0
+                            else min(1024, (self.window or 0) // 4)))
+        self.omitted: list[str] = []
+        self.omitted_tokens = 0
+        self._at = 0
+        self._spans: list[tuple[str, int, int]] = []  # (turn id, messages, tokens), oldest first
+
+    def place(self, messages: list[Message], earlier: Sequence[HistoryTurn], new: Message,
+              specs: Sequence[ToolSpec]) -> None:
+        """Append to ``messages`` the newest of ``earlier`` that fit beside them and ``new``."""
+        fitted = fit(earlier, [*messages, new], specs, window=self.window,
+                     reserve=self.reserve, count=self.count)
+        self.omitted, self.omitted_tokens = list(fitted.omitted), fitted.omitted_tokens
+        self._at = len(messages)
+        for turn in fitted.kept:
+            messages.extend(turn.messages)
+            self._spans.append((turn.turn_id, len(turn.messages),
+                                sum(message_tokens(m, self.count) for m in turn.messages)))
+
+    def trim(self, messages: list[Message], specs: Sequence[ToolSpec]) -> str | None:
+        """Leave out the oldest earlier turns until a request of ``messages`` fits; why it
+        cannot fit even without them (``None`` when it fits)."""
+        if self.window is None:
+            return None
+        need = (sum(message_tokens(m, self.count) for m in messages)
+                + tools_tokens(specs, self.count) + self.reserve)
+        while need > self.window and self._spans:
+            turn_id, size, tokens = self._spans.pop(0)
+            del messages[self._at:self._at + size]
+            self.omitted.append(turn_id)
+            self.omitted_tokens += tokens
+            need -= tokens
+        if need <= self.window:
+            return None
+        return (f"the request needs about {need} tokens (with {self.reserve} kept for the "
+                f"answer) and the model's context window is {self.window}")

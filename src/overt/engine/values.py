@@ -1,0 +1,42 @@
+"""The values an engine is configured with and a turn ends in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from overt.types import Message, ResponseResult, ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """Limits of one turn."""
+
+    max_tool_calls: int = 5
+    max_consecutive_tool_errors: int = 3
+    tool_timeout_s: float | None = 30.0
+    route: str = "default"
+    max_output_tokens: int | None = None
+    agent: str = "default"
+    """The agent's name: it acts as ``agent:NAME`` on every route."""
+    model_spec: str | None = None
+    """The spec the engine's model was built from (``local``, ``openai:NAME``, an
+    alias): a paused turn's checkpoint records it, so the turn resumes on that model
+    in whichever process approves it (``None``: the model's name is recorded)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A call the gate held for approval: the turn pauses on ``request_id``."""
+
+    call: ToolCall
+    request_id: str
+    message: str
+    expires_at: str
+
+
+@dataclass(slots=True)
+class TurnOutcome:
+    """A finished turn: the result, and the conversation as the model last saw it."""
+
+    result: ResponseResult
+    messages: list[Message] = field(default_factory=list)
