@@ -210,8 +210,9 @@ class Runtime:
 
         The session's earlier turns are read back from the ledger and sent before the
         message, the newest that fit the model's window (``history`` given instead:
-        exactly those messages, nothing read). ``actor`` sent the message (default:
-        this runtime's operator); a session is owned by its first turn's actor.
+        exactly those messages, nothing read: ``()`` for a session just made).
+        ``actor`` sent the message (default: this runtime's operator); a session is
+        owned by its first turn's actor.
         Whether ``actor`` may continue the session is the channel's to check first
         (:mod:`overt.sessions.access`).
 

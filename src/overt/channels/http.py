@@ -270,8 +270,9 @@ class _Api:
         message = IncomingMessage("http", text, {
             **{k: v for k, v in metadata.items() if isinstance(k, str)},
             "request_id": request_id, "actor": str(actor)})
-        result = await self.runtime.respond(
+        result = await self.runtime.respond(  # a new session has no history to read
             message, session_id=session_id or message.caller_session_id, actor=actor,
+            history=None if session_id is not None else (),
             channel_ids={"http_request_id": request_id})
         reply: dict[str, Any] = {**result.to_dict(), "request_id": request_id,
                                  "caller_session_id": message.caller_session_id}

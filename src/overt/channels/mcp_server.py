@@ -126,6 +126,7 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
                 actor=str(who), capability="agent.ask", granted=False,
                 reason_code=check.reason_code, subject=f"mcp:{caller_kind(who)}:ask")])
             raise McpToolError(f"{who} may not ask: {check.message}")
+        new = session_id is None
         if session_id is None:
             session_id = f"mcp:{new_ulid()}"  # each call its own session
         else:
@@ -133,7 +134,7 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
         message = IncomingMessage("mcp", text, {
             "caller_actor_kind": caller_kind(who), "tool_name": "ask", "actor": str(who)})
         result = await runtime.respond(message, session_id=session_id, actor=who,
-                                       channel_ids={"mcp_tool": "ask",
+                                       history=() if new else None, channel_ids={"mcp_tool": "ask",
                                                     "mcp_actor": str(who)})
         reply = result.to_dict()
         if result.awaiting_approval is not None and wait_s > 0:

@@ -236,7 +236,8 @@ async def _ask(config: Config, text: str, *, as_json: bool, session: str | None 
         if session is not None:
             await sessions_cmd.existing(runtime.ledger, session)
         session_id = session or f"cli:{new_ulid()}"
-        result = await runtime.respond(_cli_message(text, session_id), session_id=session_id)
+        result = await runtime.respond(_cli_message(text, session_id), session_id=session_id,
+                                       history=None if session else ())  # new: none to read
     finally:
         await runtime.close()
     if as_json:
