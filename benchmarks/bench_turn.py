@@ -68,13 +68,14 @@ async def _bare_loop(turns: int) -> list[float]:
 
 async def timed_turns(runtime: Runtime, model: FunctionModel, turns: int) -> list[float]:
     """Each turn's time in µs, the same question ``turns`` times (``model`` answers it),
-    each the first turn of its session (the session's history is looked up, and empty:
-    a turn's own cost, not a conversation growing for thousands of turns)."""
+    each the first turn of a new session, as ``overt ask`` and a new HTTP or MCP
+    session answer it (no history to read; a session that goes on adds the read
+    ``bench_sessions`` times)."""
     samples = []
     for n in range(turns):
         message = IncomingMessage("cli", "what are alpha and beta?", {"session_id": f"b{n}"})
         start = time.perf_counter_ns()
-        result = await runtime.respond(message)
+        result = await runtime.respond(message, history=())
         samples.append((time.perf_counter_ns() - start) / 1000)
         model.requests.clear()
         assert result.tools_used == ["lookup", "lookup"], result
