@@ -148,13 +148,30 @@ def test_a_malformed_tool_call_is_an_execution_error_and_nothing_runs(
     assert result.error is None
 
 
-def test_three_tool_errors_in_a_row_end_the_loop_with_a_clear_answer(
+def test_three_tool_errors_in_a_row_get_one_last_model_call_without_tools(
     make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
-    model = ScriptedModel([{"tool_calls": [call("explode")] * 3}, "never asked"])
+    model = ScriptedModel([{"tool_calls": [call("explode")] * 4},
+                           "explode failed three times (RuntimeError: boom), so I stopped."])
     result = run(make_runtime(model, tools=[explode]).respond(cli_message()))
-    assert "3 tool calls in a row failed" in result.text
-    assert len(model.requests) == 1 and model.remaining == 1
+    assert result.text == "explode failed three times (RuntimeError: boom), so I stopped."
+    assert len(model.requests) == 2 and model.requests[1].tools == ()
+    tool_results = [m for m in model.requests[1].messages if m.role == "tool"]
+    assert len(tool_results) == 4 and "tool_error_streak" in tool_results[3].content
+    statuses = [r["tool_status"] for r in tool_records(ledger)]
+    assert statuses == ["execution_error"] * 3 + ["not_allowed"]
+    completed = run(ledger.entries(kinds=["turn.completed"]))[0].data
+    assert completed["status"] == "tool_error_streak"
+    steps = [e.data["phase"] for e in run(ledger.entries(kinds=["reasoning.step"]))]
+    assert "error" in steps
+
+
+def test_when_the_last_call_after_a_failure_streak_fails_a_plain_answer_says_so(
+    make_runtime: RuntimeFactory, ledger: Any
+) -> None:
+    model = ScriptedModel([{"tool_calls": [call("explode")] * 3}, ModelError("down")])
+    result = run(make_runtime(model, tools=[explode]).respond(cli_message()))
+    assert "3 tool calls in a row failed" in result.text and result.error is None
     completed = run(ledger.entries(kinds=["turn.completed"]))[0].data
     assert completed["status"] == "tool_error_streak"
 

@@ -8,8 +8,10 @@ verifies, with every executed tool preceded by its ``tool_call.started``.
 
 Limits: at most ``max_tool_calls`` tool calls per response (calls past it get
 ``tool_call_limit_exceeded`` and are recorded ``not_allowed``; the model then
-gets one last call without tools to answer); ``max_consecutive_tool_errors``
-failed calls in a row end the loop with a plain answer saying so.
+gets one last call without tools to answer); after ``max_consecutive_tool_errors``
+failed calls in a row the calls left in the response are refused and the model
+gets one last call without tools, to tell the operator what failed (the turn is
+recorded ``tool_error_streak``; if that call fails too, a plain answer says so).
 
 Hooks (see :mod:`overt.hooks.specs`) are asked only when a plugin implements
 them: a runtime without plugins runs exactly the loop above. Per tool call the
@@ -191,6 +193,7 @@ class _Turn:
         self.last_error = ""
         self.tools_allowed = True
         self.iteration = 0
+        self.stopped: str | None = None  # why tools were taken away (failures in a row)
         self.window = TurnWindow(self.model, engine.settings.max_output_tokens)
 
     @classmethod
@@ -273,7 +276,8 @@ class _Turn:
             return await self._pause(answer, cp.remaining)
         stop = self._after_call(held, answer)
         if stop is not None:
-            return await self._finish("tool_error_streak", stop)
+            self._stop_tools(stop, cp.remaining)
+            return await self._drive(())
         return await self._drive(cp.remaining)
 
     async def _drive(self, pending: Sequence[ToolCall]) -> TurnOutcome:
@@ -306,13 +310,17 @@ class _Turn:
                 response = await self._ask(hooks, request, self.iteration)
             self.iteration += 1
             if response is None:
+                if self.stopped is not None:  # the last call failed too: say what stopped
+                    self.error = None
+                    return await self._finish("tool_error_streak", self.stopped)
                 return await self._finish("model_error")
             calls = response.tool_calls if self.tools_allowed else ()
             if not calls:
                 text = response.text
                 if hooks is not None and hooks.has.transform_llm_output:
                     text = await hooks.output(text, response.model or self.model.name)
-                return await self._finish("completed", text)
+                return await self._finish(
+                    "completed" if self.stopped is None else "tool_error_streak", text)
             self.messages.append(Message("assistant", response.text, tool_calls=calls))
             stopped = await self._calls(calls)
             if stopped is not None:
@@ -327,10 +335,25 @@ class _Turn:
                 return await self._pause(answer, calls[index + 1:])
             stop = self._after_call(call, answer)
             if stop is not None:
-                return await self._finish("tool_error_streak", stop)
+                self._stop_tools(stop, calls[index + 1:])
+                return None
         if self.tool_calls >= self.engine.settings.max_tool_calls:
             self.tools_allowed = False  # the cap is reached: one last call, without tools
         return None
+
+    def _stop_tools(self, why: str, left: Sequence[ToolCall]) -> None:
+        """Too many failures in a row: the calls ``left`` in the response are refused
+        (recorded, not run), and the model gets one last call, without tools, to tell
+        the operator what failed (:attr:`stopped` says why, if it cannot)."""
+        self.stopped = why
+        self.steps.failed(why)
+        for call in left:
+            outcome = refuse("tool_error_streak", f"not run: {why}")
+            args_digest = self.recorder.content(canonical_or_repr(call.arguments))
+            self._complete(call, outcome, args_digest, None, None)
+            self.messages.append(Message("tool", outcome.content, tool_call_id=call.id,
+                                         name=call.name, is_error=True))
+        self.tools_allowed = False
 
     def _after_call(self, call: ToolCall, outcome: ToolOutcome) -> str | None:
         """The model reads the outcome; the text to stop with after too many failures."""
@@ -568,12 +591,12 @@ class _Turn:
         failed = status in ("model_error", "budget_exceeded")
         tools_used = None if failed else list(self.tools_used)
         error = self.error if failed else None
-        if status in ("tool_error_streak", "budget_exceeded"):
+        if status == "budget_exceeded":
             self.steps.failed(text)
         if status == "model_error" and not text:
             text = "The model could not answer this time; the error is on the record."
         elif not text.strip():
-            text = "(the model gave an empty answer)"
+            text = self.stopped or "(the model gave an empty answer)"
         self.recorder.add(TurnCompleted(
             turn_id=self.turn_id, session_id=self.session_id, status=status,
             reply_digest=self.recorder.content(text), tools_used=tools_used,
