@@ -120,7 +120,8 @@ class Config:
     db: str
     model: str = "local"
     route: str = "default"
-    max_tool_calls: int = 5
+    max_tool_calls: int = 5  # per model response
+    max_tool_calls_per_turn: int = 25
     max_consecutive_tool_errors: int = 3
     tool_timeout_s: float = 30.0
     transcript: str | None = None
@@ -160,6 +161,9 @@ class Config:
             raise ConfigError(f"agent must be a name without spaces or ':', got {self.agent!r}")
         if self.max_tool_calls < 1:
             raise ConfigError(f"max_tool_calls must be at least 1, got {self.max_tool_calls}")
+        if self.max_tool_calls_per_turn < 1:
+            raise ConfigError("max_tool_calls_per_turn must be at least 1, got "
+                              f"{self.max_tool_calls_per_turn}")
         if self.max_consecutive_tool_errors < 1:
             raise ConfigError("max_consecutive_tool_errors must be at least 1")
         if self.tool_timeout_s <= 0:
@@ -232,6 +236,7 @@ class Config:
             if env.get(name):
                 values[key] = comma_list(env[name])
         for key, name, kind in (("max_tool_calls", "OVERT_MAX_TOOL_CALLS", int),
+                                ("max_tool_calls_per_turn", "OVERT_MAX_TOOL_CALLS_PER_TURN", int),
                                 ("tool_timeout_s", "OVERT_TOOL_TIMEOUT_S", float),
                                 ("pre_tool_call_timeout_s", "OVERT_PRE_TOOL_CALL_TIMEOUT_S",
                                  float)):

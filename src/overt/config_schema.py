@@ -30,6 +30,7 @@ class _Strict(BaseModel):
 
 class LimitsFile(_Strict):
     max_tool_calls: Annotated[int, Field(ge=1)] | None = None
+    max_tool_calls_per_turn: Annotated[int, Field(ge=1)] | None = None
     max_consecutive_tool_errors: Annotated[int, Field(ge=1)] | None = None
     tool_timeout_s: Annotated[float, Field(gt=0)] | None = None
     pre_tool_call_timeout_s: Annotated[float, Field(gt=0)] | None = None

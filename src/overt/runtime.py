@@ -155,6 +155,7 @@ class Runtime:
             model=chosen, ledger=ledger, tools=tools if tools is not None else (),
             settings=EngineSettings(
                 max_tool_calls=config.max_tool_calls,
+                max_tool_calls_per_turn=config.max_tool_calls_per_turn,
                 max_consecutive_tool_errors=config.max_consecutive_tool_errors,
                 tool_timeout_s=config.tool_timeout_s, route=config.route,
                 agent=config.agent, model_spec=None if model is not None else config.model),

@@ -67,27 +67,29 @@ def test_a_turn_with_two_tool_calls_is_recorded_step_by_step(
     assert run(ledger.verify()).ok
 
 
-def test_calls_past_the_cap_are_refused_and_the_model_answers_without_tools(
+def test_calls_past_the_cap_of_one_response_are_refused_and_the_model_goes_on(
     make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
     model = ScriptedModel([{"tool_calls": [call("echo", text=str(i)) for i in range(7)]},
-                           {"text": "answered", "tool_calls": [call("echo", text="again")]}])
+                           {"tool_calls": [call("echo", text="again")]}, "answered"])
     result = run(make_runtime(model, tools=[echo], max_tool_calls=5).respond(cli_message()))
     records = tool_records(ledger)
-    assert [r["tool_status"] for r in records] == ["ok"] * 5 + ["not_allowed"] * 2
-    assert records[-1]["reason_code"] == "tool_call_limit_exceeded"
+    assert [r["tool_status"] for r in records] == ["ok"] * 5 + ["not_allowed"] * 2 + ["ok"]
+    assert records[6]["reason_code"] == "tool_call_limit_exceeded"
     refused = model.requests[1].messages[-1]
-    assert refused.is_error and refused.content.startswith("tool_call_limit_exceeded")
-    assert model.requests[1].tools == ()  # one last call, without tools
-    assert result.text == "answered" and result.tools_used == ["echo"] * 5
+    assert refused.is_error and "at most 5 tool calls per response" in refused.content
+    assert model.requests[1].tools != ()  # the next response may call tools again
+    assert result.text == "answered" and result.tools_used == ["echo"] * 6
 
 
-def test_the_cap_counts_calls_across_responses_of_one_turn(
+def test_the_turn_ceiling_counts_calls_across_responses_then_tools_go(
     make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
     model = ScriptedModel([{"tool_calls": [call("echo", text="x")] * 2}] * 2 + ["done"])
-    result = run(make_runtime(model, tools=[echo], max_tool_calls=3).respond(cli_message()))
+    result = run(make_runtime(model, tools=[echo], max_tool_calls=5,
+                              max_tool_calls_per_turn=3).respond(cli_message()))
     assert [r["tool_status"] for r in tool_records(ledger)] == ["ok"] * 3 + ["not_allowed"]
+    assert "at most 3 tool calls per turn" in model.requests[2].messages[-1].content
     assert model.requests[2].tools == () and result.text == "done"
 
 

@@ -80,3 +80,26 @@ def test_a_process_that_cannot_build_the_model_hands_the_turn_back(
         assert runs_of(log) == ["500 bob"]
     finally:
         run(able.close())
+
+
+def test_the_cap_of_a_response_holds_across_a_pause_for_approval(
+    ledger_url: str, tmp_path: Path,
+) -> None:
+    from tests.policy.helpers import runtime
+
+    log = tmp_path / "payments"
+    look = {"name": "lookup", "arguments": {"query": "q"}}
+    pay = PAY["tool_calls"][0]
+    first = runtime(open_ledger(ledger_url), log,
+                    [{"tool_calls": [look, pay, look, look, look, look]}])
+    paused = run(first.respond(cli_message("pay and look")))
+    run(first.close())
+    second = runtime(open_ledger(ledger_url), log, [{"tool_calls": [look]}, "done"])
+    try:
+        resumed = run(second.approve(paused.awaiting_approval))
+        assert resumed.result is not None and resumed.result.text == "done"
+        statuses = [e.data["tool_status"] for e in run(second.ledger.entries(
+            turn_id=paused.turn_id, kinds=["tool_call.completed"]))]
+        assert statuses[:6] == ["ok"] * 5 + ["not_allowed"]
+    finally:
+        run(second.close())

@@ -42,6 +42,7 @@ class Checkpoint:
     last_error: str = ""
     iteration: int = 0
     tool_calls: int = 0
+    response_calls: int = 0
     model_calls: int = 0
     usage: Usage = field(default_factory=Usage)
     tools_used: list[str] = field(default_factory=list)
@@ -61,6 +62,7 @@ class Checkpoint:
             "tools_allowed": self.tools_allowed, "error_streak": self.error_streak,
             "last_error": self.last_error, "iteration": self.iteration,
             "tool_calls": self.tool_calls, "model_calls": self.model_calls,
+            "response_calls": self.response_calls,
             "usage": self.usage.to_dict(), "tools_used": self.tools_used,
             "next_step": self.next_step, "duration_ms": self.duration_ms,
             "model": self.model,
@@ -84,6 +86,7 @@ class Checkpoint:
                 tools_allowed=bool(d["tools_allowed"]), error_streak=int(d["error_streak"]),
                 last_error=str(d["last_error"]), iteration=int(d["iteration"]),
                 tool_calls=int(d["tool_calls"]), model_calls=int(d["model_calls"]),
+                response_calls=int(d.get("response_calls", d["tool_calls"])),
                 usage=Usage(int(u["input_tokens"]), int(u["output_tokens"]),
                             float(u["cost_usd"])),
                 tools_used=[str(t) for t in d["tools_used"]], next_step=int(d["next_step"]),

@@ -65,16 +65,21 @@ def refuse(reason_code: str, message: str, status: ToolStatus = "not_allowed") -
 
 
 def precheck(call: ToolCall, registry: ToolRegistry, offered: frozenset[str],
-             calls_so_far: int, cap: int, *,
-             can_provide: bool = False) -> ToolOutcome | Tool | None:
+             calls_so_far: int, cap: int, *, can_provide: bool = False,
+             turn_calls: int = 0, turn_cap: int | None = None) -> ToolOutcome | Tool | None:
     """The tool to run, or the outcome of a call that must not run.
 
-    ``None`` when the tool is offered but has nothing to dispatch to (a plugin
-    added it) and ``can_provide`` says a plugin may provide its result.
+    ``calls_so_far`` of this response against ``cap``; ``turn_calls`` of the turn
+    against ``turn_cap``. ``None`` when the tool is offered but has nothing to
+    dispatch to (a plugin added it) and ``can_provide`` says a plugin may provide
+    its result.
     """
     if calls_so_far >= cap:
         return refuse("tool_call_limit_exceeded",
                       f"at most {cap} tool calls per response; answer with what you have")
+    if turn_cap is not None and turn_calls >= turn_cap:
+        return refuse("tool_call_limit_exceeded",
+                      f"at most {turn_cap} tool calls per turn; answer with what you have")
     if call.malformed is not None:
         content = f"tool_execution_error: TypeError: malformed tool call: {call.malformed}"
         return ToolOutcome("execution_error", content, True, 0.0, exc_type="TypeError",

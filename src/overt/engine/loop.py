@@ -6,9 +6,11 @@ up to the next effect, so a turn with two model calls and two tool calls
 commits five times, and a process killed anywhere leaves a ledger that
 verifies, with every executed tool preceded by its ``tool_call.started``.
 
-Limits: at most ``max_tool_calls`` tool calls per response (calls past it get
-``tool_call_limit_exceeded`` and are recorded ``not_allowed``; the model then
-gets one last call without tools to answer); after ``max_consecutive_tool_errors``
+Limits: at most ``max_tool_calls`` tool calls per model response (calls past it
+get ``tool_call_limit_exceeded`` and are recorded ``not_allowed``; the model reads
+that and goes on), and at most ``max_tool_calls_per_turn`` in the whole turn
+(calls past it are refused alike, and the model then gets one last call without
+tools to answer); after ``max_consecutive_tool_errors``
 failed calls in a row the calls left in the response are refused and the model
 gets one last call without tools, to tell the operator what failed (the turn is
 recorded ``tool_error_streak``; if that call fails too, a plain answer says so).
@@ -183,6 +185,7 @@ class _Turn:
         self.site = CallSite(self.turn_id, session_id, source, caller_session_id)
         self.tools_used: list[str] = []
         self.tool_calls = 0
+        self.response_calls = 0  # calls answered of the model's latest response
         self.model_calls = 0
         self.error: str | None = None
         # The loop's state: what a checkpoint saves when the turn pauses.
@@ -208,6 +211,7 @@ class _Turn:
         turn.earlier_ms = cp.duration_ms
         turn.usage, turn.tools_used = cp.usage, list(cp.tools_used)
         turn.tool_calls, turn.model_calls = cp.tool_calls, cp.model_calls
+        turn.response_calls = cp.response_calls
         turn.messages = list(cp.messages)
         wanted = set(cp.offered)
         turn.specs = tuple(s for s in engine.tools.specs() if s.name in wanted)
@@ -322,6 +326,7 @@ class _Turn:
                 return await self._finish(
                     "completed" if self.stopped is None else "tool_error_streak", text)
             self.messages.append(Message("assistant", response.text, tool_calls=calls))
+            self.response_calls = 0
             stopped = await self._calls(calls)
             if stopped is not None:
                 return stopped
@@ -337,7 +342,7 @@ class _Turn:
             if stop is not None:
                 self._stop_tools(stop, calls[index + 1:])
                 return None
-        if self.tool_calls >= self.engine.settings.max_tool_calls:
+        if self.tool_calls >= self.engine.settings.max_tool_calls_per_turn:
             self.tools_allowed = False  # the cap is reached: one last call, without tools
         return None
 
@@ -379,6 +384,7 @@ class _Turn:
             remaining=list(remaining), tools_allowed=self.tools_allowed,
             error_streak=self.error_streak, last_error=self.last_error,
             iteration=self.iteration, tool_calls=self.tool_calls,
+            response_calls=self.response_calls,
             model_calls=self.model_calls, usage=self.usage, tools_used=list(self.tools_used),
             next_step=self.steps.next_number, duration_ms=self.earlier_ms + ms_since(self.started),
             model=self.model_spec)
@@ -486,8 +492,10 @@ class _Turn:
         """
         engine, rec, hooks = self.engine, self.recorder, self.hooks
         args_digest = rec.content(canonical_or_repr(call.arguments))
-        checked = precheck(call, engine.tools, offered, self.tool_calls,
-                           engine.settings.max_tool_calls, can_provide=self.can_provide)
+        checked = precheck(call, engine.tools, offered, self.response_calls,
+                           engine.settings.max_tool_calls, can_provide=self.can_provide,
+                           turn_calls=self.tool_calls,
+                           turn_cap=engine.settings.max_tool_calls_per_turn)
         if isinstance(checked, ToolOutcome):
             return self._complete(call, checked, args_digest, None, None)
         verdict = engine.gate.check(
@@ -536,6 +544,7 @@ class _Turn:
         gate's ``waiting_approval`` step already tells it); the outcome the model reads."""
         rec = self.recorder
         self.tool_calls += 1
+        self.response_calls += 1
         event = self.site.completion(call, outcome, args_digest, rec.content(outcome.content),
                                      provided_by)
         rec.add(event)

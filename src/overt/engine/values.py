@@ -12,6 +12,9 @@ class EngineSettings:
     """Limits of one turn."""
 
     max_tool_calls: int = 5
+    """Tool calls run per model response; calls past it are refused."""
+    max_tool_calls_per_turn: int = 25
+    """Tool calls run in one turn; past it the model answers without tools."""
     max_consecutive_tool_errors: int = 3
     tool_timeout_s: float | None = 30.0
     route: str = "default"
