@@ -111,11 +111,14 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """What a model is told about a tool (the Anthropic-like neutral shape)."""
+    """What a model is told about a tool (the Anthropic-like neutral shape), and
+    ``read_only``: the describer's word that calling it changes nothing (the gate
+    treats a tool without it as mutating; it is not sent to models)."""
 
     name: str
     description: str
     input_schema: Mapping[str, Any]
+    read_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)

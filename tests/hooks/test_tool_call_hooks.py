@@ -471,3 +471,47 @@ def test_no_secret_from_hooks_reaches_audit_rows_or_log_lines(
     assert any(r.name == "overt.hooks" for r in caplog.records)
     for record in caplog.records:
         assert marker not in record.getMessage()
+
+
+class ReadOnlyBridge:
+    """Describes a tool it answers itself, and says it changes nothing."""
+
+    @hookimpl
+    def register_tools(self) -> list[Any]:
+        return [{"name": "wiki_lookup", "description": "Look a page up in the wiki.",
+                 "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}},
+                 "read_only": True}]
+
+    @hookimpl
+    def pre_tool_call_can_provide_result(self, tool_name: str) -> dict[str, str] | None:
+        return {"result": "Isokron is the staging host."} if tool_name == "wiki_lookup" else None
+
+
+class MutatingBridge(ReadOnlyBridge):
+    @hookimpl
+    def register_tools(self) -> list[Any]:
+        return [{"name": "wiki_lookup", "description": "Look a page up in the wiki.",
+                 "input_schema": {"type": "object", "properties": {}}}]
+
+
+@pytest.mark.parametrize("bridge,allowed", [(ReadOnlyBridge(), True), (MutatingBridge(), False)])
+def test_a_plugin_described_tool_declared_read_only_is_allowed_on_a_slack_dm(
+    ledger: Any, tmp_path: Any, bridge: Any, allowed: bool,
+) -> None:
+    from overt.hooks import PluginHost
+    from overt.models.fake import ScriptedModel
+    from overt.policy.gate import Gate
+    from overt.runtime import Runtime
+    from overt.types import IncomingMessage
+
+    host = PluginHost()
+    host.register(bridge, "bridge")
+    model = ScriptedModel([{"tool_calls": [{"name": "wiki_lookup", "arguments": {}}]}, "ok"])
+    runtime = Runtime(model=model, ledger=ledger, tools=(), plugins=host, gate=Gate())
+    run(runtime.respond(IncomingMessage("slack_dm", "which host?",
+                                        {"channel_id": "D1", "event_ts": "1.0"})))
+    decision = run(ledger.entries(kinds=["policy.decision"]))[0].data
+    assert decision["mutating"] is (not allowed)
+    assert (decision["effect"] == "allow") is allowed
+    completed = run(ledger.entries(kinds=["tool_call.completed"]))[0].data
+    assert (completed["tool_status"] == "ok") is allowed, (completed["reason_code"], completed)

@@ -26,9 +26,22 @@ def test_an_openai_descriptor_converts_to_anthropic_and_back_unchanged() -> None
 
 
 def test_a_spec_round_trips_through_both_shapes() -> None:
+    from dataclasses import replace
+
     spec = get_usage.spec
-    assert shapes.from_anthropic(shapes.to_anthropic(spec)) == spec
-    assert shapes.from_openai(shapes.to_openai(spec)) == spec
+    assert spec.read_only  # the gate's to know, not the model's: not in either shape
+    assert "read_only" not in str(shapes.to_anthropic(spec) | shapes.to_openai(spec))
+    told = replace(spec, read_only=False)
+    assert shapes.from_anthropic(shapes.to_anthropic(spec)) == told
+    assert shapes.from_openai(shapes.to_openai(spec)) == told
+
+
+def test_a_descriptor_may_say_its_tool_is_read_only() -> None:
+    assert shapes.to_spec({**ANTHROPIC, "read_only": True}).read_only
+    assert shapes.to_spec({**OPENAI, "read_only": True}).read_only
+    assert not shapes.to_spec(ANTHROPIC).read_only
+    with pytest.raises(UsageError, match="read_only must be true or false"):
+        shapes.to_spec({**ANTHROPIC, "read_only": "yes"})
 
 
 def test_to_spec_tells_the_shapes_apart() -> None:

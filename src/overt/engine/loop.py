@@ -503,7 +503,8 @@ class _Turn:
             args_digest=args_digest, tool_call_id=audit_name(call.id), actor=self.actor,
             source=self.source, route=self.route, turn_id=self.turn_id,
             session_id=self.session_id, path="loop" if approved is None else "resume",
-            approved_request=approved)
+            approved_request=approved, read_only=checked is None and _described_read_only(
+                engine.tools, call.name))
         rec.add(verdict.event)
         if verdict.effect == "ask":
             return self._hold(call, verdict, "approval")
@@ -620,3 +621,10 @@ class _Turn:
         if not failed:
             self.messages.append(Message("assistant", text))
         return TurnOutcome(self.result(text, tools_used, error), self.messages)
+
+
+def _described_read_only(tools: ToolRegistry, name: str) -> bool:
+    """Whether the plugin that describes tool ``name`` (with no function here) said it
+    changes nothing."""
+    spec = tools.spec(name)
+    return spec is not None and spec.read_only

@@ -70,13 +70,13 @@ class Gate:
     def check(self, *, tool_name: str, tool: Tool | None, arguments: Mapping[str, Any],
               args_digest: str, tool_call_id: str, actor: Actor, source: str, route: str,
               turn_id: str | None, session_id: str | None, path: GatePath = "loop",
-              approved_request: str | None = None) -> Verdict:
+              approved_request: str | None = None, read_only: bool = False) -> Verdict:
         """Decide one call. Never raises on any arguments.
 
         ``tool`` is None for a tool a plugin offers without a function: it is
-        treated as mutating and needs ``tool.NAME``.
+        mutating unless its describer said ``read_only``, and needs ``tool.NAME``.
         """
-        mutating = tool is None or not tool.read_only
+        mutating = not (tool.read_only if tool is not None else read_only)
         capability = tool_capability(tool_name, tool.capability if tool is not None else None)
         held = self.capabilities.check(actor, capability)
         evaluated: tuple[str, ...]

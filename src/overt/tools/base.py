@@ -105,7 +105,7 @@ class Tool:
 
     @property
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, self.input_schema)
+        return ToolSpec(self.name, self.description, self.input_schema, self.read_only)
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validated keyword arguments for the function.

@@ -53,6 +53,10 @@ class ToolRegistry:
         if name in self._specs:
             raise UsageError(f"a tool named {name!r} is already registered")
 
+    def spec(self, name: str) -> ToolSpec | None:
+        """What the model is told about ``name`` (None: not registered)."""
+        return self._specs.get(name)
+
     def get(self, name: str) -> Tool | None:
         """The tool to dispatch to, or None (unknown, or a spec-only tool)."""
         return self._tools.get(name)

@@ -12,13 +12,15 @@ overt's own :class:`~overt.types.ToolSpec` is the neutral, Anthropic-like shape;
 adapters convert at the edge with :func:`to_anthropic` / :func:`to_openai`, and
 descriptors that plugins hand in (either shape) become specs with
 :func:`to_spec`. Converting a well-formed descriptor there and back gives it
-back unchanged; keys outside the shape are dropped.
+back unchanged; keys outside the shape are dropped, but for ``"read_only": true``
+beside either shape, a plugin's word that the tool changes nothing.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from overt.errors import UsageError
@@ -78,7 +80,11 @@ def to_spec(value: ToolSpec | Mapping[str, Any]) -> ToolSpec:
         _spec(value.name, value.description, value.input_schema, "input_schema")
         return value
     _require_mapping(value)
-    return from_openai(value) if "function" in value else from_anthropic(value)
+    spec = from_openai(value) if "function" in value else from_anthropic(value)
+    read_only = value.get("read_only", False)
+    if not isinstance(read_only, bool):
+        raise UsageError(f"tool {spec.name}: read_only must be true or false")
+    return replace(spec, read_only=read_only) if read_only else spec
 
 
 def anthropic_to_openai(descriptor: Mapping[str, Any]) -> dict[str, Any]:
