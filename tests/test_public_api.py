@@ -16,3 +16,21 @@ def test_every_public_name_is_listed() -> None:
               if not name.startswith("_") and name != "annotations"
               and not isinstance(value, types.ModuleType)}
     assert public <= set(overt.__all__)
+
+
+def test_what_the_readme_imports_comes_from_overt_itself() -> None:
+    assert overt.__all__ == [
+        "Config", "ConfigError", "ExtraMissingError", "FunctionModel", "IncomingMessage",
+        "LedgerError", "LedgerIntegrityError", "Message", "ModelError", "OvertError",
+        "ResponseResult", "Runtime", "ScriptedModel", "ToolCall", "ToolContext", "ToolError",
+        "Usage", "UsageError", "__version__", "open_ledger", "tool"]
+    from overt import (  # noqa: F401  the README's own import line
+        Config,
+        FunctionModel,
+        IncomingMessage,
+        Runtime,
+        ScriptedModel,
+        ToolContext,
+        open_ledger,
+        tool,
+    )

@@ -1,5 +1,8 @@
 """overt: an agent runtime that keeps its agent on the record."""
 
+__version__ = "0.1.0"  # before the imports below: overt.runtime reads it
+
+from overt.config import Config
 from overt.errors import (
     ConfigError,
     ExtraMissingError,
@@ -10,13 +13,17 @@ from overt.errors import (
     ToolError,
     UsageError,
 )
+from overt.ledger import open_ledger
+from overt.models.fake import FunctionModel, ScriptedModel
+from overt.runtime import Runtime
+from overt.tools.base import ToolContext, tool
 from overt.types import IncomingMessage, Message, ResponseResult, ToolCall, Usage
 
-__version__ = "0.1.0"
-
 __all__ = [
+    "Config",
     "ConfigError",
     "ExtraMissingError",
+    "FunctionModel",
     "IncomingMessage",
     "LedgerError",
     "LedgerIntegrityError",
@@ -24,9 +31,14 @@ __all__ = [
     "ModelError",
     "OvertError",
     "ResponseResult",
+    "Runtime",
+    "ScriptedModel",
     "ToolCall",
+    "ToolContext",
     "ToolError",
     "Usage",
     "UsageError",
     "__version__",
+    "open_ledger",
+    "tool",
 ]
