@@ -35,6 +35,7 @@ from overt.engine.record import (
     Recorder,
     audit_name,
     canonical_or_repr,
+    overt_call_id,
     response_body,
     resumption,
 )
@@ -305,7 +306,9 @@ class _Turn:
             self.iteration += 1
             if response is None:
                 return await self._finish("model_error")
-            calls = response.tool_calls if self.tools_allowed else ()
+            # overt's own ids stand in for the model's (kept in the content tier only)
+            calls = tuple(replace(c, id=overt_call_id()) for c in response.tool_calls
+                          ) if self.tools_allowed else ()
             if not calls:
                 text = response.text
                 if hooks is not None and hooks.has.transform_llm_output:
@@ -358,7 +361,7 @@ class _Turn:
             next_step=self.steps.next_number, duration_ms=self.earlier_ms + ms_since(self.started))
         rec.add(TurnPaused(
             turn_id=self.turn_id, session_id=self.session_id, request_id=held.request_id,
-            tool_call_id=audit_name(held.call.id), tool_name=audit_name(held.call.name),
+            tool_call_id=held.call.id, tool_name=audit_name(held.call.name),
             checkpoint_digest=rec.content(checkpoint.to_json())))
         await rec.flush()
         text = (f"This needs an operator's approval before I run {held.call.name}: "
@@ -463,7 +466,7 @@ class _Turn:
             return self._complete(call, checked, args_digest, None, None)
         verdict = engine.gate.check(
             tool_name=call.name, tool=checked, arguments=call.arguments,
-            args_digest=args_digest, tool_call_id=audit_name(call.id), actor=self.actor,
+            args_digest=args_digest, tool_call_id=call.id, actor=self.actor,
             source=self.source, route=self.route, turn_id=self.turn_id,
             session_id=self.session_id, path="loop" if approved is None else "resume",
             approved_request=approved)
@@ -508,7 +511,9 @@ class _Turn:
         rec = self.recorder
         self.tool_calls += 1
         event = self.site.completion(call, outcome, args_digest, rec.content(outcome.content),
-                                     provided_by)
+                                     provided_by,
+                                     known=call.name in self.offered
+                                     or self.engine.tools.get(call.name) is not None)
         rec.add(event)
         if step:
             self.steps.executed(event.tool_call_id, event.tool_name, outcome.status,
@@ -550,7 +555,8 @@ class _Turn:
             outcome, provided_by = provided
             self.tools_used.append(call.name)
         elif tool is None:  # offered by a plugin, and no plugin answered it
-            outcome, provided_by = unknown_tool(call, frozenset(self.engine.tools.names)), None
+            outcome = unknown_tool(call, frozenset(self.engine.tools.names), registered=True)
+            provided_by = None
         else:
             outcome, provided_by = await self._dispatch(tool, call), None
         model_reads = None
