@@ -311,3 +311,64 @@ def test_arguments_that_are_not_json_are_stored_as_their_repr_and_the_turn_compl
     stored = run(ledger.content(inference.data["response_digest"], seq=inference.seq))
     assert "nan" in stored and "{1, 2}" in stored
     assert run(ledger.verify()).ok
+
+
+def nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def test_arguments_nested_5000_deep_get_a_clear_error_and_the_turn_closes(
+    make_runtime: RuntimeFactory, ledger: Any
+) -> None:
+    from overt.engine.limits import MAX_ARGUMENT_DEPTH
+    from overt.types import ModelResponse, ToolCall
+
+    model = ScriptedModel([ModelResponse("", (ToolCall("c1", "echo", nested(5000)),)), "sorry"])
+    result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
+    assert result.error is None and result.text == "sorry"
+    told = model.requests[1].messages[-1].content
+    assert told.startswith("tool_execution_error") and "malformed tool call" in told
+    assert f"deeper than {MAX_ARGUMENT_DEPTH} levels" in told
+    (record,) = tool_records(ledger)
+    assert record["tool_status"] == "execution_error"
+    assert record["reason_code"] == "malformed_tool_call"
+    assert kinds(ledger)[-1] == "turn.completed"
+    assert run(ledger.verify()).ok
+
+
+def test_oversized_arguments_get_a_clear_error_and_the_tool_never_runs(
+    make_runtime: RuntimeFactory, ledger: Any
+) -> None:
+    from overt.engine.limits import MAX_ARGUMENT_CHARS
+    from overt.types import ModelResponse, ToolCall
+
+    big = {"text": "x" * (MAX_ARGUMENT_CHARS + 1)}
+    model = ScriptedModel([ModelResponse("", (ToolCall("c1", "echo", big),)), "too big"])
+    result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
+    assert result.text == "too big" and result.tools_used == []
+    assert f"larger than {MAX_ARGUMENT_CHARS} characters" in model.requests[1].messages[-1].content
+    assert "tool_call.started" not in kinds(ledger)
+    assert run(ledger.verify()).ok
+
+
+def test_arguments_just_within_the_depth_limit_are_dispatched(
+    make_runtime: RuntimeFactory, ledger: Any
+) -> None:
+    from overt.engine.limits import MAX_ARGUMENT_DEPTH, argument_problem
+
+    assert argument_problem(nested(MAX_ARGUMENT_DEPTH - 1)) is None
+    assert argument_problem(nested(MAX_ARGUMENT_DEPTH)) is not None
+    assert argument_problem([[[]]]) is None
+
+
+def test_a_direct_call_with_over_deep_arguments_is_refused_and_recorded(
+    make_runtime: RuntimeFactory, ledger: Any
+) -> None:
+    runtime = make_runtime(ScriptedModel([]), tools=[echo])
+    result = run(runtime.call_tool("echo", nested(5000)))
+    assert result.is_error and result.status == "execution_error"
+    assert "deeper than" in result.content
+    assert run(ledger.verify()).ok

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from overt.engine.dispatch import execute, refuse
+from overt.engine.limits import bounded_call
 from overt.engine.record import CallSite, Recorder, canonical_or_repr
 from overt.events import GatePath, PolicyDecided
 from overt.ids import new_ulid
@@ -49,13 +50,15 @@ async def run_direct(engine: Engine, name: str, arguments: Mapping[str, Any], *,
             its intent was not recorded).
     """
     rec = Recorder(engine.ledger, engine.observers, engine.hooks.on_event)
-    call = ToolCall(tool_call_id or f"direct_{new_ulid()}", name, dict(arguments))
+    call = bounded_call(ToolCall(tool_call_id or f"direct_{new_ulid()}", name, dict(arguments)))
     call_id = call.id
     site = CallSite(turn_id, session_id, source, caller_session_id or f"direct:{actor}")
     args_digest = rec.content(canonical_or_repr(call.arguments))
     tool = engine.tools.get(name)
     verdict = None
-    if tool is None:
+    if call.malformed is not None:
+        outcome = refuse("malformed_tool_call", call.malformed, "execution_error")
+    elif tool is None:
         outcome = refuse("not_allowed", f"unknown tool {name!r}; available tools: "
                          f"{', '.join(sorted(t.name for t in engine.tools)) or 'none'}",
                          "unknown_tool")

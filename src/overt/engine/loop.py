@@ -9,7 +9,8 @@ verifies, with every executed tool preceded by its ``tool_call.started``.
 Limits: at most ``max_tool_calls`` tool calls per response (calls past it get
 ``tool_call_limit_exceeded`` and are recorded ``not_allowed``; the model then
 gets one last call without tools to answer); ``max_consecutive_tool_errors``
-failed calls in a row end the loop with a plain answer saying so.
+failed calls in a row end the loop with a plain answer saying so; arguments over
+the depth or size limit of :mod:`overt.engine.limits` make a call malformed.
 
 Hooks (see :mod:`overt.hooks.specs`) are asked only when a plugin implements
 them: a runtime without plugins runs exactly the loop above. Per tool call the
@@ -30,6 +31,7 @@ from overt.engine.budget import BudgetGuard
 from overt.engine.checkpoint import Checkpoint
 from overt.engine.dispatch import ToolOutcome, execute, precheck, refuse, unknown_tool
 from overt.engine.hooked import TurnHooks
+from overt.engine.limits import bounded
 from overt.engine.record import (
     CallSite,
     Recorder,
@@ -433,6 +435,7 @@ class _Turn:
                 escalated=escalated, escalation_reason=escalation_reason,
                 error_type=type(exc).__name__))
             return None
+        response = bounded(response)  # over-deep or oversized arguments: malformed calls
         usage = response.usage
         if not usage.cost_usd and (usage.input_tokens or usage.output_tokens):
             cost = engine.prices.cost(response.model or model.name, usage)
