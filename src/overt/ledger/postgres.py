@@ -62,6 +62,7 @@ from overt.ledger.chain import (
     drafts,
     row_to_entry,
     verify_rows,
+    with_body_check,
     with_content_check,
 )
 from overt.ledger.schema.postgres import MIGRATIONS, MIGRATIONS_TABLE
@@ -434,12 +435,13 @@ class PostgresLedger:
 
     # -- verification -------------------------------------------------------
 
-    async def verify(self, *, check_content: bool = True,
-                     check_index: bool = True) -> VerifyReport:
-        return await asyncio.to_thread(self.verify_sync, check_content=check_content)
+    async def verify(self, *, check_content: bool = True, check_index: bool = True,
+                     check_bodies: bool = True) -> VerifyReport:
+        return await asyncio.to_thread(self.verify_sync, check_content=check_content,
+                                       check_bodies=check_bodies)
 
-    def verify_sync(self, *, check_content: bool = True,
-                    check_index: bool = True) -> VerifyReport:
+    def verify_sync(self, *, check_content: bool = True, check_index: bool = True,
+                    check_bodies: bool = True) -> VerifyReport:
         """:meth:`verify`, for callers without an event loop. (``check_index``: there
         is nothing derived to check; the trail is read from the chain.)
 
@@ -457,17 +459,24 @@ class PostgresLedger:
                     report = verify_rows(cur, anchors)
                 if not check_content or not report.ok:
                     return report
-                checked, bad = 0, []
+                checked, bad, present = 0, [], set()
                 with conn.cursor(name="overt_verify_content") as cur:
                     cur.itersize = 2_000
                     cur.execute("SELECT digest, body FROM content_blobs")
                     for digest, body in cur:
                         checked += 1
+                        present.add(digest)
                         if digest_bytes(bytes(body)) != digest:
                             bad.append(digest)
+                report = with_content_check(report, checked, bad)
+                if not check_bodies:
+                    return report
+                with conn.cursor(name="overt_verify_pointers") as cur:
+                    cur.itersize = 10_000
+                    cur.execute(sql.body_pointers(D))
+                    return with_body_check(report, cur, present, pruned=bool(anchors))
         except psycopg.Error as exc:
             raise LedgerError(f"cannot read ledger {_safe(self.url)}: {exc}") from exc
-        return with_content_check(report, checked, bad)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.close_sync)
