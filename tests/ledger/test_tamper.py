@@ -220,3 +220,64 @@ def test_a_read_error_makes_export_fail_loudly(
     with pytest.raises(LedgerError, match="cannot read ledger"):
         run(export_jsonl(ledger, out))
     assert out.getvalue() == ""
+
+
+# -- the SQLite gate: no row in any table switches the append-only guards off ---------
+
+
+def test_sqlite_has_no_gate_table_one_insert_could_open(tmp_path: Any) -> None:
+    from overt.ledger.sqlite import SqliteLedger
+
+    db = tmp_path / "l.db"
+    ledger = SqliteLedger.open(db)
+    ledger.close_sync()
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="no such table"):
+            conn.execute("INSERT INTO overt_prune_gate VALUES (999999)")
+        guards = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
+                              "AND name LIKE '%_no_delete'").fetchall()
+        assert {"audit_log_no_delete", "content_blobs_no_delete",
+                "trail_index_no_delete"} <= {name for name, _ in guards}
+        assert all(" WHEN " not in sql for _, sql in guards)  # no condition to satisfy
+    finally:
+        conn.close()
+
+
+def test_the_guards_stand_again_after_a_prune(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw
+) -> None:
+    from overt.clock import now_iso
+
+    one_turn(make_runtime)
+    record = run(ledger.prune(now_iso()))
+    assert record.removed_entries > 0
+    one_turn(make_runtime)
+    for table in ("audit_log", "content_blobs"):
+        with pytest.raises(raw.append_only_error):
+            raw.execute(f"DELETE FROM {table}")
+    assert run(ledger.verify()).ok
+
+
+def test_a_ledger_with_the_old_gate_loses_it_on_migration(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from overt.clock import now_iso
+    from overt.ledger import sqlite as sqlite_ledger
+    from overt.ledger.sqlite import SqliteLedger
+
+    db = tmp_path / "l.db"
+    monkeypatch.setattr(sqlite_ledger, "MIGRATIONS", sqlite_ledger.MIGRATIONS[:10])
+    SqliteLedger.open(db).close_sync()
+    monkeypatch.undo()
+    current = SqliteLedger.open(db)
+    assert 11 in current.schema_versions()
+    run(current.prune(now_iso()))
+    assert run(current.verify()).ok
+    current.close_sync()
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'overt_prune_gate'"
+                                ).fetchall()
+    finally:
+        conn.close()

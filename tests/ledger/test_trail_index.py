@@ -135,7 +135,7 @@ def test_a_ledger_written_before_the_index_is_filled_by_its_migration(
     monkeypatch.undo()
     assert _rows(db, "SELECT count(*) FROM audit_log")[0][0] > 0
     current = SqliteLedger.open(db)
-    assert current.schema_versions()[-1] == 10
+    assert 10 in current.schema_versions()
     trail = _indexed(current, session_id="s1")
     assert [t.message for t in trail] == ["first", "send the report"]
     assert all(s.content is not None for t in trail for s in t.steps)
