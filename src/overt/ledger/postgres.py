@@ -174,9 +174,15 @@ class PostgresLedger:
             with psycopg.connect(self._conninfo, autocommit=True) as conn:
                 conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
                 try:
-                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                    # DDL only when something is missing: the writer role (no CREATE)
+                    # opens a ledger that is up to date
+                    if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                                        (self.schema,)).fetchone():
+                        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                     conn.execute(f'SET search_path = "{self.schema}"')
-                    conn.execute(MIGRATIONS_TABLE)
+                    known = conn.execute("SELECT to_regclass('overt_migrations')").fetchone()
+                    if known is None or known[0] is None:
+                        conn.execute(MIGRATIONS_TABLE)
                     for version, name, script in MIGRATIONS:
                         with conn.transaction():
                             if conn.execute("SELECT 1 FROM overt_migrations WHERE version = %s",
@@ -347,11 +353,9 @@ class PostgresLedger:
                 rows, _, _ = chain(head, now_iso(), drafts([record]))
                 conn.execute(sql.insert_entries(D), rows[0])
                 if record.removed_entries:
-                    conn.execute("SELECT set_config('overt.prune_through', %s, true)",
-                                 (str(record.through_seq),))
-                    conn.execute(sql.delete_content_through(D), (record.through_seq,))
-                    conn.execute(sql.delete_entries_through(D), (record.through_seq,))
-                    conn.execute("SELECT set_config('overt.prune_through', '', true)")
+                    # the record sealing the range is the head now: the owner's
+                    # SECURITY DEFINER function deletes through it, and nothing else can
+                    conn.execute("SELECT overt_prune(%s)", (record.through_seq,))
         except psycopg.Error as exc:
             raise LedgerError(f"cannot prune ledger {_safe(self.url)}: {exc}") from exc
         return record
