@@ -87,8 +87,12 @@ def make_runtime(ledger: Ledger, tmp_path: Path) -> RuntimeFactory:
 
 def latest(url: str) -> list[int]:
     """Every migration version of the backend ``url`` names, in order (SQLite's 10th
-    is its trail index)."""
-    return list(range(1, 10 if url.startswith("postgresql") else 11))
+    is its trail index, its 11th removed the prune gate)."""
+    from overt.ledger.schema import postgres as pg_schema
+    from overt.ledger.schema import sqlite as sqlite_schema
+
+    migrations = pg_schema.MIGRATIONS if url.startswith("postgresql") else sqlite_schema.MIGRATIONS
+    return [version for version, *_ in migrations]
 
 BUILTIN_TOOLS = ["get_operational_state", "get_usage", "node_create", "node_read", "node_search",
                  "node_supersede", "link_create", "link_retract", "node_neighbors",

@@ -76,8 +76,16 @@ def period_start(period: str, now: datetime | None = None) -> str | None:
         return to_iso(now.replace(hour=0, minute=0, second=0, microsecond=0))
     match = _DURATION.match(text)
     if match:
-        amount, unit = int(match.group(1)), match.group(2)
-        return to_iso(now - timedelta(**{_UNITS[unit]: amount}))
+        digits, unit = match.group(1), match.group(2)
+        try:
+            amount = int(digits) if len(digits) <= 18 else -1  # int() of 4,300+ digits raises
+            if amount < 0:
+                raise OverflowError(digits)
+            return to_iso(now - timedelta(**{_UNITS[unit]: amount}))
+        except (OverflowError, ValueError):  # past year 1, or past what timedelta holds
+            raise UsageError(
+                f"duration {period.strip()[:40]!r} reaches back before year 1: use a smaller "
+                "one or an ISO 8601 time") from None
     try:
         return to_iso(parse_iso(period.strip()))
     except UsageError:

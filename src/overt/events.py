@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-ToolStatus = Literal["ok", "not_allowed", "execution_error", "timeout"]
-TOOL_STATUSES: tuple[str, ...] = ("ok", "not_allowed", "execution_error", "timeout")
+ToolStatus = Literal["ok", "not_allowed", "execution_error", "timeout", "unknown_tool"]
+TOOL_STATUSES: tuple[str, ...] = ("ok", "not_allowed", "execution_error", "timeout",
+                                  "unknown_tool")
 
 TurnStatus = Literal["completed", "tool_error_streak", "model_error", "ledger_error",
                      "budget_exceeded", "interrupted"]

@@ -28,7 +28,7 @@ from overt.config import Budget, Config
 from overt.engine.budget import BudgetGuard
 from overt.engine.direct import DirectResult, run_direct
 from overt.engine.loop import Engine
-from overt.engine.resume import Resumed, resume_request
+from overt.engine.resume import Resumed, resume_request, take_up_interrupted
 from overt.engine.values import EngineSettings
 from overt.errors import ApprovalError, LedgerConflict, ModelUnavailable, UsageError
 from overt.events import ApprovalDecision, Event, HookError, RuntimeStarted
@@ -296,10 +296,21 @@ class Runtime:
 
     async def resume_pending(self) -> list[Resumed]:
         """Take up every decided request nobody took up (its process died between
-        the decision and the resumption). Safe to run in every process at once."""
+        the decision and the resumption), and every approved call whose tool started
+        and recorded no result (see :func:`take_up_interrupted`: an idempotent tool
+        runs again, any other is held for the operator). Safe to run in every
+        process at once."""
         await self.start()
         done = []
         for request in await self.approvals.list(["approved", "denied", "expired"]):
+            if request.interrupted:  # its tool started and never recorded a result
+                try:
+                    done.append(await take_up_interrupted(self.engine, request,
+                                                          by=self.operator))
+                except LedgerConflict:
+                    log.info("interrupted call of request %s taken up elsewhere",
+                             request.request_id)
+                continue
             if not request.resumed:
                 reason = await self.approvals.reason(request)
                 resumed = await self._take_up(request, self.operator, reason)

@@ -172,3 +172,13 @@ def test_demo_prints_the_question_answer_tools_turn_and_how_to_see_its_record(
     assert lines["its record"].strip() == f".venv/bin/overt --db {db} show {turn_id} --content"
     assert lines["verify"].strip() == f".venv/bin/overt --db {db} ledger verify"
     assert "question" in lines
+
+
+@pytest.mark.parametrize("age", ["99999999999999999999d", "9" * 5000 + "w", "3000000d"])
+def test_prune_with_an_absurd_duration_exits_2_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], age: str
+) -> None:
+    db = tmp_path / "l.db"
+    assert main(["--db", str(db), "ledger", "prune", "--older-than", age]) == 2
+    err = capsys.readouterr().err
+    assert "reaches back before year 1" in err and "Traceback" not in err

@@ -9,6 +9,7 @@ import pytest
 
 from overt.errors import LedgerError, ModelError
 from overt.ledger import open_ledger
+from overt.ledger.canonical import digest_text
 from overt.models.fake import FunctionModel, ScriptedModel
 from overt.tools.base import ToolContext, tool
 from overt.tools.builtin import builtin_tools
@@ -117,13 +118,15 @@ def test_a_tool_that_raises_is_fail_soft(make_runtime: RuntimeFactory,
     assert tool_records(ledger)[0]["exc_type"] == "RuntimeError"
 
 
-def test_an_unknown_tool_is_not_allowed_and_never_executed(
+def test_an_unknown_tool_is_recorded_by_its_digest_and_never_executed(
     make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
     model = ScriptedModel([{"tool_calls": [call("delete_everything")]}, "cannot"])
     result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
     (record,) = tool_records(ledger)
-    assert record["tool_status"] == "not_allowed"
+    assert record["tool_status"] == "unknown_tool"
+    assert record["tool_name"] == digest_text("delete_everything")
+    assert "unknown tool 'delete_everything'" in model.requests[1].messages[-1].content
     assert "tool_call.started" not in kinds(ledger)
     assert result.tools_used == []
 
@@ -260,12 +263,16 @@ def test_no_tool_runs_when_its_intent_cannot_be_recorded(
 def test_a_secret_in_the_message_and_arguments_never_reaches_audit_rows_or_log_lines(
     make_runtime: RuntimeFactory, raw: Raw, caplog: pytest.LogCaptureFixture
 ) -> None:
+    from overt.types import ModelResponse, ToolCall
+
     marker = "SECRET-7f3a9c"
     caplog.set_level(logging.DEBUG)
     model = ScriptedModel([
-        {"text": f"thinking about {marker}", "tool_calls": [
-            call("echo", text=marker), call("echo", text=marker, bogus=marker),
-            call("nope", x=marker)]},
+        ModelResponse(f"thinking about {marker}", (
+            ToolCall(f"id-{marker}-1", "echo", {"text": marker}),
+            ToolCall(f"id-{marker}-2", "echo", {"text": marker, "bogus": marker}),
+            ToolCall(f"id-{marker}-3", f"nope_{marker}", {"x": marker}),
+            ToolCall(f"id-{marker}-4", f"bad_{marker}", {}, malformed=f"broken {marker}"))),
         f"the answer mentions {marker}",
     ])
     result = run(make_runtime(model, tools=[echo, *builtin_tools()]).respond(
@@ -280,7 +287,7 @@ def test_a_secret_in_the_message_and_arguments_never_reaches_audit_rows_or_log_l
               for (b,) in raw.query("SELECT body FROM content_blobs")]
     assert any(marker in b for b in bodies)
     tool_lines = [r for r in caplog.records if r.getMessage().startswith("overt.tool_called")]
-    assert len(tool_lines) == 3
+    assert len(tool_lines) == 4
     for record in caplog.records:
         assert marker not in record.getMessage()
 
@@ -298,16 +305,15 @@ def test_each_tool_call_emits_one_structured_log_line_with_the_record_fields(
     assert {"tool_duration_ms", "exc_type", "args_sha256", "tool_call_id"} <= set(fields)
 
 
-def test_an_invented_tool_name_with_control_characters_is_recorded_printable_and_short(
+def test_an_invented_tool_name_with_control_characters_is_recorded_only_as_its_digest(
     make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
     name = "evil\x00name\nINFO fake log line" + "x" * 500
     model = ScriptedModel([{"tool_calls": [call(name)]}, "no"])
     run(make_runtime(model, tools=[echo]).respond(cli_message()))
     (record,) = tool_records(ledger)
-    assert record["tool_status"] == "not_allowed"
-    assert "\x00" not in record["tool_name"] and "\n" not in record["tool_name"]
-    assert len(record["tool_name"]) <= 128
+    assert record["tool_status"] == "unknown_tool"
+    assert record["tool_name"] == digest_text(name)
     assert run(ledger.verify()).ok
 
 
@@ -323,4 +329,65 @@ def test_arguments_that_are_not_json_are_stored_as_their_repr_and_the_turn_compl
     inference = run(ledger.entries(kinds=["inference"]))[0]
     stored = run(ledger.content(inference.data["response_digest"], seq=inference.seq))
     assert "nan" in stored and "{1, 2}" in stored
+    assert run(ledger.verify()).ok
+
+
+def nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def test_arguments_nested_5000_deep_get_a_clear_error_and_the_turn_closes(
+    make_runtime: RuntimeFactory, ledger: Any
+) -> None:
+    from overt.engine.limits import MAX_ARGUMENT_DEPTH
+    from overt.types import ModelResponse, ToolCall
+
+    model = ScriptedModel([ModelResponse("", (ToolCall("c1", "echo", nested(5000)),)), "sorry"])
+    result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
+    assert result.error is None and result.text == "sorry"
+    told = model.requests[1].messages[-1].content
+    assert told.startswith("tool_execution_error") and "malformed tool call" in told
+    assert f"deeper than {MAX_ARGUMENT_DEPTH} levels" in told
+    (record,) = tool_records(ledger)
+    assert record["tool_status"] == "execution_error"
+    assert record["reason_code"] == "malformed_tool_call"
+    assert kinds(ledger)[-1] == "turn.completed"
+    assert run(ledger.verify()).ok
+
+
+def test_oversized_arguments_get_a_clear_error_and_the_tool_never_runs(
+    make_runtime: RuntimeFactory, ledger: Any
+) -> None:
+    from overt.engine.limits import MAX_ARGUMENT_CHARS
+    from overt.types import ModelResponse, ToolCall
+
+    big = {"text": "x" * (MAX_ARGUMENT_CHARS + 1)}
+    model = ScriptedModel([ModelResponse("", (ToolCall("c1", "echo", big),)), "too big"])
+    result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
+    assert result.text == "too big" and result.tools_used == []
+    assert f"larger than {MAX_ARGUMENT_CHARS} characters" in model.requests[1].messages[-1].content
+    assert "tool_call.started" not in kinds(ledger)
+    assert run(ledger.verify()).ok
+
+
+def test_arguments_just_within_the_depth_limit_are_dispatched(
+    make_runtime: RuntimeFactory, ledger: Any
+) -> None:
+    from overt.engine.limits import MAX_ARGUMENT_DEPTH, argument_problem
+
+    assert argument_problem(nested(MAX_ARGUMENT_DEPTH - 1)) is None
+    assert argument_problem(nested(MAX_ARGUMENT_DEPTH)) is not None
+    assert argument_problem([[[]]]) is None
+
+
+def test_a_direct_call_with_over_deep_arguments_is_refused_and_recorded(
+    make_runtime: RuntimeFactory, ledger: Any
+) -> None:
+    runtime = make_runtime(ScriptedModel([]), tools=[echo])
+    result = run(runtime.call_tool("echo", nested(5000)))
+    assert result.is_error and result.status == "execution_error"
+    assert "deeper than" in result.content
     assert run(ledger.verify()).ok

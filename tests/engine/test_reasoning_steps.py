@@ -64,24 +64,27 @@ def test_thinking_two_calls_a_denial_and_an_error_give_the_expected_linked_steps
     assert result.error is None
     decision = run(ledger.entries(kinds=["policy.decision"]))
     denied = next(e.data["decision_id"] for e in decision if e.data["effect"] == "deny")
+    c1, c2, c3, c4 = [e.data["tool_call_id"]
+                      for e in run(ledger.entries(kinds=["tool_call.completed"]))]
+    assert all(c.startswith("call_") for c in (c1, c2, c3, c4))  # overt's ids, not the model's
     assert steps(ledger, result.turn_id) == [
         (0, "thinking", "The user wants a status.", None, None),
         (1, "plan", "Plan:\n1. check_credits\n2. check_inbox", None, None),
         (2, "thinking", "I'll check both.", None, None),
-        (3, "execute", "check_credits -> ok, $2.50 remaining", "c1", None),
-        (4, "execute", "check_inbox -> ok, 3 unprocessed messages", "c2", None),
+        (3, "execute", "check_credits -> ok, $2.50 remaining", c1, None),
+        (4, "execute", "check_inbox -> ok, 3 unprocessed messages", c2, None),
         (5, "thinking", "Old mail should go.", None, None),
         (6, "thinking", "Deleting old mail.", None, None),
         (7, "waiting_approval", "delete_mail denied by policy (mutating_denied): deleting "
-         "mail needs a person", "c3", denied),
+         "mail needs a person", c3, denied),
         (8, "error", "fetch_url -> execution_error, tool_execution_error: RuntimeError: connection "
-         "reset", "c4",
+         "reset", c4,
          None),
     ]
     entries = run(ledger.entries(kinds=["reasoning.step", "tool_call.completed",
                                         "policy.decision"]))
     at = {(e.kind, e.data.get("tool_call_id")): e.at for e in entries}
-    assert at[("reasoning.step", "c1")] == at[("tool_call.completed", "c1")]
+    assert at[("reasoning.step", c1)] == at[("tool_call.completed", c1)]
     assert run(ledger.verify()).ok
 
 

@@ -515,3 +515,33 @@ def test_a_plugin_described_tool_declared_read_only_is_allowed_on_a_slack_dm(
     assert (decision["effect"] == "allow") is allowed
     completed = run(ledger.entries(kinds=["tool_call.completed"]))[0].data
     assert (completed["tool_status"] == "ok") is allowed, (completed["reason_code"], completed)
+
+
+def test_no_secret_from_a_provided_result_or_a_model_chosen_call_id_reaches_audit_rows(
+    plugged: PluggedFactory, raw: Raw, caplog: pytest.LogCaptureFixture
+) -> None:
+    from overt.types import ModelResponse, ToolCall
+
+    marker = "SECRET-4b2c10"
+    caplog.set_level(logging.DEBUG)
+
+    class Provides:
+        @hookimpl
+        def pre_tool_call_can_provide_result(self, tool_call_id: str) -> dict[str, str]:
+            assert marker not in tool_call_id  # hooks see overt's id too
+            return {"result": f"provided {marker}"}
+
+        @hookimpl
+        def post_tool_call(self, result: str) -> None:
+            raise RuntimeError(f"observer saw {result}")
+
+    model = ScriptedModel([
+        ModelResponse("", (ToolCall(f"{marker}-id", "write_file", {"path": "a", "text": "b"}),)),
+        "done"])
+    run(plugged(model, Provides(), tools=[write_file]).respond(cli_message()))
+    assert model.requests[1].messages[-1].content == f"provided {marker}"
+    for table in [t for t in raw.tables() if not t.startswith("content_")]:
+        for row in raw.query(f"SELECT * FROM {table}"):
+            assert marker not in json.dumps(row, default=str), f"{table} holds the secret"
+    for record in caplog.records:
+        assert marker not in record.getMessage()

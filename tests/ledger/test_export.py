@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from overt.errors import ExtraMissingError, UsageError
-from overt.ledger.canonical import canonical_json
+from overt.ledger.canonical import canonical_json, digest_text
 from overt.ledger.export import export_jsonl
 from overt.ledger.sqlite import SqliteLedger
 from overt.models.fake import ScriptedModel
@@ -146,7 +146,8 @@ def test_span_attributes_follow_the_genai_conventions_with_overt_fields_namespac
     attrs = dict(tool_span.attributes)
     assert attrs["gen_ai.operation.name"] == "execute_tool"
     assert attrs["gen_ai.tool.name"] == "get_usage"
-    assert attrs["gen_ai.tool.call.id"] == "call-1"
+    assert attrs["gen_ai.tool.call.id"] == entries["tool_call.completed"].data["tool_call_id"]
+    assert attrs["gen_ai.tool.call.id"].startswith("call_")  # overt's id, not the model's
     assert attrs["overt.tool_status"] == "ok" and attrs["overt.channel"] == "cli"
     assert attrs["overt.ledger.seq"] == entries["tool_call.completed"].seq
     assert tool_span.status.is_unset and "error.type" not in attrs
@@ -188,12 +189,12 @@ def test_a_refused_tool_call_ends_at_its_record_and_starts_its_duration_before(
     runtime = make_runtime(ScriptedModel(tool_turn("no_such_tool")))
     run(runtime.respond(cli_message()))
     refused = run(ledger.entries(kinds=["tool_call.completed"]))[0]
-    span = by_name(exported(ledger, memory))["execute_tool no_such_tool"]
+    span = by_name(exported(ledger, memory))[f"execute_tool {digest_text('no_such_tool')}"]
     assert span.end_time == at_ns(refused.at)
     expected_start = at_ns(refused.at) - round(refused.data["tool_duration_ms"] * 1_000_000)
     assert span.start_time >= expected_start  # later only if clamped inside the turn
-    assert span.attributes["overt.tool_status"] == "not_allowed"
-    assert span.attributes["error.type"] == "not_allowed"
+    assert span.attributes["overt.tool_status"] == "unknown_tool"
+    assert span.attributes["error.type"] == "unknown_tool"
     assert not span.status.is_ok and not span.status.is_unset
 
 

@@ -152,9 +152,9 @@ def test_a_torn_last_frame_is_cut_off_and_everything_before_it_kept(tmp_path: Pa
     with open(journal_path(str(db)), "ab") as f:
         f.write(encode({"entries": [[3, "i", "k", "a", None, None, "{}", "p", "h"]]})[:-5])
     again = SqliteLedger.open(db)
-    assert run(again.verify()).entries == 2
+    assert run(again.verify(check_bodies=False)).entries == 2
     run(again.record([_event(3)]))
-    report = run(again.verify())
+    report = run(again.verify(check_bodies=False))
     assert report.ok and report.entries == 3, report
     again.close_sync()
 
@@ -180,7 +180,7 @@ def test_ledgers_sharing_a_file_append_in_one_order(tmp_path: Path) -> None:
     for n in range(40):
         run((first if n % 3 else second).record([_event(n)]))
     assert [e.turn_id for e in run(second.entries())] == [f"t{n}" for n in range(40)]
-    report = run(first.verify())
+    report = run(first.verify(check_bodies=False))
     assert report.ok and report.entries == 40, report
     first.close_sync()
     second.close_sync()
@@ -199,7 +199,7 @@ def test_a_rotated_journal_is_followed_by_every_writer(tmp_path: Path) -> None:
     for n in range(10, 20):
         run(second.record([_event(n)]))  # second still held the old file: it follows
         run(first.record([_event(n + 100)]))
-    report = run(second.verify())
+    report = run(second.verify(check_bodies=False))
     assert report.ok and report.entries == 30, report
     first.close_sync()
     second.close_sync()
@@ -216,7 +216,7 @@ def test_records_written_without_the_journal_start_it_again_from_the_database(
     direct.close_sync()
     again = SqliteLedger.open(db)
     run(again.record([_event(4)]))
-    report = run(again.verify())
+    report = run(again.verify(check_bodies=False))
     assert report.ok and report.entries == 4, report
     again.close_sync()
 
@@ -230,7 +230,7 @@ def test_opening_without_the_journal_stores_what_a_crashed_process_left_in_it(
     direct = SqliteLedger.open(db, journal=False)
     assert _stored(db) == 1
     run(direct.record([_event(2)]))
-    assert run(direct.verify()).entries == 2
+    assert run(direct.verify(check_bodies=False)).entries == 2
     direct.close_sync()
 
 
@@ -251,7 +251,7 @@ def test_a_database_that_cannot_take_the_records_fails_the_next_append_and_loses
     blocker.close()
     run(ledger.record([_event(3)]))
     assert [e.turn_id for e in run(ledger.entries())] == ["t1", "t3"]
-    assert run(ledger.verify()).ok
+    assert run(ledger.verify(check_bodies=False)).ok
     ledger.close_sync()
 
 
@@ -276,7 +276,7 @@ def test_a_session_id_with_a_lone_surrogate_is_stored_not_left_in_the_journal(
     ledger = SqliteLedger.open(tmp_path / "l.db")
     run(ledger.record([_event(1, session="a\ud800b")]))
     assert [e.session_id for e in run(ledger.entries())] == ["a\ufffdb"]
-    assert run(ledger.verify()).ok
+    assert run(ledger.verify(check_bodies=False)).ok
     ledger.close_sync()
 
 
@@ -335,7 +335,7 @@ def test_writers_killed_at_any_moment_lose_no_committed_record(tmp_path: Path) -
             committed.update(int(line) for line in [first.pop(0), *out.splitlines()] if line)
         assert time.monotonic() < deadline
         ledger = SqliteLedger.open(db)
-        report = run(ledger.verify())
+        report = run(ledger.verify(check_bodies=False))
         assert report.ok, report
         stored = {e.seq for e in run(ledger.entries())}
         assert committed <= stored  # every batch a writer was told is recorded, is

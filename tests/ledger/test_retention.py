@@ -13,7 +13,8 @@ from tests.conftest import run
 
 def _turn(turn_id: str, *, completed: bool = True) -> list[Event]:
     started = TurnStarted(turn_id=turn_id, session_id="S", source="cli",
-                          caller_session_id="cli:S", message_digest=digest_text(turn_id),
+                          caller_session_id="cli:S",
+                          message_digest=digest_text(f"body of {turn_id}"),
                           model="m", route="default", max_tool_calls=5)
     if not completed:
         return [started]

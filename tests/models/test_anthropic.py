@@ -525,9 +525,13 @@ def test_an_overt_turn_on_anthropic_records_two_inferences_with_their_tokens(
     assert result.usage.input_tokens == 280 and result.usage.output_tokens == 29
     second = api.received[1]["messages"]
     assert [m["role"] for m in second] == ["user", "assistant", "user"]
-    assert second[1]["content"][1] == tool_use("toolu_u", "get_usage", period="today")
+    # overt's own call id stands in for the model's, in the history sent back too
+    (call_id,) = [e.data["tool_call_id"] for e in run(ledger.entries(
+        kinds=["tool_call.completed"]))]
+    assert call_id.startswith("call_")
+    assert second[1]["content"][1] == tool_use(call_id, "get_usage", period="today")
     usage_result, = second[2]["content"]
-    assert usage_result["tool_use_id"] == "toolu_u" and usage_result["is_error"] is False
+    assert usage_result["tool_use_id"] == call_id and usage_result["is_error"] is False
     assert json.loads(usage_result["content"])["total_input_tokens"] == 100
     assert "get_usage" in [t["name"] for t in api.received[0]["tools"]]
     assert api.received[0]["system"]  # overt's system prompt went as the system parameter

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+from overt.ledger.canonical import digest_text
 from overt.models.fake import ScriptedModel
 from overt.types import ModelResponse, Usage
 from tests.conftest import RuntimeFactory, cli_message, run
@@ -49,8 +50,8 @@ def test_get_operational_state_reports_turns_today_and_the_last_error(
     run(runtime.respond(cli_message()))
     state = json.loads(runtime.model.requests[-1].messages[-1].content)  # type: ignore[attr-defined]
     assert state["turns_today"] == 2
-    assert state["last_error"]["type"] == "not_allowed"
-    assert state["last_error"]["tool_name"] == "no_such_tool"
+    assert state["last_error"]["type"] == "unknown_tool"
+    assert state["last_error"]["tool_name"] == digest_text("no_such_tool")
     assert state["pending_approvals"] == 0
     assert state["runtime_started_at"] == runtime.started_at
     assert state["ledger_started_at"] is not None

@@ -52,7 +52,8 @@ async def run(args: argparse.Namespace, runtime: Runtime) -> int:
     command = args.approvals_command
     if command == "list":
         await runtime.expire_due(answer=False)
-        requests = await runtime.approvals.list(None if args.all else ["pending"])
+        requests = [r for r in await runtime.approvals.list()
+                    if args.all or r.status == "pending" or r.interrupted]
         requests.sort(key=lambda r: (r.status != "pending", r.requested_at))
         _out(args, [_dict(r) for r in requests], _table(requests))
         return EXIT_OK
@@ -82,7 +83,7 @@ def _out(args: argparse.Namespace, data: Any, text: str) -> None:
 
 
 def _dict(r: ApprovalRequest) -> dict[str, Any]:
-    return {name: getattr(r, name) for name in r.__slots__}
+    return {**{name: getattr(r, name) for name in r.__slots__}, "interrupted": r.interrupted}
 
 
 def _table(requests: list[ApprovalRequest]) -> str:
@@ -93,6 +94,9 @@ def _table(requests: list[ApprovalRequest]) -> str:
     for r in requests:
         lines.append(f"{r.request_id:26}  {r.status:8}  {r.mode:10}  {r.tool_name[:20]:20}  "
                      f"{r.source:8}  {r.requested_at[:19]:20}  {r.expires_at[:19]}")
+        if r.interrupted:
+            lines.append(f"{'':26}  ^ approved and started (entry {r.call_started_seq}), no "
+                         "result recorded: `overt approvals resume` takes it up")
     return "\n".join(lines)
 
 
@@ -108,7 +112,10 @@ def _detail(r: ApprovalRequest, reason: str | None) -> str:
 
 
 def _resumed_dict(resumed: Resumed) -> dict[str, Any]:
-    return {"request": _dict(resumed.request),
+    return {"request": {**_dict(resumed.request), "interrupted": resumed.request.interrupted},
+            "held_call": (None if resumed.held_call is None else
+                          {"seq": resumed.held_call.seq, "kind": resumed.held_call.kind,
+                           "data": resumed.held_call.data}),
             "result": resumed.result.to_dict() if resumed.result is not None else None,
             "released": ({name: getattr(resumed.released, name) for name in
                           ("tool_call_id", "status", "content", "is_error", "request_id")}
@@ -123,6 +130,14 @@ def _resumed_text(resumed: Resumed) -> str:
         result = resumed.result
         used = ", ".join(result.tools_used or []) or "(none)"
         return f"{head}\nturn {result.turn_id} answered:\n{result.text}\ntools used: {used}"
+    if resumed.held_call is not None or (resumed.request.interrupted
+                                         and resumed.released is None):
+        record = resumed.held_call
+        shown = json.dumps(record.data, sort_keys=True) if record is not None else "(not found)"
+        return (f"{head}\nits call of {r.tool_name} started (entry "
+                f"{r.call_started_seq}) and recorded no result; the tool is not idempotent, "
+                f"so it is held for the operator and was not run again\n"
+                f"tool_call.started: {shown}")
     if resumed.released is not None:
         return f"{head}\nthe held call ran: {resumed.released.status}\n{resumed.released.content}"
     if resumed.handed_back is not None:

@@ -120,6 +120,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="a duration like 30d, 12h, 2w, or an ISO 8601 time "
                             f"(default {retention.DEFAULT_OLDER_THAN})")
     prune.add_argument("--json", action="store_true")
+    roles = lsub.add_parser("setup-roles", help="PostgreSQL: an owner role (DDL, prune) and a "
+                            "writer role (INSERT and SELECT only) for this ledger")
+    roles.add_argument("--owner", required=True, help="the role that owns and prunes")
+    roles.add_argument("--writer", required=True, help="the role `overt serve` connects as")
 
     model = sub.add_parser("model", help="model weights")
     msub = model.add_subparsers(dest="model_command", required=True, metavar="COMMAND")
@@ -194,6 +198,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
             return run_sync(_export(config, args))
         if args.ledger_command == "prune":
             return run_sync(_prune(config, args.older_than, args.json))
+        if args.ledger_command == "setup-roles":
+            return _setup_roles(config, args.owner, args.writer)
         return run_sync(_verify(config, args.json))
     if command == "model":
         return _prepare(config, args.name)
@@ -412,6 +418,15 @@ def _migrate(config: Config) -> int:
     finally:
         run_sync(ledger.close())
     print(f"ledger schema at version {max(versions)} ({len(versions)} migrations applied)")
+    return EXIT_OK
+
+
+def _setup_roles(config: Config, owner: str, writer: str) -> int:
+    from overt.ledger.roles import setup_roles
+
+    done = setup_roles(str(config.db), owner, writer)
+    print(f"owner {owner} (DDL, prune) and writer {writer} (INSERT and SELECT only) set up "
+          f"in {len(done)} statements; run `overt serve` with --db as {writer}")
     return EXIT_OK
 
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from overt.engine.dispatch import execute, refuse
-from overt.engine.record import CallSite, Recorder, audit_name, canonical_or_repr
+from overt.engine.limits import bounded_call
+from overt.engine.record import CallSite, Recorder, canonical_or_repr
 from overt.events import GatePath, PolicyDecided
 from overt.ids import new_ulid
 from overt.policy.actors import Actor
@@ -49,15 +50,18 @@ async def run_direct(engine: Engine, name: str, arguments: Mapping[str, Any], *,
             its intent was not recorded).
     """
     rec = Recorder(engine.ledger, engine.observers, engine.hooks.on_event)
-    call = ToolCall(tool_call_id or f"direct_{new_ulid()}", name, dict(arguments))
-    call_id = audit_name(call.id)
+    call = bounded_call(ToolCall(tool_call_id or f"direct_{new_ulid()}", name, dict(arguments)))
+    call_id = call.id
     site = CallSite(turn_id, session_id, source, caller_session_id or f"direct:{actor}")
     args_digest = rec.content(canonical_or_repr(call.arguments))
     tool = engine.tools.get(name)
     verdict = None
-    if tool is None:
+    if call.malformed is not None:
+        outcome = refuse("malformed_tool_call", call.malformed, "execution_error")
+    elif tool is None:
         outcome = refuse("not_allowed", f"unknown tool {name!r}; available tools: "
-                         f"{', '.join(sorted(t.name for t in engine.tools)) or 'none'}")
+                         f"{', '.join(sorted(t.name for t in engine.tools)) or 'none'}",
+                         "unknown_tool")
     else:
         verdict = engine.gate.check(
             tool_name=name, tool=tool, arguments=call.arguments, args_digest=args_digest,
@@ -82,7 +86,8 @@ async def run_direct(engine: Engine, name: str, arguments: Mapping[str, Any], *,
                                   actor,
                                   engine.gate.capabilities)
             outcome = await execute(tool, call, context, engine.settings.tool_timeout_s)
-    rec.add(site.completion(call, outcome, args_digest, rec.content(outcome.content)))
+    rec.add(site.completion(call, outcome, args_digest, rec.content(outcome.content),
+                            known=tool is not None))
     await rec.flush()
     return DirectResult(call_id, outcome.status, outcome.content, outcome.is_error,
                         verdict.event if verdict is not None else None)

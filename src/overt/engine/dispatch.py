@@ -86,14 +86,21 @@ def precheck(call: ToolCall, registry: ToolRegistry, offered: frozenset[str],
                            reason_code="malformed_tool_call")
     tool = registry.get(call.name)
     if call.name not in offered or (tool is None and not can_provide):
-        return unknown_tool(call, offered)
+        return unknown_tool(call, offered, registered=tool is not None)
     return tool
 
 
-def unknown_tool(call: ToolCall, offered: frozenset[str]) -> ToolOutcome:
-    """The outcome of a call to a tool that is not offered, or that nothing answered."""
+def unknown_tool(call: ToolCall, offered: frozenset[str], *,
+                 registered: bool = False) -> ToolOutcome:
+    """The outcome of a call to a tool that is not offered, or that nothing answered.
+
+    Status ``unknown_tool`` for a name overt does not know (the model invented
+    it: the audit tier records its digest); ``not_allowed`` for a registered
+    tool this turn does not offer.
+    """
     available = ", ".join(sorted(offered)) or "none"
-    return refuse("not_allowed", f"unknown tool {call.name!r}; available tools: {available}")
+    return refuse("not_allowed", f"unknown tool {call.name!r}; available tools: {available}",
+                  "not_allowed" if registered else "unknown_tool")
 
 
 async def execute(tool: Tool, call: ToolCall, context: ToolContext,

@@ -14,6 +14,8 @@ tools to answer); after ``max_consecutive_tool_errors``
 failed calls in a row the calls left in the response are refused and the model
 gets one last call without tools, to tell the operator what failed (the turn is
 recorded ``tool_error_streak``; if that call fails too, a plain answer says so).
+Arguments over the depth or size limit of :mod:`overt.engine.limits` make a
+call malformed.
 
 Hooks (see :mod:`overt.hooks.specs`) are asked only when a plugin implements
 them: a runtime without plugins runs exactly the loop above. Per tool call the
@@ -34,11 +36,13 @@ from overt.engine.budget import BudgetGuard
 from overt.engine.checkpoint import Checkpoint, resume_model
 from overt.engine.dispatch import ToolOutcome, execute, precheck, refuse, unknown_tool
 from overt.engine.hooked import TurnHooks
+from overt.engine.limits import bounded
 from overt.engine.record import (
     CallSite,
     Recorder,
     audit_name,
     canonical_or_repr,
+    overt_call_id,
     response_body,
     resumption,
 )
@@ -318,7 +322,9 @@ class _Turn:
                     self.error = None
                     return await self._finish("tool_error_streak", self.stopped)
                 return await self._finish("model_error")
-            calls = response.tool_calls if self.tools_allowed else ()
+            # overt's own ids stand in for the model's (kept in the content tier only)
+            calls = tuple(replace(c, id=overt_call_id()) for c in response.tool_calls
+                          ) if self.tools_allowed else ()
             if not calls:
                 text = response.text
                 if hooks is not None and hooks.has.transform_llm_output:
@@ -390,7 +396,7 @@ class _Turn:
             model=self.model_spec)
         rec.add(TurnPaused(
             turn_id=self.turn_id, session_id=self.session_id, request_id=held.request_id,
-            tool_call_id=audit_name(held.call.id), tool_name=audit_name(held.call.name),
+            tool_call_id=held.call.id, tool_name=audit_name(held.call.name),
             checkpoint_digest=rec.content(checkpoint.to_json())))
         await rec.flush()
         text = (f"This needs an operator's approval before I run {held.call.name}: "
@@ -463,6 +469,7 @@ class _Turn:
                 error_type=type(exc).__name__, history_omitted=list(self.window.omitted),
                 history_omitted_tokens=self.window.omitted_tokens))
             return None
+        response = bounded(response)  # over-deep or oversized arguments: malformed calls
         usage = response.usage
         if not usage.cost_usd and (usage.input_tokens or usage.output_tokens):
             cost = engine.prices.cost(response.model or model.name, usage)
@@ -500,7 +507,7 @@ class _Turn:
             return self._complete(call, checked, args_digest, None, None)
         verdict = engine.gate.check(
             tool_name=call.name, tool=checked, arguments=call.arguments,
-            args_digest=args_digest, tool_call_id=audit_name(call.id), actor=self.actor,
+            args_digest=args_digest, tool_call_id=call.id, actor=self.actor,
             source=self.source, route=self.route, turn_id=self.turn_id,
             session_id=self.session_id, path="loop" if approved is None else "resume",
             approved_request=approved, read_only=checked is None and _described_read_only(
@@ -547,7 +554,9 @@ class _Turn:
         self.tool_calls += 1
         self.response_calls += 1
         event = self.site.completion(call, outcome, args_digest, rec.content(outcome.content),
-                                     provided_by)
+                                     provided_by,
+                                     known=call.name in self.offered
+                                     or self.engine.tools.get(call.name) is not None)
         rec.add(event)
         if step:
             self.steps.executed(event.tool_call_id, event.tool_name, outcome.status,
@@ -589,7 +598,8 @@ class _Turn:
             outcome, provided_by = provided
             self.tools_used.append(call.name)
         elif tool is None:  # offered by a plugin, and no plugin answered it
-            outcome, provided_by = unknown_tool(call, frozenset(self.engine.tools.names)), None
+            outcome = unknown_tool(call, frozenset(self.engine.tools.names), registered=True)
+            provided_by = None
         else:
             outcome, provided_by = await self._dispatch(tool, call), None
         model_reads = None

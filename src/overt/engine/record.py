@@ -21,6 +21,7 @@ from overt.events import (
     TurnResumed,
 )
 from overt.hooks.calls import Impl
+from overt.ids import new_ulid
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import canonical_json, digest_text
 from overt.ledger.chain import clean_text
@@ -98,16 +99,30 @@ def jsonable(value: object) -> object:
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def audit_name(name: str) -> str:
-    """A model-chosen tool name as the audit tier records it: printable, at most 128 chars.
+def audit_name(name: str, *, known: bool = True) -> str:
+    """A tool name as the audit tier records it.
 
-    Registered names are already plain; this guards the record and the log line
-    against an invented name carrying control characters or a whole paragraph.
+    ``known`` is whether ``name`` is one overt offered (registered, or added by
+    a plugin's declaration): such names are the operator's vocabulary and are
+    recorded as they are (printable, at most 128 chars). A name the model
+    invented is never recorded verbatim: its tagged digest stands in for it,
+    so a model cannot write text into the audit tier through a tool name.
     """
+    if not known:
+        return digest_text(name)
     if name.isidentifier() and len(name) <= 128:
         return name  # the usual case: a plain name, nothing to clean
     cleaned = _UNPRINTABLE.sub("?", name)
     return cleaned if len(cleaned) <= 128 else cleaned[:127] + "…"
+
+
+def overt_call_id() -> str:
+    """A tool-call id overt makes; it stands in for the model's own id everywhere.
+
+    A model's tool-call id is model-chosen text: it is kept only in the content
+    tier (the recorded model response) and never reaches an audit row.
+    """
+    return f"call_{new_ulid()}"
 
 
 def canonical_or_repr(value: object) -> str:
@@ -128,18 +143,24 @@ class CallSite:
     caller_session_id: str
 
     def intent(self, call: ToolCall, args_digest: str) -> ToolCallStarted:
-        """The record committed before a call's effect."""
+        """The record committed before a call's effect (only ever for an offered tool)."""
         return ToolCallStarted(
-            turn_id=self.turn_id, session_id=self.session_id, tool_call_id=audit_name(call.id),
+            turn_id=self.turn_id, session_id=self.session_id, tool_call_id=call.id,
             tool_name=audit_name(call.name), triggered_by=self.source,
             caller_session_id=self.caller_session_id, args_sha256=args_digest)
 
     def completion(self, call: ToolCall, outcome: ToolOutcome, args_digest: str,
-                   result_digest: str, provided_by: str | None = None) -> ToolCallCompleted:
-        """The record of how a call ended (run, refused, failed or timed out)."""
+                   result_digest: str, provided_by: str | None = None, *,
+                   known: bool = True) -> ToolCallCompleted:
+        """The record of how a call ended (run, refused, failed or timed out).
+
+        ``known``: whether the tool name is one overt offered; an invented one is
+        recorded as its digest (and the outcome's status is ``unknown_tool``).
+        """
         return ToolCallCompleted(
-            turn_id=self.turn_id, session_id=self.session_id, tool_call_id=audit_name(call.id),
-            tool_name=audit_name(call.name), triggered_by=self.source,
+            turn_id=self.turn_id, session_id=self.session_id, tool_call_id=call.id,
+            tool_name=audit_name(call.name, known=known and outcome.status != "unknown_tool"),
+            triggered_by=self.source,
             caller_session_id=self.caller_session_id, tool_status=outcome.status,
             tool_duration_ms=outcome.duration_ms, exc_type=outcome.exc_type,
             args_sha256=args_digest, result_digest=result_digest,

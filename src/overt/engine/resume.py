@@ -11,7 +11,7 @@ acted on once however many processes try.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from overt.engine.checkpoint import Checkpoint
 from overt.engine.direct import DirectResult, run_direct
@@ -19,6 +19,7 @@ from overt.engine.loop import Engine
 from overt.engine.record import canonical_or_repr, resumption
 from overt.errors import LedgerIntegrityError, UsageError
 from overt.events import ApprovalDecision
+from overt.ledger.base import Entry
 from overt.ledger.canonical import digest_text
 from overt.ledger.chain import clean_text
 from overt.policy.actors import Actor
@@ -36,6 +37,8 @@ class Resumed:
     handed_back: str | None = None
     """Why this process left the paused turn to another (it ran on a model that
     cannot be built here); the decision stands and that process answers."""
+    held_call: Entry | None = None
+    """An interrupted call held for the operator: its ``tool_call.started`` record."""
 
 
 async def load_checkpoint(engine: Engine, request: ApprovalRequest) -> Checkpoint:
@@ -95,6 +98,46 @@ async def resume_request(engine: Engine, request: ApprovalRequest, *, by: Actor,
     arguments = json.loads(body)
     if not isinstance(arguments, dict):
         raise LedgerIntegrityError(f"request {request.request_id} holds no argument object")
+    released = await run_direct(
+        engine, request.tool_name, arguments, actor=Actor.parse(request.actor),
+        source=request.source, path="review", approved_request=request.request_id,
+        turn_id=request.turn_id, session_id=request.session_id,
+        tool_call_id=request.tool_call_id)
+    return Resumed(request, released=released)
+
+
+async def take_up_interrupted(engine: Engine, request: ApprovalRequest, *,
+                              by: Actor) -> Resumed:
+    """Take up an approved call whose tool started and recorded no result
+    (:attr:`ApprovalRequest.interrupted`).
+
+    A tool declared ``idempotent`` runs again, once per interruption however many
+    processes try (a claim on the ``tool_call.started`` it follows); any other tool
+    is held for the operator: nothing runs, and its ``tool_call.started`` record
+    comes back in ``held_call``.
+
+    Raises:
+        LedgerConflict: another process took this interruption up first.
+        LedgerIntegrityError: the call's arguments are no longer held.
+        UsageError: the request is not an interrupted call.
+    """
+    if not request.interrupted or request.call_started_seq is None:
+        raise UsageError(f"request {request.request_id} has no interrupted call")
+    started = [e for e in await engine.ledger.entries(turn_id=request.turn_id,
+                                                       kinds=["tool_call.started"])
+               if e.seq == request.call_started_seq]
+    tool = engine.tools.get(request.tool_name)
+    if tool is None or not tool.idempotent:
+        return Resumed(request, held_call=started[0] if started else None)
+    claim = resumption(request.turn_id, request.session_id, request.request_id, "approved",
+                       str(by))
+    await engine.ledger.record([replace(
+        claim, claim=f"rerun:{request.request_id}:{request.call_started_seq}")])
+    body = await engine.ledger.content(request.args_sha256, seq=request.requested_seq)
+    if body is None:
+        raise LedgerIntegrityError(f"the arguments of request {request.request_id} are not "
+                                   "held (pruned or redacted); the call cannot run again")
+    arguments = json.loads(body)
     released = await run_direct(
         engine, request.tool_name, arguments, actor=Actor.parse(request.actor),
         source=request.source, path="review", approved_request=request.request_id,

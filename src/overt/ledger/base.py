@@ -180,11 +180,13 @@ class Ledger(Protocol):
         the returned record is also appended to the chain."""
         ...
 
-    async def verify(self, *, check_content: bool = True,
-                     check_index: bool = True) -> VerifyReport:
+    async def verify(self, *, check_content: bool = True, check_index: bool = True,
+                     check_bodies: bool = True) -> VerifyReport:
         """Recompute the whole chain; name the first entry that does not match.
 
-        ``check_content``: then every body against its digest. ``check_index``:
+        ``check_content``: then every body against its digest, and (``check_bodies``)
+        that every body an entry points to is stored, or may have gone with a
+        recorded prune (a deleted body fails). ``check_index``:
         then what the backend keeps derived from the chain (SQLite's trail index)
         against the chain. Each costs about as much again as the chain.
         """

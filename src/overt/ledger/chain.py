@@ -13,6 +13,7 @@ seal itself is an entry of the chain it anchors, so forging one breaks the chain
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -183,3 +184,34 @@ def with_content_check(report: VerifyReport, checked: int, bad: list[str]) -> Ve
                             f"{len(bad)} content bodies do not match their digest", checked, bad)
     return VerifyReport(True, report.entries, report.first_seq, report.last_seq,
                         report.head_hash, content_checked=checked)
+
+
+BODY_FIELDS: tuple[str, ...] = (
+    "message_digest", "response_digest", "args_sha256", "result_digest", "reply_digest",
+    "reason_digest", "checkpoint_digest", "content_digest", "context_digest",
+    "before_digest", "after_digest", "error_digest")
+"""The entry fields that point to a body in the content tier (``verify`` checks each
+body is present). Memory's ``title_digest``/``body_digest`` name rows of the memory
+tables, not bodies, and an unknown tool's digested name points to nothing."""
+
+
+def with_body_check(report: VerifyReport, pointers: Iterable[Sequence[Any]],
+                    present: set[str], pruned: bool) -> VerifyReport:
+    """``report``, failed at the first entry pointing to a body that is not stored.
+
+    ``pointers`` are (seq, one value per :data:`BODY_FIELDS`) rows in ``seq``
+    order; ``present`` the digests the content tier holds. When the ledger was
+    pruned (``pruned``), a body an entry after the prune still points to may
+    have gone with the pruned range: it is counted as pruned, not failed.
+    """
+    if not report.ok:
+        return report
+    for seq, *digests in pointers:
+        for digest in digests:
+            if digest is None or digest in present or pruned:
+                continue
+            return dataclasses.replace(
+                report, ok=False, bad_seq=int(seq),
+                problem=f"the content body {digest} it points to is missing "
+                        "(and no prune record accounts for it)")
+    return report

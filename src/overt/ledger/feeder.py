@@ -27,6 +27,7 @@ from overt.errors import LedgerError
 from overt.ledger import sql
 from overt.ledger.canonical import GENESIS
 from overt.ledger.journal import Head, Journal, JournalReader, Payload
+from overt.ledger.schema.sqlite import lift_delete_guards, restore_delete_guards
 from overt.ledger.sql import SQLITE as D
 from overt.ledger.trail_index import index_rows
 
@@ -97,11 +98,11 @@ def store(conn: sqlite3.Connection, payload: Payload, held: int) -> int:
         conn.execute(statement, values)
     through = payload.get("prune")
     if through is not None:
-        conn.execute("INSERT INTO overt_prune_gate VALUES (?)", (through,))
+        lift_delete_guards(conn)  # DDL in this transaction: a failure takes it back
         conn.execute(sql.delete_content_through(D), (through,))
         conn.execute(sql.DELETE_TRAIL_INDEX_THROUGH, (through,))
         conn.execute(sql.delete_entries_through(D), (through,))
-        conn.execute("DELETE FROM overt_prune_gate")
+        restore_delete_guards(conn)
     return last
 
 

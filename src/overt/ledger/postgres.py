@@ -62,6 +62,7 @@ from overt.ledger.chain import (
     drafts,
     row_to_entry,
     verify_rows,
+    with_body_check,
     with_content_check,
 )
 from overt.ledger.notify import AppendSignal
@@ -176,9 +177,15 @@ class PostgresLedger:
             with psycopg.connect(self._conninfo, autocommit=True) as conn:
                 conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
                 try:
-                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                    # DDL only when something is missing: the writer role (no CREATE)
+                    # opens a ledger that is up to date
+                    if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                                        (self.schema,)).fetchone():
+                        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                     conn.execute(f'SET search_path = "{self.schema}"')
-                    conn.execute(MIGRATIONS_TABLE)
+                    known = conn.execute("SELECT to_regclass('overt_migrations')").fetchone()
+                    if known is None or known[0] is None:
+                        conn.execute(MIGRATIONS_TABLE)
                     for version, name, script in MIGRATIONS:
                         with conn.transaction():
                             if conn.execute("SELECT 1 FROM overt_migrations WHERE version = %s",
@@ -354,11 +361,9 @@ class PostgresLedger:
                 rows, _, _ = chain(head, now_iso(), drafts([record]))
                 conn.execute(sql.insert_entries(D), rows[0])
                 if record.removed_entries:
-                    conn.execute("SELECT set_config('overt.prune_through', %s, true)",
-                                 (str(record.through_seq),))
-                    conn.execute(sql.delete_content_through(D), (record.through_seq,))
-                    conn.execute(sql.delete_entries_through(D), (record.through_seq,))
-                    conn.execute("SELECT set_config('overt.prune_through', '', true)")
+                    # the record sealing the range is the head now: the owner's
+                    # SECURITY DEFINER function deletes through it, and nothing else can
+                    conn.execute("SELECT overt_prune(%s)", (record.through_seq,))
         except psycopg.Error as exc:
             raise LedgerError(f"cannot prune ledger {_safe(self.url)}: {exc}") from exc
         return record
@@ -442,12 +447,13 @@ class PostgresLedger:
 
     # -- verification -------------------------------------------------------
 
-    async def verify(self, *, check_content: bool = True,
-                     check_index: bool = True) -> VerifyReport:
-        return await asyncio.to_thread(self.verify_sync, check_content=check_content)
+    async def verify(self, *, check_content: bool = True, check_index: bool = True,
+                     check_bodies: bool = True) -> VerifyReport:
+        return await asyncio.to_thread(self.verify_sync, check_content=check_content,
+                                       check_bodies=check_bodies)
 
-    def verify_sync(self, *, check_content: bool = True,
-                    check_index: bool = True) -> VerifyReport:
+    def verify_sync(self, *, check_content: bool = True, check_index: bool = True,
+                    check_bodies: bool = True) -> VerifyReport:
         """:meth:`verify`, for callers without an event loop. (``check_index``: there
         is nothing derived to check; the trail is read from the chain.)
 
@@ -465,17 +471,24 @@ class PostgresLedger:
                     report = verify_rows(cur, anchors)
                 if not check_content or not report.ok:
                     return report
-                checked, bad = 0, []
+                checked, bad, present = 0, [], set()
                 with conn.cursor(name="overt_verify_content") as cur:
                     cur.itersize = 2_000
                     cur.execute("SELECT digest, body FROM content_blobs")
                     for digest, body in cur:
                         checked += 1
+                        present.add(digest)
                         if digest_bytes(bytes(body)) != digest:
                             bad.append(digest)
+                report = with_content_check(report, checked, bad)
+                if not check_bodies:
+                    return report
+                with conn.cursor(name="overt_verify_pointers") as cur:
+                    cur.itersize = 10_000
+                    cur.execute(sql.body_pointers(D))
+                    return with_body_check(report, cur, present, pruned=bool(anchors))
         except psycopg.Error as exc:
             raise LedgerError(f"cannot read ledger {_safe(self.url)}: {exc}") from exc
-        return with_content_check(report, checked, bad)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.close_sync)

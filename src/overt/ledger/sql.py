@@ -436,3 +436,12 @@ def delete_content_through(d: Dialect) -> str:
 
 def delete_entries_through(d: Dialect) -> str:
     return f"DELETE FROM audit_log WHERE seq <= {d.ph}"
+
+
+def body_pointers(d: Dialect) -> str:
+    """(seq, one column per :data:`overt.ledger.chain.BODY_FIELDS`) of every entry
+    pointing to a body, in ``seq`` order."""
+    from overt.ledger.chain import BODY_FIELDS  # chain imports nothing from here
+
+    columns = ", ".join(d.text(f) for f in BODY_FIELDS)
+    return f"SELECT seq, {columns} FROM audit_log ORDER BY seq"

@@ -54,6 +54,7 @@ from overt.ledger.chain import (
     row_to_entry,
     verify_payloads,
     verify_rows,
+    with_body_check,
     with_content_check,
 )
 from overt.ledger.feeder import Feeder, head_in, store
@@ -396,12 +397,13 @@ class SqliteLedger:
 
     # -- verification -------------------------------------------------------
 
-    async def verify(self, *, check_content: bool = True,
-                     check_index: bool = True) -> VerifyReport:
-        return self.verify_sync(check_content=check_content, check_index=check_index)
+    async def verify(self, *, check_content: bool = True, check_index: bool = True,
+                     check_bodies: bool = True) -> VerifyReport:
+        return self.verify_sync(check_content=check_content, check_index=check_index,
+                                check_bodies=check_bodies)
 
-    def verify_sync(self, *, check_content: bool = True,
-                    check_index: bool = True) -> VerifyReport:
+    def verify_sync(self, *, check_content: bool = True, check_index: bool = True,
+                    check_bodies: bool = True) -> VerifyReport:
         """:meth:`verify`, for callers without an event loop."""
         self.sync()
         with self._lock:
@@ -419,14 +421,19 @@ class SqliteLedger:
                     report = self._check_trail_index(report)
                 if not check_content or not report.ok:
                     return report
-                checked, bad = 0, []
+                checked, bad, present = 0, [], set()
                 for digest, body in self._conn.execute("SELECT digest, body FROM content_blobs"):
                     checked += 1
+                    present.add(digest)
                     if digest_text(body) != digest:
                         bad.append(digest)
+                report = with_content_check(report, checked, bad)
+                if not check_bodies:
+                    return report
+                return with_body_check(report, self._conn.execute(sql.body_pointers(D)),
+                                       present, pruned=bool(anchors))
             except sqlite3.DatabaseError as exc:
                 raise LedgerError(f"cannot read ledger {self.path}: {exc}") from exc
-        return with_content_check(report, checked, bad)
 
     def _check_trail_index(self, report: VerifyReport) -> VerifyReport:
         """``report``, failed if the trail index does not match the chain (the

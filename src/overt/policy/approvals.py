@@ -49,6 +49,18 @@ class ApprovalRequest:
     decided_at: str | None = None
     reason_digest: str | None = None
     resumed: bool = False
+    call_started_seq: int | None = None
+    """The ``tool_call.started`` entry of the call this request released, if one."""
+    call_completed: bool = False
+    """Whether that call recorded its ``tool_call.completed``."""
+
+    @property
+    def interrupted(self) -> bool:
+        """Approved and taken up, its tool started, and no result was ever recorded
+        (the process died inside the tool): never dropped silently, see
+        ``approvals list`` and ``approvals resume``."""
+        return (self.status == "approved" and self.resumed
+                and self.call_started_seq is not None and not self.call_completed)
 
     def overdue(self, now: str | None = None) -> bool:
         """Pending past its expiry (expired, though not yet on the record)."""
@@ -96,16 +108,32 @@ class ApprovalBook:
     async def list(self, statuses: Sequence[ApprovalStatus] | None = None) -> list[ApprovalRequest]:
         """Every request, oldest first (only ``statuses`` when given)."""
         entries = await self.ledger.entries(
-            kinds=["approval.requested", "approval.decided", "turn.resumed"])
+            kinds=["approval.requested", "approval.decided", "turn.resumed",
+                   "tool_call.started", "tool_call.completed"])
         decided: dict[str, Entry] = {}
         resumed: set[str] = set()
+        started: dict[str, int] = {}
+        completed: set[str] = set()
         for e in entries:
             if e.kind == "approval.decided":
                 decided[e.data["request_id"]] = e
             elif e.kind == "turn.resumed":
                 resumed.add(e.data["request_id"])
-        out = [_request(e, decided.get(e.data["request_id"]), e.data["request_id"] in resumed)
-               for e in entries if e.kind == "approval.requested"]
+            elif e.kind == "tool_call.started":
+                started[e.data["tool_call_id"]] = e.seq
+            elif e.kind == "tool_call.completed" and e.data["tool_call_id"] in started:
+                completed.add(e.data["tool_call_id"])
+        out = []
+        for e in entries:
+            if e.kind != "approval.requested":
+                continue
+            request = _request(e, decided.get(e.data["request_id"]),
+                               e.data["request_id"] in resumed)
+            call = request.tool_call_id
+            if call in started and started[call] > request.requested_seq:
+                request = replace(request, call_started_seq=started[call],
+                                  call_completed=call in completed)
+            out.append(request)
         return [r for r in out if statuses is None or r.status in statuses]
 
     async def decide(self, request_id: str, decision: ApprovalDecision, *, by: Actor,

@@ -102,6 +102,10 @@ class Tool:
     context_param: str | None
     is_async: bool
     inline: bool
+    idempotent: bool = False
+    """Running it twice with the same arguments does no more than once: an approved
+    call of it whose process died before its result is run again by
+    ``approvals resume`` (any other tool is held for the operator instead)."""
 
     @property
     def spec(self) -> ToolSpec:
@@ -146,7 +150,7 @@ class Tool:
 def make_tool(function: Callable[..., Any], *, name: str | None = None,
               description: str | None = None, read_only: bool = False,
               capability: str | None = None, timeout_s: float | None = 30.0,
-              inline: bool = False) -> Tool:
+              inline: bool = False, idempotent: bool = False) -> Tool:
     """Build a :class:`Tool` from a function.
 
     Raises:
@@ -188,6 +192,7 @@ def make_tool(function: Callable[..., Any], *, name: str | None = None,
         context_param=context_param,
         is_async=inspect.iscoroutinefunction(function),
         inline=inline,
+        idempotent=idempotent,
     )
 
 
@@ -198,13 +203,15 @@ def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(*, name: str | None = None, description: str | None = None, read_only: bool = False,
          capability: str | None = None, timeout_s: float | None = 30.0,
-         inline: bool = False) -> Callable[[Callable[..., Any]], Tool]: ...
+         inline: bool = False, idempotent: bool = False
+         ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(function: Callable[..., Any] | None = None, /, *, name: str | None = None,
          description: str | None = None, read_only: bool = False,
          capability: str | None = None, timeout_s: float | None = 30.0,
-         inline: bool = False) -> Tool | Callable[[Callable[..., Any]], Tool]:
+         inline: bool = False, idempotent: bool = False
+         ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool: ``@tool`` or ``@tool(read_only=True, capability="x")``.
 
     Raises:
@@ -215,6 +222,7 @@ def tool(function: Callable[..., Any] | None = None, /, *, name: str | None = No
 
     def wrap(fn: Callable[..., Any]) -> Tool:
         return make_tool(fn, name=name, description=description, read_only=read_only,
-                         capability=capability, timeout_s=timeout_s, inline=inline)
+                         capability=capability, timeout_s=timeout_s, inline=inline,
+                         idempotent=idempotent)
 
     return wrap

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from overt.clock import period_start
+from overt.policy.approvals import ApprovalBook
 from overt.tools.base import Tool, ToolContext, tool
 
 Period = Literal["today", "24h", "7d", "30d", "all"]
@@ -45,6 +46,10 @@ async def get_operational_state(ctx: ToolContext) -> dict[str, Any]:
         for key in ("tool_name", "plugin", "hook"):
             if key in data:
                 error[key] = data[key]
+    interrupted = [{"request_id": r.request_id, "tool_name": r.tool_name,
+                    "started_seq": r.call_started_seq}
+                   for r in await ApprovalBook(ctx.ledger, ctx.capabilities).list(["approved"])
+                   if r.interrupted]
     requested = await ctx.ledger.count("approval.requested")
     decided = await ctx.ledger.count("approval.decided")
     return {
@@ -54,6 +59,7 @@ async def get_operational_state(ctx: ToolContext) -> dict[str, Any]:
         "tool_calls_today": await ctx.ledger.count("tool_call.completed", since=today),
         "last_error": error,
         "pending_approvals": max(0, requested - decided),
+        "interrupted_approved_calls": interrupted,
     }
 
 

@@ -5,8 +5,8 @@ cannot hold NUL, and a tool result may); ``data`` stays ``text`` because the
 chain hashes its exact bytes (``jsonb`` would reorder and reformat them), and
 queries read fields through ``data::json``. Append-only is enforced by a
 trigger function on every ledger table, for every role, plus a ``TRUNCATE``
-guard; a prune opens the gate for its own transaction only, with
-``SET LOCAL overt.prune_through``.
+guard. A prune deletes through the ``overt_prune`` function (migration 10),
+owned by the ledger's owner role; no session setting opens a guard.
 """
 
 from __future__ import annotations
@@ -133,6 +133,52 @@ _REASONING_V4 = reasoning_phase_index(POSTGRES) + ";\n" + reasoning_steps_view(P
 # Indexes whose pages a commit appends to, not one page per kind or phase it holds.
 _APPENDING_INDEXES_V6 = appending_indexes(POSTGRES)
 
+# Migration 10: the guard trusts nothing a session can set. A DELETE on audit_log or
+# content_blobs passes only when the role running it is the owner of overt_prune (the
+# ledger's owner role; inside the SECURITY DEFINER function that is every caller
+# allowed to execute it), and only for seqs at or before the through_seq sealed by
+# the newest ledger.pruned entry of the chain. overt_prune(through) deletes only
+# when that entry is the chain's head (just appended, in the caller's transaction)
+# and seals exactly ``through``.
+_SEALED_PRUNE_V10 = """
+CREATE OR REPLACE FUNCTION overt_sealed_through() RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT (data::json ->> 'through_seq')::bigint FROM audit_log
+                     WHERE kind = 'ledger.pruned' ORDER BY seq DESC LIMIT 1), 0)
+$$;
+
+CREATE OR REPLACE FUNCTION overt_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND TG_NARGS > 0 THEN
+        IF current_user = (SELECT pg_get_userbyid(p.proowner) FROM pg_proc p
+                           WHERE p.oid = 'overt_prune(bigint)'::regprocedure)
+           AND OLD.seq <= overt_sealed_through() THEN
+            RETURN OLD;
+        END IF;
+    END IF;
+    RAISE EXCEPTION 'overt ledger is append-only: % on %', TG_OP, TG_TABLE_NAME
+        USING ERRCODE = 'insufficient_privilege';
+END $$;
+
+CREATE OR REPLACE FUNCTION overt_prune(through bigint) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+    head_kind text;
+    removed bigint;
+BEGIN
+    SELECT kind INTO head_kind FROM audit_log ORDER BY seq DESC LIMIT 1;
+    IF head_kind IS DISTINCT FROM 'ledger.pruned' OR overt_sealed_through() <> through THEN
+        RAISE EXCEPTION 'overt_prune: no sealed prune record at the head for seq %', through
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    DELETE FROM content_blobs WHERE seq <= through;
+    DELETE FROM audit_log WHERE seq <= through;
+    GET DIAGNOSTICS removed = ROW_COUNT;
+    RETURN removed;
+END $$;
+REVOKE ALL ON FUNCTION overt_prune(bigint) FROM PUBLIC;
+"""
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, append-only guards, views", _INITIAL),
     (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
@@ -147,4 +193,6 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (8, "memory search ranks without per-node lengths (SQLite's index; nothing changes here)",
      "SELECT 1"),
     (9, "content keyed seq << 20 | n (SQLite's table; nothing changes here)", "SELECT 1"),
+    (10, "no session setting opens the guards: prune through overt_prune (SECURITY DEFINER)",
+     _SEALED_PRUNE_V10),
 ]

@@ -4,8 +4,11 @@ Each migration runs once, in its own transaction, recorded in
 ``overt_migrations``; running them again is a no-op. Append-only is enforced
 by triggers: an ``UPDATE`` or ``DELETE`` on any ledger table is aborted by the
 database itself, whatever code issues it. The one exception is a prune: inside
-its transaction it opens ``overt_prune_gate`` for the seqs it removes, and
-closes it before committing.
+its transaction (:func:`pruning`) it drops the delete guards of the tables it
+prunes, deletes through the sealed seq and creates the guards again before
+committing: no row in any table switches a guard off (migration 11 removed the
+``overt_prune_gate`` table a single INSERT could open), only DDL inside the
+prune's own transaction does, and a transaction that fails takes its DDL back.
 """
 
 from __future__ import annotations
@@ -183,6 +186,28 @@ def _fill_trail_index(conn: sqlite3.Connection) -> None:
             for seq, _id, kind, at, turn_id, session_id, data, key in rows])
 
 
+PRUNED_TABLES = ("content_blobs", "trail_index", "audit_log")
+"""The tables a prune deletes from, in the order it deletes."""
+
+_NO_GATE_V11 = "".join(f"DROP TRIGGER IF EXISTS {t}_no_delete;\n" for t in PRUNED_TABLES) + """
+DROP TRIGGER IF EXISTS overt_prune_gate_no_update;
+DROP TABLE IF EXISTS overt_prune_gate;
+""" + "".join(_no_delete(t, gated=False) for t in PRUNED_TABLES)
+
+
+def lift_delete_guards(conn: sqlite3.Connection) -> None:
+    """Drop the delete guards of :data:`PRUNED_TABLES`; only a prune does this, inside
+    the transaction that deletes and then calls :func:`restore_delete_guards`."""
+    for table in PRUNED_TABLES:
+        conn.execute(f"DROP TRIGGER {table}_no_delete")
+
+
+def restore_delete_guards(conn: sqlite3.Connection) -> None:
+    """Create the delete guards :func:`lift_delete_guards` dropped, as they were."""
+    for table in PRUNED_TABLES:
+        conn.execute(_no_delete(table, gated=False))
+
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, prune gate, views", _INITIAL),
     (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
@@ -199,6 +224,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (9, "content keyed seq << 20 | n: a commit appends to one page", _CONTENT_KEYED_V9),
     (10, "trail index: each session's trail records together, bodies by key",
      _TRAIL_INDEX_V10),
+    (11, "no prune gate: delete guards always abort; a prune lifts them in its transaction",
+     _NO_GATE_V11),
 ]
 
 FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {10: _fill_trail_index}

@@ -1,0 +1,109 @@
+"""An approved call is never dropped silently: one whose tool started and never
+recorded a result (its process died inside the tool) shows in `approvals list` and
+`get_operational_state`; `approvals resume` runs it again only if the tool is
+idempotent, and otherwise holds it for the operator with its start record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from overt.cli import approvals_cmd
+from overt.ledger.base import Ledger
+from overt.models.fake import ScriptedModel
+from overt.policy.capabilities import Capabilities
+from overt.policy.engine import Policy
+from overt.policy.gate import Gate
+from overt.runtime import Runtime
+from overt.tools.base import Tool, tool
+from overt.tools.builtin import builtin_tools
+from tests.conftest import run
+from tests.policy.helpers import ask
+
+
+class Died(BaseException):
+    """The process dying inside the tool (nothing after it runs)."""
+
+
+def store(log: Path, *, idempotent: bool, die: bool) -> Tool:
+    @tool(idempotent=idempotent)
+    def set_value(value: int) -> str:
+        """Set the value (mutating: needs an approval)."""
+        with log.open("a", encoding="utf-8") as f:
+            f.write(f"{value}\n")
+        if die:
+            raise Died()
+        return f"set to {value}"
+
+    return set_value
+
+
+SET = {"tool_calls": [{"name": "set_value", "arguments": {"value": 7}}]}
+
+
+def runtime(ledger: Ledger, tools: list[Tool], replies: list[Any]) -> Runtime:
+    return Runtime(model=ScriptedModel(replies), ledger=ledger, tools=tools,
+                   gate=Gate(Policy([]), Capabilities(None), approval_ttl_s=3600.0))
+
+
+def interrupted(ledger: Ledger, log: Path, *, idempotent: bool) -> str:
+    """A request approved whose tool started, wrote its effect and died."""
+    rt = runtime(ledger, [store(log, idempotent=idempotent, die=True)], [SET])
+    request_id = ask(rt).awaiting_approval
+    with pytest.raises(Died):
+        run(rt.approve(request_id))
+    assert log.read_text().splitlines() == ["7"]
+    return str(request_id)
+
+
+def test_an_interrupted_approved_call_is_visible_in_the_list_and_operational_state(
+        ledger: Ledger, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "values"
+    request_id = interrupted(ledger, log, idempotent=False)
+    later = runtime(ledger, [store(log, idempotent=False, die=False), *builtin_tools()], [])
+    (request,) = [r for r in run(later.approvals.list()) if r.request_id == request_id]
+    assert request.status == "approved" and request.interrupted
+    assert request.call_started_seq is not None and not request.call_completed
+
+    class Args:
+        approvals_command, all, json = "list", False, False
+
+    assert run(approvals_cmd.run(Args(), later)) == 0  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert request_id in out and "no result recorded" in out
+    state = run(later.call_tool("get_operational_state", {}))
+    assert not state.is_error, state.content
+    (seen,) = json.loads(state.content)["interrupted_approved_calls"]
+    assert seen == {"request_id": request_id, "tool_name": "set_value",
+                    "started_seq": request.call_started_seq}
+
+
+def test_resume_holds_an_interrupted_call_of_a_tool_not_idempotent_and_never_runs_it_twice(
+        ledger: Ledger, tmp_path: Path) -> None:
+    log = tmp_path / "values"
+    request_id = interrupted(ledger, log, idempotent=False)
+    later = runtime(ledger, [store(log, idempotent=False, die=False)], ["done"])
+    for _ in range(2):
+        (held,) = run(later.resume_pending())
+        assert held.request.request_id == request_id and held.released is None
+        assert held.held_call is not None and held.held_call.kind == "tool_call.started"
+        assert held.held_call.seq == held.request.call_started_seq
+    assert log.read_text().splitlines() == ["7"]  # ran once, before the process died
+
+
+def test_resume_runs_an_interrupted_call_of_an_idempotent_tool_again_once(
+        ledger: Ledger, tmp_path: Path) -> None:
+    log = tmp_path / "values"
+    request_id = interrupted(ledger, log, idempotent=True)
+    later = runtime(ledger, [store(log, idempotent=True, die=False)], ["done"])
+    (again,) = run(later.resume_pending())
+    assert again.released is not None and again.released.status == "ok"
+    assert log.read_text().splitlines() == ["7", "7"]
+    (request,) = [r for r in run(later.approvals.list()) if r.request_id == request_id]
+    assert request.call_completed and not request.interrupted
+    assert run(later.resume_pending()) == []
+    assert log.read_text().splitlines() == ["7", "7"]
+    assert run(ledger.verify()).ok
