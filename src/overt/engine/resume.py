@@ -91,19 +91,7 @@ async def resume_request(engine: Engine, request: ApprovalRequest, *, by: Actor,
                                            request.request_id, decision, str(by))])
     if decision != "approved":
         return Resumed(request)
-    body = await engine.ledger.content(request.args_sha256, seq=request.requested_seq)
-    if body is None:
-        raise LedgerIntegrityError(f"the arguments of request {request.request_id} are not "
-                                   "held (pruned or redacted); the call cannot be released")
-    arguments = json.loads(body)
-    if not isinstance(arguments, dict):
-        raise LedgerIntegrityError(f"request {request.request_id} holds no argument object")
-    released = await run_direct(
-        engine, request.tool_name, arguments, actor=Actor.parse(request.actor),
-        source=request.source, path="review", approved_request=request.request_id,
-        turn_id=request.turn_id, session_id=request.session_id,
-        tool_call_id=request.tool_call_id)
-    return Resumed(request, released=released)
+    return await _run_held(engine, request, "the call cannot be released")
 
 
 async def take_up_interrupted(engine: Engine, request: ApprovalRequest, *,
@@ -133,11 +121,23 @@ async def take_up_interrupted(engine: Engine, request: ApprovalRequest, *,
                        str(by))
     await engine.ledger.record([replace(
         claim, claim=f"rerun:{request.request_id}:{request.call_started_seq}")])
+    return await _run_held(engine, request, "the call cannot run again")
+
+
+async def _run_held(engine: Engine, request: ApprovalRequest, what: str) -> Resumed:
+    """Run the call ``request`` held, once, on the ``review`` path, with the arguments
+    the content tier keeps for it.
+
+    Raises:
+        LedgerIntegrityError: the arguments are no longer held, or are not an object.
+    """
     body = await engine.ledger.content(request.args_sha256, seq=request.requested_seq)
     if body is None:
         raise LedgerIntegrityError(f"the arguments of request {request.request_id} are not "
-                                   "held (pruned or redacted); the call cannot run again")
+                                   f"held (pruned or redacted); {what}")
     arguments = json.loads(body)
+    if not isinstance(arguments, dict):
+        raise LedgerIntegrityError(f"request {request.request_id} holds no argument object")
     released = await run_direct(
         engine, request.tool_name, arguments, actor=Actor.parse(request.actor),
         source=request.source, path="review", approved_request=request.request_id,
