@@ -83,6 +83,7 @@ class LiveHub:
             if not self._queues and self._task is not None:
                 self._task.cancel()
                 self._task = None
+                self._views.clear()
 
     async def head(self) -> int:
         rows = await self._select("SELECT max(seq) FROM audit_log", ())
@@ -127,7 +128,10 @@ class LiveHub:
     # -- shared reads ---------------------------------------------------------
 
     async def turn(self, turn_id: str) -> TurnView | None:
-        """The turn folded from its entries (shared by every page until it changes)."""
+        """The turn folded from its entries (shared by every page until it changes,
+        while the hub follows the ledger)."""
+        if self._task is None:  # nobody follows the ledger: nothing would say it changed
+            return await self._fold(turn_id)
         found = self._views.get(turn_id)
         if found is None:
             found = asyncio.ensure_future(self._fold(turn_id))

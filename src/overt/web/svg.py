@@ -75,7 +75,7 @@ def graph(nodes: Sequence[tuple[str, str, str]], links: Sequence[tuple[str, str,
     for i, (node_id, _, _) in enumerate(nodes):
         angle = 2 * math.pi * i / max(len(nodes), 1) - math.pi / 2
         at[node_id] = (c + r * math.cos(angle), c + r * math.sin(angle))
-    parts = [f'<svg class="graph" role="img" viewBox="0 0 {size} {size}" width="{size}" '
+    parts = [f'<svg class="graph" role="group" viewBox="0 0 {size} {size}" width="{size}" '
              f'height="{size}" aria-label="{escape(title)}"><title>{escape(title)}</title>']
     for a, b, kind in links:
         if a in at and b in at:
