@@ -90,13 +90,19 @@ def browser_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
+def need_browser() -> None:
+    """Skip the calling test module, saying why, when no browser can run here; in CI
+    (env ``CI`` set), fail instead."""
     missing = browser_missing()
     if missing is not None:
         if os.environ.get("CI"):
-            pytest.fail(f"browser tests need a browser in CI: {missing}")
-        pytest.skip(missing)
+            pytest.fail(f"browser tests need a browser in CI: {missing}", pytrace=False)
+        pytest.skip(missing, allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    need_browser()
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

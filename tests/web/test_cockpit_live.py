@@ -9,9 +9,11 @@ import sys
 from typing import Any
 
 import httpx2 as httpx
-from playwright.sync_api import expect
 
-from tests.web.conftest import AUDITOR, CLIENT, OPERATOR, Cockpit
+from tests.web.conftest import AUDITOR, CLIENT, OPERATOR, Cockpit, need_browser
+
+need_browser()
+from playwright.sync_api import expect  # noqa: E402  (after the check: may be missing)
 
 WAIT_MS = 10_000
 

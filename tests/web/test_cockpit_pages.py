@@ -11,12 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from playwright.sync_api import expect
-
 from overt.ledger import open_ledger
 from overt.memory.store import Writer, store_for
-from tests.web.conftest import ASSETS, OPERATOR, Cockpit
-from tests.web.test_cockpit_live import WAIT_MS, ask, log_in
+from tests.web.conftest import ASSETS, OPERATOR, Cockpit, need_browser
+
+need_browser()
+from playwright.sync_api import expect  # noqa: E402  (after the check: may be missing)
+
+from tests.web.test_cockpit_live import WAIT_MS, ask, log_in  # noqa: E402
 
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 PAGES = ("/live", "/approvals", "/sessions", "/usage", "/memory", "/ledger")
