@@ -91,7 +91,8 @@ def fold(entries: Iterable[Entry]) -> TurnView | None:
                                        e.at, str(d.get("content_digest", "")), e.seq))
         elif e.kind == "policy.decision":
             call = _call(view, d)
-            call.effect, call.rule = d.get("effect"), d.get("rule")
+            if call.effect in (None, "allow"):  # the rule that held a call stays shown
+                call.effect, call.rule = d.get("effect"), d.get("rule")
         elif e.kind == "tool_call.started":
             _call(view, d).status = "running"
         elif e.kind == "tool_call.completed":
