@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+import overt
 from overt.channels.auth import Tokens, token_digest
 from overt.channels.http import create_app
 from overt.config import Budget
@@ -77,6 +78,14 @@ def reply(request: ModelRequest) -> ModelResponse:
                                                     "[plan] 1. call get_usage")
     return ModelResponse(f"re: {asked}", usage=usage,
                          reasoning="[thinking] a plain question\n[plan] 1. answer it")
+
+
+def cli_env(db: Path) -> dict[str, str]:
+    """The environment of an ``overt`` process on ``db``, importing this checkout's overt
+    (whatever the working directory)."""
+    source = str(Path(overt.__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "OVERT_DB": str(db), "OVERT_TRANSCRIPT": "", "PYTHONPATH": path}
 
 
 def browser_missing() -> str | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -10,7 +9,7 @@ from typing import Any
 
 import httpx2 as httpx
 
-from tests.web.conftest import AUDITOR, CLIENT, OPERATOR, Cockpit, need_browser
+from tests.web.conftest import AUDITOR, CLIENT, OPERATOR, Cockpit, cli_env, need_browser
 
 need_browser()
 from playwright.sync_api import expect  # noqa: E402  (after the check: may be missing)
@@ -100,8 +99,7 @@ def test_a_decision_from_the_cli_shows_in_an_open_approvals_page(chromium: Any,
     script = cockpit.project / "answer.jsonl"
     script.write_text('{"tool_calls": [{"name": "get_usage", "arguments": {}}]}\n'
                       '{"text": "Decided in a terminal."}\n', encoding="utf-8")
-    env = {**os.environ, "OVERT_DB": str(cockpit.db), "OVERT_TRANSCRIPT": "",
-           "OVERT_MODEL": f"scripted:{script}"}
+    env = {**cli_env(cockpit.db), "OVERT_MODEL": f"scripted:{script}"}
     done = subprocess.run([sys.executable, "-m", "overt.cli", "approvals", "deny", request_id,
                            "--reason", "not now"], cwd=cockpit.project, env=env,
                           capture_output=True, text=True, timeout=120)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -13,7 +12,7 @@ from typing import Any
 
 from overt.ledger import open_ledger
 from overt.memory.store import Writer, store_for
-from tests.web.conftest import ASSETS, OPERATOR, Cockpit, need_browser
+from tests.web.conftest import ASSETS, OPERATOR, Cockpit, cli_env, need_browser
 
 need_browser()
 from playwright.sync_api import expect  # noqa: E402  (after the check: may be missing)
@@ -25,9 +24,8 @@ PAGES = ("/live", "/approvals", "/sessions", "/usage", "/memory", "/ledger")
 
 
 def overt(cockpit: Cockpit, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OVERT_DB": str(cockpit.db), "OVERT_TRANSCRIPT": ""}
     return subprocess.run([sys.executable, "-m", "overt.cli", *args], cwd=cockpit.project,
-                          env=env, capture_output=True, text=True, timeout=120)
+                          env=cli_env(cockpit.db), capture_output=True, text=True, timeout=120)
 
 
 def serious_violations(page: Any) -> list[dict[str, Any]]:
