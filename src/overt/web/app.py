@@ -116,8 +116,9 @@ def cockpit_routes(runtime: Runtime, tokens: Tokens, *, budget: Budget | None = 
         on("/approvals/stream", approvals.stream),
         on("/approvals/{request_id}/{decision:str}", approvals.decide, post=True),
         on("/sessions", sessions.listing),
-        on("/sessions/{session_id}", sessions.session),
-        on("/sessions/{session_id}/export.md", sessions.export),
+        # session ids may hold a slash (an email Message-ID): the export is matched first
+        on("/sessions/{session_id:path}/export.md", sessions.export),
+        on("/sessions/{session_id:path}", sessions.session),
         on("/usage", usage.page),
         on("/memory", memory.search),
         on("/memory/{node_id}", memory.node),
