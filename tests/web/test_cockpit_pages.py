@@ -154,17 +154,16 @@ def test_verify_runs_from_the_ledger_page_and_reports_the_chain_ok(
 
 
 def test_no_page_has_a_serious_or_critical_accessibility_violation(
-        chromium: Any, cockpit: Cockpit) -> None:
+        chromium: Any, cockpit: Cockpit, shots: Any) -> None:
     answer = ask(cockpit.base, "a turn for the accessibility check")
     page = log_in(chromium, cockpit.base, OPERATOR)
     found = {}
     for path in (*PAGES, f"/sessions/{answer['session_id']}", "/memory?q=sqlite"):
         page.goto(path)
-        page.wait_for_load_state("networkidle") if path != "/live" and \
-            path != "/approvals" else page.wait_for_timeout(0)
         violations = serious_violations(page)
         if violations:
             found[path] = violations
+        shots(page, "page-" + path.strip("/").split("?")[0].replace("/", "-").replace(":", "_"))
     page.context.close()
     login = chromium.new_context(base_url=cockpit.base).new_page()
     login.goto("/login")

@@ -66,14 +66,17 @@ def columns(items: Sequence[tuple[str, float]], *, title: str,
 
 
 def graph(nodes: Sequence[tuple[str, str, str]], links: Sequence[tuple[str, str, str]],
-          *, title: str, size: int = 420) -> Markup:
-    """A small graph: ``nodes`` (id, label, href) on a circle, ``links`` (from, to,
-    kind) as lines between them."""
+          *, title: str, size: int = 420, center: str | None = None) -> Markup:
+    """A small graph: ``nodes`` (id, label, href) on a circle (``center`` in its
+    middle), ``links`` (from, to, kind) as lines between them."""
     import math
     c, r = size / 2, size / 2 - 70
     at: dict[str, tuple[float, float]] = {}
-    for i, (node_id, _, _) in enumerate(nodes):
-        angle = 2 * math.pi * i / max(len(nodes), 1) - math.pi / 2
+    ring = [n for n in nodes if n[0] != center]
+    if center is not None and len(ring) < len(nodes):
+        at[center] = (c, c)
+    for i, (node_id, _, _) in enumerate(ring):
+        angle = 2 * math.pi * i / max(len(ring), 1) - math.pi / 2
         at[node_id] = (c + r * math.cos(angle), c + r * math.sin(angle))
     parts = [f'<svg class="graph" role="group" viewBox="0 0 {size} {size}" width="{size}" '
              f'height="{size}" aria-label="{escape(title)}"><title>{escape(title)}</title>']

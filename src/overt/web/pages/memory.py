@@ -61,12 +61,13 @@ class MemoryPage:
         links = [lk for lk in hood.links if lk.from_id in near and lk.to_id in near]
         picture = _picture(list(near.values()), [(lk.from_id, lk.to_id, lk.kind)
                                                  for lk in links],
-                           f"links of {current.title}")
+                           f"links of {current.title}", center=current.root_id)
         return page("node.html", viewer, login, active="memory", node=current,
                     requested=found, revisions=revisions, links=links, near=near,
                     graph=picture)
 
 
-def _picture(nodes: list[Node], links: list[tuple[str, str, str]], title: str) -> object:
+def _picture(nodes: list[Node], links: list[tuple[str, str, str]], title: str,
+             center: str | None = None) -> object:
     return svg.graph([(n.root_id, n.title, f"/memory/{n.id}") for n in nodes], links,
-                     title=title)
+                     title=title, center=center)

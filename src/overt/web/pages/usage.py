@@ -10,6 +10,7 @@ as they are (each session has its own).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,6 +18,7 @@ from starlette.responses import Response
 from overt.clock import period_start
 from overt.config import Budget
 from overt.errors import UsageError
+from overt.ledger.base import UsageRow
 from overt.runtime import Runtime
 from overt.web import svg
 from overt.web.auth import Login
@@ -24,6 +26,7 @@ from overt.web.render import money, page
 from overt.web.viewer import USAGE, Viewer
 
 DEFAULT_SINCE = "30d"
+MAX_DAYS = 92
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +37,23 @@ class Left:
     limit: str
     spent: str
     left: str | None
+
+
+def _every_day(rows: list[UsageRow], start: str | None) -> list[UsageRow]:
+    """``rows`` (one per day with inferences) with the days between them at zero, from
+    the period's start (or the first day recorded) to today, at most :data:`MAX_DAYS`."""
+    if not rows:
+        return rows
+    first = date.fromisoformat((start or rows[0].day)[:10])
+    last = max(date.fromisoformat(rows[-1].day[:10]), datetime.now(UTC).date())
+    if (last - first).days >= MAX_DAYS:
+        return rows
+    have = {r.day: r for r in rows}
+    out = []
+    for n in range((last - first).days + 1):
+        day = (first + timedelta(days=n)).isoformat()
+        out.append(have.get(day) or UsageRow("*", "*", 0, 0, 0, 0.0, day=day))
+    return out
 
 
 class UsagePage:
@@ -52,7 +72,8 @@ class UsagePage:
                         capability=None, message=str(exc))
         ledger = self.runtime.ledger
         rows = await ledger.usage(since=start, by=("route", "model"))
-        days = sorted(await ledger.usage(since=start, by=("day",)), key=lambda r: r.day)
+        days = _every_day(sorted(await ledger.usage(since=start, by=("day",)),
+                                 key=lambda r: r.day), start)
         tokens = sum(r.input_tokens + r.output_tokens for r in rows)
         dollars = sum(r.cost_usd for r in rows)
         charts = {
