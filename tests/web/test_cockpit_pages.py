@@ -157,6 +157,9 @@ def test_no_page_has_a_serious_or_critical_accessibility_violation(
         chromium: Any, cockpit: Cockpit, shots: Any) -> None:
     answer = ask(cockpit.base, "a turn for the accessibility check")
     page = log_in(chromium, cockpit.base, OPERATOR)
+    refused: list[str] = []  # what the Content-Security-Policy blocked, if anything
+    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy"
+            in m.text else None)
     found = {}
     for path in (*PAGES, f"/sessions/{answer['session_id']}", "/memory?q=sqlite"):
         page.goto(path)
@@ -171,6 +174,7 @@ def test_no_page_has_a_serious_or_critical_accessibility_violation(
         found["/login"] = serious_violations(login)
     login.context.close()
     assert found == {}
+    assert refused == []
 
 
 def test_every_page_answers_without_a_login_by_sending_the_browser_to_log_in(

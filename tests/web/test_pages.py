@@ -141,3 +141,22 @@ def test_a_request_shows_the_time_it_still_waits() -> None:
     assert time_left("2026-01-01T15:05:00Z", now) == "3h 05m"
     assert time_left("2026-01-01T12:00:30Z", now) == "under a minute"
     assert time_left("2026-01-01T11:00:00Z", now) == "expired"
+
+
+def test_an_actor_that_may_not_decide_is_refused_even_with_a_valid_form(
+        ledger: Ledger) -> None:
+    async def main() -> tuple[int, str]:
+        rt, c = setup(ledger)
+        async with c:
+            held = await ask(rt, "usage figures", "http:audited", "operator:alice")
+            await log_in(c, AUDITOR)
+            page = await c.get("/approvals")
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+            assert csrf is not None and "Approve" not in page.text
+            forged = await c.post(f"/approvals/{held.awaiting_approval}/approve",
+                                  data={"csrf": csrf.group(1)})
+            return forged.status_code, (await rt.approvals.get(held.awaiting_approval)).status
+    assert run(main()) == (403, "pending")
+    refused = run(ledger.entries(kinds=["capability.checked"]))[-1].data
+    assert (refused["actor"], refused["capability"], refused["granted"]) == (
+        "operator:auditor", "approvals.decide", False)

@@ -7,7 +7,8 @@ with a reason, ``approvals.decide``, CSRF-checked) goes through the runtime as
 ``POST /v1/approvals/{id}/approve`` does: the paused turn then answers, and the
 Live page shows it. The list is pushed again over SSE whenever an approval is
 requested or decided, here or in any process, so a decision taken elsewhere
-shows at once.
+shows at once (a reason being typed survives the list being pushed again:
+``hx-preserve``).
 """
 
 from __future__ import annotations
@@ -146,8 +147,9 @@ class Approvals:
         except NotFoundError:
             return page("denied.html", viewer, login, active="approvals", status=404,
                         capability=None, message="no such approval request")
-        except ApprovalError as exc:
-            return page("denied.html", viewer, login, active="approvals", status=409,
+        except ApprovalError as exc:  # not this viewer's to decide (recorded), or decided
+            status = 409 if viewer.may(APPROVALS_DECIDE) else 403
+            return page("denied.html", viewer, login, active="approvals", status=status,
                         capability=None, message=str(exc))
         notice = f"{request_id} {resumed.request.status}"
         return RedirectResponse(f"/approvals?notice={notice}", status_code=303)
