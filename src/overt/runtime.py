@@ -21,10 +21,10 @@ from collections.abc import (
 )
 from typing import Any, TypeVar
 
-from overt import __version__, routing
+from overt import __version__
 from overt.channels.transcript import Transcript, transcript_line
 from overt.clock import now_iso
-from overt.config import Budget, Config
+from overt.config import Budget, Config, routing
 from overt.engine.budget import BudgetGuard
 from overt.engine.direct import DirectResult, run_direct
 from overt.engine.loop import Engine
