@@ -37,8 +37,9 @@ from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import digest_text
 from overt.models.base import Model
+from overt.models.options import ModelOptions, Progress
 from overt.models.pricing import PriceTable
-from overt.models.resolve import ModelCatalog, ModelOptions, Progress
+from overt.models.resolve import ModelCatalog
 from overt.policy.actors import Actor
 from overt.policy.approvals import EXPIRY_ACTOR, ApprovalBook, ApprovalRequest
 from overt.policy.capabilities import Capabilities

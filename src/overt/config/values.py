@@ -113,7 +113,7 @@ class Config:
 
     ``providers`` holds each model provider's settings by scheme
     (``{"anthropic": {"api_key": ..., "base_url": ...}, "openai": {...}}``);
-    providers read them from :class:`overt.models.resolve.ModelOptions`, never
+    providers read them from :class:`overt.models.options.ModelOptions`, never
     from the environment.
     """
 
