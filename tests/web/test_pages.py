@@ -4,6 +4,7 @@ what a page does with a request it cannot honour."""
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import httpx2 as httpx
@@ -23,6 +24,7 @@ from overt.runtime import Runtime
 from overt.types import IncomingMessage
 from overt.web import cockpit_routes
 from overt.web.pages.approvals import time_left
+from overt.web.pages.ledger import LedgerPage, VerifyJob
 from tests.conftest import run
 from tests.web.conftest import AUDITOR, GRANTS, OPERATOR, RULE, TOKENS, reply
 from tests.web.test_auth import log_in
@@ -160,3 +162,20 @@ def test_an_actor_that_may_not_decide_is_refused_even_with_a_valid_form(
     refused = run(ledger.entries(kinds=["capability.checked"]))[-1].data
     assert (refused["actor"], refused["capability"], refused["granted"]) == (
         "operator:auditor", "approvals.decide", False)
+
+
+def test_a_verify_run_reports_the_chain_and_paces_the_next_ones_progress(
+        ledger: Ledger) -> None:
+    async def main() -> str:
+        rt, _ = setup(ledger)
+        await ask(rt, "something to verify", "http:verified", "operator:alice")
+        page = LedgerPage(rt)
+        job = VerifyJob("operator:alice", "now", time.monotonic(), 10)
+        await page._run(job)
+        assert job.report is not None and job.report.ok and page.rate
+        page.rate = 1000.0  # entries a second: the next run of 10,000 takes ten
+        page.job = VerifyJob("operator:alice", "now", time.monotonic() - 2.0, 10_000)
+        return page._status()
+    running = run(main())
+    assert re.search(r"about (19|20|21) %", running) and 'hx-get="/ledger/verify/status"' \
+        in running

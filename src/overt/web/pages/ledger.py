@@ -7,7 +7,8 @@ worker thread over a read-only connection of its own, PostgreSQL's on its
 pool) as one job per server, and
 the page follows it, showing how long it has run against the entries it covers,
 until the report comes. The ledger's verify reports no progress of its own, so
-the page says how long it has been running, not a percentage. The last result
+the page says how long it has been running, and how far it is likely to be
+at the pace of the last verify this server ran (an estimate, shown as one). The last result
 is kept by this process (a restart forgets it; ``overt ledger verify`` answers
 from a terminal). Signed checkpoints are shown once the ledger keeps them; until
 then the section says there are none.
@@ -72,6 +73,9 @@ class LedgerPage:
         self.runtime = runtime
         self.job: VerifyJob | None = None
         self._task: asyncio.Task[None] | None = None
+        self.rate: float | None = None
+        """Entries verified per second by the last verify that passed here: what a
+        running one's progress is estimated by (none before the first)."""
 
     async def _count(self) -> tuple[int, int]:
         select = getattr(self.runtime.ledger, "select", None)
@@ -92,7 +96,10 @@ class LedgerPage:
     def _status(self) -> str:
         job = self.job
         elapsed = time.monotonic() - job.started if job is not None and job.running else None
-        return fragment("_verify.html", job=job, elapsed=elapsed)
+        share = None
+        if job is not None and elapsed is not None and self.rate:
+            share = min(elapsed * self.rate / max(job.entries, 1), 0.99)
+        return fragment("_verify.html", job=job, elapsed=elapsed, share=share)
 
     async def status(self, request: Request, viewer: Viewer, login: Login) -> Response:
         if not viewer.may(LEDGER):
@@ -123,3 +130,5 @@ class LedgerPage:
             job.error = str(exc)
         job.finished_at = now_iso()
         job.seconds = time.monotonic() - job.started
+        if job.report is not None and job.report.ok and job.seconds > 0:
+            self.rate = job.report.entries / job.seconds
