@@ -16,7 +16,7 @@ from overt.policy.gate import Gate
 from overt.runtime import Runtime
 from overt.sessions.access import SessionAccess
 from overt.types import IncomingMessage
-from overt.web.live import LiveHub, _turn_events, sse_event
+from overt.web.live import LiveHub, _hand, _turn_events, sse_event
 from overt.web.turns import fold
 from overt.web.viewer import Viewer
 from tests.conftest import run
@@ -158,3 +158,16 @@ def test_a_viewer_without_content_rights_gets_the_turn_without_its_text(
 
 def test_an_sse_event_puts_each_line_of_its_data_in_its_own_field() -> None:
     assert sse_event("turns", "<a>\n<b>") == "event: turns\ndata: <a>\ndata: <b>\n\n"
+
+
+def test_a_page_too_far_behind_is_handed_one_reset_instead_of_all_it_missed(
+        ledger: Ledger) -> None:
+    async def main() -> list[list[Entry]]:
+        rt = runtime_on(ledger)
+        await ask(rt, "something recorded")
+        entries = await ledger.entries()
+        queue: asyncio.Queue[list[Entry]] = asyncio.Queue(2)
+        for entry in entries[:3]:
+            _hand(queue, [entry])
+        return [queue.get_nowait() for _ in range(queue.qsize())]
+    assert run(main()) == [[]]

@@ -43,12 +43,26 @@ BATCH = 1000
 KEEPALIVE_S = 15.0
 STREAM_LIFETIME_S = 900.0
 CACHE = 2048
+BACKLOG = 256
+"""Batches a page may fall behind by before it is reset instead."""
 
 
 def sse_event(event: str, data: str) -> str:
     """One SSE event; each line of ``data`` its own ``data:`` field."""
     lines = "\n".join(f"data: {line}" for line in data.splitlines() or [""])
     return f"event: {event}\n{lines}\n\n"
+
+
+def _hand(queue: asyncio.Queue[list[Entry]], batch: list[Entry]) -> None:
+    """Queue ``batch`` for a page; a page too far behind (its connection stalled) is
+    handed one empty batch instead of all it missed: it then starts again from what
+    is recorded (a reset), as on a reconnect."""
+    try:
+        queue.put_nowait(batch)
+    except asyncio.QueueFull:
+        while not queue.empty():
+            queue.get_nowait()
+        queue.put_nowait([])
 
 
 class LiveHub:
@@ -71,7 +85,7 @@ class LiveHub:
     @asynccontextmanager
     async def subscribe(self) -> AsyncIterator[asyncio.Queue[list[Entry]]]:
         """A queue of the entry batches appended from now on, while the block runs."""
-        queue: asyncio.Queue[list[Entry]] = asyncio.Queue()
+        queue: asyncio.Queue[list[Entry]] = asyncio.Queue(BACKLOG)
         self._queues.add(queue)
         if self._task is None or self._task.done():
             start = await self.head()
@@ -121,7 +135,7 @@ class LiveHub:
                 for turn_id in {e.turn_id for e in batch if e.turn_id}:
                     self._views.pop(turn_id, None)
                 for queue in self._queues:
-                    queue.put_nowait(batch)
+                    _hand(queue, batch)
                 continue
             await self.ledger.appended.wait(seen, wait.next())
 
@@ -201,18 +215,27 @@ async def _turn_events(hub: LiveHub, viewer: Viewer) -> AsyncIterator[str]:
     started = loop.time()
     yield "retry: 1000\n\n"
     async with hub.subscribe() as queue:
-        shown = await hub.recent(viewer)
-        known = {v.turn_id for v in shown}
-        articles = "".join([await hub.render(v, viewer) for v in shown])
-        yield sse_event("turns", f'<div id="turns" hx-swap-oob="innerHTML">{articles}</div>')
+        known: set[str] = set()
+        reset = True
         while loop.time() - started < STREAM_LIFETIME_S:
+            if reset:  # the start, or a page that fell behind: what is recorded now
+                shown = await hub.recent(viewer)
+                known = {v.turn_id for v in shown}
+                articles = "".join([await hub.render(v, viewer) for v in shown])
+                yield sse_event("turns",
+                                f'<div id="turns" hx-swap-oob="innerHTML">{articles}</div>')
+                reset = False
             try:
                 batch = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
             except TimeoutError:
                 yield ": keep-alive\n\n"
                 continue
-            while not queue.empty():
-                batch = batch + queue.get_nowait()
+            while batch and not queue.empty():
+                more = queue.get_nowait()
+                batch = batch + more if more else []
+            if not batch:
+                reset = True
+                continue
             parts = []
             for turn_id in dict.fromkeys(e.turn_id for e in batch if e.turn_id):
                 view = await hub.turn(turn_id)
