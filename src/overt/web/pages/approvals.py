@@ -18,6 +18,7 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
@@ -151,7 +152,7 @@ class Approvals:
             status = 409 if viewer.may(APPROVALS_DECIDE) else 403
             return page("denied.html", viewer, login, active="approvals", status=status,
                         capability=None, message=str(exc))
-        notice = f"{request_id} {resumed.request.status}"
+        notice = quote(f"{request_id} {resumed.request.status}")
         return RedirectResponse(f"/approvals?notice={notice}", status_code=303)
 
 

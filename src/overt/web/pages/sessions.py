@@ -12,6 +12,8 @@ needs that right too.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +74,6 @@ def bodies(messages: tuple[Message, ...]) -> TurnBodies:
 
 
 def _json(value: Any) -> str:
-    import json
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
@@ -141,7 +142,7 @@ class Sessions:
             session_id, trail = await self._trail(request, viewer)
         except NotFoundError:
             return PlainTextResponse(NO_SESSION, status_code=404)
-        name = session_id.replace(":", "_").replace("/", "_")
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", session_id)[:100]
         return PlainTextResponse(
             markdown(trail, _labels(request)), media_type="text/markdown; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{name}.md"'})
