@@ -102,8 +102,7 @@ def test_a_truncated_tail_verifies_but_changes_the_head_hash(ledger: Any, raw: R
     _fill(ledger)
     head = run(ledger.verify()).head_hash
     raw.drop_guards().execute("DELETE FROM audit_log WHERE seq = 6")
-    if not raw.pg:  # and what SQLite's trail index holds of it
-        raw.execute("DELETE FROM trail_index WHERE seq = 6")
+    raw.execute("DELETE FROM trail_index WHERE seq = 6")  # and what the trail index holds
     report = run(ledger.verify())
     assert report.ok and report.head_hash != head
 
@@ -235,11 +234,11 @@ def test_a_column_rewritten_as_a_blob_is_named_by_verify(ledger: Any, raw: Raw) 
 def test_a_ledger_at_an_older_schema_is_brought_up_to_date(
     ledger_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from overt.ledger import feeder, postgres, sqlite
+    from overt.ledger import postgres, sqlite, trail_index
 
     for module in (sqlite, postgres):
         monkeypatch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:1])
-    monkeypatch.setattr(feeder, "index_rows", lambda entries, contents: [])  # before migration 10
+    monkeypatch.setattr(trail_index, "index_rows", lambda entries, bodies: [])  # before 11
     # bodies as an overt before migration 9 stored them: (seq, digest, body, created_at)
     monkeypatch.setattr(sqlite.sql, "insert_content", lambda d: (
         "INSERT INTO content_blobs (seq, digest, body, created_at) VALUES (?, ?, ?, ?)"))
