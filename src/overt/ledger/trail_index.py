@@ -126,12 +126,16 @@ def index_row(seq: int, kind: str, at: str, turn_id: str, session_id: str | None
 def index_rows(entries: Iterable[Sequence[Any]],
                body_seqs: dict[str, int]) -> list[IndexRow]:
     """The index rows of a batch: ``entries`` as stored (seq, id, kind, at, turn_id,
-    session_id, data JSON, ...) and the seq each body stored with them is under."""
+    session_id, data JSON, ...) and the seq each body stored with them is under.
+
+    Raises:
+        LedgerError: an entry's data is not a JSON object.
+    """
     rows: list[IndexRow] = []
     for seq, _id, kind, at, turn_id, session_id, data_json, *_ in entries:
         if kind not in TRAIL_FIELDS or turn_id is None:
             continue
-        data = json.loads(data_json)
+        data = decode(data_json, seq)
         body = BODY_FIELDS.get(kind)
         digest = data.get(body) if body is not None else None
         rows.append(index_row(seq, kind, at, turn_id, session_id, data,
