@@ -289,3 +289,12 @@ def test_a_sessions_spend_is_read_from_its_own_entries(ledger: Any, raw: Raw) ->
         plan = raw.query("EXPLAIN QUERY PLAN " + sql.spent(sql.SQLITE, session=True), ("", "a"))
         assert "audit_log_session" in str(plan), plan
 
+
+
+def test_both_backends_number_and_name_their_migrations_alike() -> None:
+    from overt.ledger.schema import NAMES
+    from overt.ledger.schema import postgres as pg_schema
+    from overt.ledger.schema import sqlite as sqlite_schema
+
+    assert [(v, n) for v, n, _ in sqlite_schema.MIGRATIONS] == \
+        [(v, n) for v, n, _ in pg_schema.MIGRATIONS] == sorted(NAMES.items())
