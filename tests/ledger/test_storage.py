@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -298,3 +300,24 @@ def test_both_backends_number_and_name_their_migrations_alike() -> None:
 
     assert [(v, n) for v, n, _ in sqlite_schema.MIGRATIONS] == \
         [(v, n) for v, n, _ in pg_schema.MIGRATIONS] == sorted(NAMES.items())
+
+
+def test_a_caller_cancelled_while_its_record_is_queued_leaves_the_writer_running(
+        ledger: Any) -> None:
+    async def cancel_one() -> list[Any]:
+        task = asyncio.create_task(ledger.record([_started_event("T-cancelled")]))
+        await asyncio.sleep(0)  # the batch is queued: the task waits on the writer
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return list(await ledger.record([_started_event("T-after")]))
+
+    entries = run(cancel_one())
+    assert entries[0].turn_id == "T-after"
+    assert run(ledger.verify(check_bodies=False)).ok
+
+
+def _started_event(turn_id: str) -> TurnStarted:
+    return TurnStarted(turn_id=turn_id, session_id="s", source="cli", caller_session_id="c",
+                       model="m", route="r", max_tool_calls=5,
+                       message_digest="sha256:" + "0" * 64)

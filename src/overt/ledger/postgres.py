@@ -233,6 +233,7 @@ class PostgresLedger:
             raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
         claims = batch_claims(batch)
         future: concurrent.futures.Future[list[Entry]] = concurrent.futures.Future()
+        future.set_running_or_notify_cancel()  # a cancelled caller cannot take it back
         self._queue.put(_Pending(batch, contents, future, claims, inserts))
         return future
 

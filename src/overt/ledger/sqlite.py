@@ -248,6 +248,9 @@ class SqliteLedger:
         if self._closed:
             raise LedgerError(f"ledger {self.path} is closed")
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        # running from now: a caller cancelled while waiting cannot take back a batch
+        # the writer may be committing (and the writer's answer never meets a cancel)
+        future.set_running_or_notify_cancel()
         self._queue.put(_Pending(work, future))
         return future
 
@@ -300,7 +303,7 @@ class SqliteLedger:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-        except sqlite3.DatabaseError as exc:
+        except Exception as exc:  # noqa: BLE001  nothing committed: every caller told why
             error = LedgerError(f"cannot write ledger {self.path}: {exc}")
             for pending in group:
                 pending.future.set_exception(error)
