@@ -40,7 +40,7 @@ def one_turn(make_runtime: RuntimeFactory) -> None:
     runtime = make_runtime(model, tools=[lookup])
     result = run(runtime.respond(cli_message("what is k?")))
     assert result.error is None
-    run(runtime.ledger.verify())  # SQLite: what its journal holds is stored first
+    run(runtime.ledger.verify())
 
 
 def verify_exit(ledger_url: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

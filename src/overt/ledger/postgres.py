@@ -68,7 +68,6 @@ from overt.ledger.chain import (
 from overt.ledger.notify import AppendSignal
 from overt.ledger.schema.postgres import COPY_TRAIL_INDEX, FILLS, MIGRATIONS, MIGRATIONS_TABLE
 from overt.ledger.sql import POSTGRES as D
-from overt.ledger.sqlite import check_trail_index
 
 try:
     import psycopg
@@ -483,7 +482,8 @@ class PostgresLedger:
                     cur.execute(sql.VERIFY)
                     report = verify_rows(cur, anchors)
                 if check_index and report.ok:
-                    report = check_trail_index(conn, D, report, anchors)
+                    report = trail_index.verified(report, conn, sql.trail_index_check(D),
+                                                  anchors)
                 if not check_content or not report.ok:
                     return report
                 checked, bad, present = 0, [], set()

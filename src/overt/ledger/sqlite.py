@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import json
 import queue
 import shutil
@@ -491,7 +490,7 @@ def _verify(conn: sqlite3.Connection, check_content: bool, check_index: bool,
             # path finds and names the entry
             report = verify_rows(conn.execute(sql.VERIFY), anchors)
         if check_index and report.ok:
-            report = check_trail_index(conn, D, report, anchors)
+            report = trail_index.verified(report, conn, sql.trail_index_check(D), anchors)
         if not check_content or not report.ok:
             return report
         checked, bad, present = 0, [], set()
@@ -507,18 +506,6 @@ def _verify(conn: sqlite3.Connection, check_content: bool, check_index: bool,
                                pruned=bool(anchors))
     finally:
         conn.execute("COMMIT")
-
-
-def check_trail_index(conn: Any, d: sql.Dialect, report: VerifyReport,
-                      anchors: Mapping[int, str]) -> VerifyReport:
-    """``report``, failed if the trail index does not match the chain (both backends)."""
-    held = conn.execute("SELECT count(*) FROM trail_index").fetchone()[0]
-    found = trail_index.check(conn.execute(sql.trail_index_check(d)), int(held),
-                              max(anchors, default=0))
-    if found is None:
-        return report
-    seq, problem = found
-    return dataclasses.replace(report, ok=False, bad_seq=seq, problem=problem, index_bad=True)
 
 
 class _transaction:

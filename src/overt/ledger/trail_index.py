@@ -21,11 +21,13 @@ never a body.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from overt.errors import LedgerError
+from overt.ledger.base import VerifyReport
 from overt.ledger.canonical import canonical_json
 
 TRAIL_FIELDS: dict[str, tuple[str, ...]] = {
@@ -176,3 +178,15 @@ def check(rows: Iterable[Sequence[Any]], held: int,
     if held != present:
         return None, f"the trail index holds {held - present} rows no entry accounts for"
     return None
+
+
+def verified(report: VerifyReport, conn: Any, check_statement: str,
+             anchors: Mapping[int, str]) -> VerifyReport:
+    """``report``, failed if the index does not match the chain, read on ``conn``
+    (either backend's) by ``check_statement`` (:func:`overt.ledger.sql.trail_index_check`)."""
+    held = conn.execute("SELECT count(*) FROM trail_index").fetchone()[0]
+    found = check(conn.execute(check_statement), int(held), max(anchors, default=0))
+    if found is None:
+        return report
+    seq, problem = found
+    return dataclasses.replace(report, ok=False, bad_seq=seq, problem=problem, index_bad=True)
