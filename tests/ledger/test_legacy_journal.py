@@ -76,3 +76,20 @@ def test_a_journal_that_does_not_continue_the_database_is_refused(tmp_path: Path
         + struct.pack("<II", len(batch), zlib.crc32(batch)) + batch)
     with pytest.raises(LedgerError, match="does not continue the chain"):
         SqliteLedger.open(db)
+
+
+def test_a_ledger_at_sqlites_old_numbering_is_renumbered_and_migrated(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    shutil.copy(FIXTURES / "old-numbering-at-10.db", db)
+    ledger = SqliteLedger.open(db)
+    assert ledger.schema_versions() == latest(str(db))
+    assert run(ledger.verify(check_bodies=False)).ok and len(run(ledger.entries())) == 29
+    trail = run(build_trail(ledger, session_id="s1"))
+    assert [t.message for t in trail.turns] == ["send the report", "first"]
+    assert trail.turns[1].decisions[0].effect == "deny"
+    names = dict(ledger._query("SELECT version, name FROM overt_migrations"))
+    assert names[10].startswith("prunes only through the sealed path")
+    pruned = run(ledger.prune("9999-01-01T00:00:00Z"))  # the gate is gone: prunes work
+    assert pruned.removed_entries > 0 and run(ledger.verify()).ok
+    assert not ledger._query("SELECT 1 FROM sqlite_master WHERE name = 'overt_prune_gate'")
+    ledger.close_sync()
