@@ -2,23 +2,20 @@
 run it again.
 
 A verify recomputes the whole chain (and every body against its digest), which
-on a large ledger takes seconds: it runs off the event loop (SQLite's in a
-worker thread over a read-only connection of its own, PostgreSQL's on its
-pool) as one job per server, and
-the page follows it, showing how long it has run against the entries it covers,
-until the report comes. The ledger's verify reports no progress of its own, so
-the page says how long it has been running, and how far it is likely to be
-at the pace of the last verify this server ran (an estimate, shown as one). The last result
-is kept by this process (a restart forgets it; ``overt ledger verify`` answers
-from a terminal). Signed checkpoints are shown once the ledger keeps them; until
-then the section says there are none.
+on a large ledger takes seconds. It runs as one job per server, off the event
+loop (both backends read on threads or connections of their own), and the page
+follows it until the report comes. The ledger's verify reports no progress of
+its own, so the page says how long it has been running, and how far it is
+likely to be at the pace of the last verify this server ran (an estimate, shown
+as one). The last result is kept by this process (a restart forgets it;
+``overt ledger verify`` answers from a terminal). Signed checkpoints are shown
+once the ledger keeps them; until then the section says there are none.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +26,6 @@ from starlette.responses import RedirectResponse, Response
 from overt.clock import now_iso
 from overt.errors import OvertError
 from overt.ledger.base import VerifyReport
-from overt.ledger.sqlite import SqliteLedger
 from overt.runtime import Runtime
 from overt.web.auth import Login
 from overt.web.render import fragment, page
@@ -54,18 +50,6 @@ class VerifyJob:
     @property
     def running(self) -> bool:
         return self.report is None and self.error is None
-
-
-def _verify_file(path: str) -> VerifyReport:
-    """The SQLite backend's own verify over a read-only connection of its own, so the
-    serving ledger's lock (which its reads take on the event loop) is not held for
-    the seconds a large chain takes. (The ledger is built on the connection directly,
-    not opened: opening would take up the serving process's journal.)"""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-    try:
-        return SqliteLedger(conn, path).verify_sync()
-    finally:
-        conn.close()
 
 
 class LedgerPage:
@@ -119,12 +103,7 @@ class LedgerPage:
     async def _run(self, job: VerifyJob) -> None:
         ledger = self.runtime.ledger
         try:
-            path = getattr(ledger, "path", None)
-            if isinstance(ledger, SqliteLedger) and path and path != ":memory:":
-                ledger.sync()  # what the journal holds is in the file before it is read
-                job.report = await asyncio.to_thread(_verify_file, path)
-            else:
-                job.report = await ledger.verify()
+            job.report = await ledger.verify()
         except OvertError as exc:  # shown on the page, and logged
             log.error("verify from the cockpit failed: %s", exc)
             job.error = str(exc)
