@@ -5,7 +5,7 @@
    with a tool call), the page ``GET /sessions/{id}`` served by the ASGI app in
    this process to a logged-in operator (it reads content, so the page holds
    every message, step, argument, result and answer), timed from the request to
-   the last byte of the body.
+   the last byte of the body (wall clock, and this process's CPU time beside it).
 2. The delay from a record being appended to its row arriving on Live, with 20
    pages open (target < 1 s): uvicorn serves the cockpit on 127.0.0.1; 20 SSE
    clients (httpx) hold ``/live/stream``; each turn posted to the API appends its
@@ -92,21 +92,26 @@ def _login(client: httpx.Client | httpx.AsyncClient, form: str) -> dict[str, str
     return {"token": TOKEN, "csrf": match.group(1)}
 
 
-async def _render_times(db: str, session: str) -> list[float]:
+async def _render_times(db: str, session: str) -> tuple[list[float], list[float]]:
+    """Wall-clock and CPU (this process, every thread) milliseconds of each render: on
+    a shared machine the CPU time shows what the page costs when others wait for
+    the cores too."""
     runtime = _runtime(db)
     app = create_app(runtime, TOKENS, extra_routes=cockpit_routes(runtime, TOKENS))
-    times = []
+    times: list[float] = []
+    cpus: list[float] = []
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://bench") as client:
         login = await client.get("/login")
         await client.post("/login", data=_login(client, login.text))
         for _ in range(RENDERS):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             page = await client.get(f"/sessions/{session}")
             times.append((time.perf_counter() - start) * 1000)
+            cpus.append((time.process_time() - cpu) * 1000)
             assert page.status_code == 200 and page.text.count('class="turn-log"') == TURNS
     await runtime.close()
-    return times
+    return times, cpus
 
 
 def _serve(app: Any) -> tuple[uvicorn.Server, threading.Thread, str]:
@@ -171,12 +176,14 @@ def main() -> dict[str, Any]:
         started = time.perf_counter()
         session = asyncio.run(_fill(db))
         row("fill", f"{TURNS} turns recorded in {time.perf_counter() - started:.1f} s")
-        times = asyncio.run(_render_times(db, session))
+        times, cpus = asyncio.run(_render_times(db, session))
         median = statistics.median(times[1:])  # the first warms the template cache
         figures["session_page_ms"] = median
         row(f"render a {TURNS}-turn session page",
-            f"median {median:.0f} ms   max {max(times[1:]):.0f} ms   (target < "
-            f"{RENDER_TARGET_MS:.0f} ms: {'met' if median < RENDER_TARGET_MS else 'MISSED'})")
+            f"median {median:.0f} ms   best {min(times[1:]):.0f} ms   max "
+            f"{max(times[1:]):.0f} ms   CPU median {statistics.median(cpus[1:]):.0f} ms   "
+            f"(target < {RENDER_TARGET_MS:.0f} ms: "
+            f"{'met' if median < RENDER_TARGET_MS else 'MISSED'})")
 
         runtime = _runtime(str(Path(tmp) / "live.db"))
         app = create_app(runtime, TOKENS, extra_routes=cockpit_routes(runtime, TOKENS))

@@ -131,7 +131,8 @@ class Sessions:
                 history[turn.turn_id] = bodies(turn.messages)
         turns = [_turn(t, history.get(t.turn_id, TurnBodies())) for t in trail.turns]
         return page("session.html", viewer, login, active="sessions", session_id=session_id,
-                    turns=turns, labels=labels, names=LABELS[labels])
+                    turns=turns, labels=labels, names=LABELS[labels],
+                    content=viewer.reads_content)
 
     async def export(self, request: Request, viewer: Viewer, login: Login) -> Response:
         """The Markdown ``overt export SESSION --labels L`` writes."""
