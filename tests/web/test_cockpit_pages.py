@@ -65,6 +65,22 @@ def test_a_session_reads_as_its_conversation_in_both_label_languages(
     page.context.close()
 
 
+def test_a_session_is_found_by_a_word_of_a_later_message_typed_into_the_search(
+        chromium: Any, cockpit: Cockpit, shots: Any) -> None:
+    first = ask(cockpit.base, "Opening words only")
+    ask(cockpit.base, "and later the albatross", session_id=first["session_id"])
+    page = log_in(chromium, cockpit.base, OPERATOR)
+    page.goto("/sessions")
+    page.get_by_label("Text").fill("ALBATROSS")
+    page.get_by_label("Text").press("Enter")
+    rows = page.locator("table.sessions tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text(first["session_id"])
+    expect(rows.first).to_contain_text("Opening words only")
+    shots(page, "sessions-search")
+    page.context.close()
+
+
 def test_the_usage_totals_are_those_of_overt_usage(chromium: Any, cockpit: Cockpit,
                                                    shots: Any) -> None:
     ask(cockpit.base, "one more question, for the figures")
