@@ -4,6 +4,10 @@ and ``overt mcp`` (stdio).
 Tokens live in a JSON file of SHA-256 digests (``--tokens``, env
 ``OVERT_TOKENS``, default ``tokens.json`` beside a SQLite ledger, else in the
 current directory); ``overt serve --add-token ACTOR`` prints a new token once.
+The cockpit signs its login cookies with a secret key in a file (``--web-secret``,
+env ``OVERT_WEB_SECRET_FILE``, default ``cockpit.key`` beside a SQLite ledger,
+else in the user data dir), made with mode 0600 on first use: workers given the
+same file accept each other's logins, and a restart keeps them.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument("--max-body-bytes", type=int, default=1_000_000)
     serve.add_argument("--tokens", metavar="PATH", help="the tokens file (env OVERT_TOKENS)")
+    serve.add_argument("--web-secret", metavar="PATH",
+                       help="the cockpit's cookie key file, made on first use "
+                            "(env OVERT_WEB_SECRET_FILE)")
     serve.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
     serve.add_argument("--add-token", metavar="ACTOR",
                        help="make a token for ACTOR (e.g. mcp_client:claude-code), store its "
@@ -51,6 +58,18 @@ def tokens_path(config: Config, given: str | None) -> Path:
     if db and "://" not in db and db != ":memory:":
         return Path(db).parent / "tokens.json"
     return Path("tokens.json")
+
+
+def web_secret_path(config: Config, given: str | None) -> Path:
+    """Where the cockpit's cookie key is: ``given``, env ``OVERT_WEB_SECRET_FILE``,
+    beside a SQLite ledger, else in the user data dir."""
+    if given or os.environ.get("OVERT_WEB_SECRET_FILE"):
+        return Path(given or os.environ["OVERT_WEB_SECRET_FILE"])
+    db = str(config.db)
+    if db and "://" not in db and db != ":memory:":
+        return Path(db).parent / "cockpit.key"
+    from overt.config.values import default_data_dir
+    return default_data_dir() / "cockpit.key"
 
 
 def run(config: Config, args: argparse.Namespace) -> int:
@@ -89,8 +108,10 @@ def _serve(config: Config, tokens: object, args: argparse.Namespace) -> int:
                                              max_request_body_size=args.max_body_bytes)
         mcp_lifespan = server.session_manager.run
     from overt.web import cockpit_routes
+    from overt.web.cookie import load_secret
+    secret = load_secret(web_secret_path(config, args.web_secret))
     routes = [*_channels(config, runtime),
-              *cockpit_routes(runtime, tokens, budget=config.effective_budget)]
+              *cockpit_routes(runtime, tokens, budget=config.effective_budget, secret=secret)]
     app = create_app(runtime, tokens, max_body_bytes=args.max_body_bytes, mcp=mcp_app,
                      mcp_lifespan=mcp_lifespan, extra_routes=routes)
     # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests finish

@@ -47,13 +47,16 @@ LOGIN_CSRF = "overt_login_csrf"
 
 
 def cockpit_routes(runtime: Runtime, tokens: Tokens, *, budget: Budget | None = None,
+                   secret: bytes | None = None,
                    logins: Logins | None = None) -> list[BaseRoute]:
     """The cockpit over ``runtime``, its logins checked against ``tokens``.
 
     ``budget``: the limits the Usage page shows what is left of (the config's).
-    ``logins``: the store of logged-in browsers (a test passes its own).
+    ``secret``: the key login cookies are signed with, shared by every worker
+    (:func:`overt.web.cookie.load_secret`); ``None``: one for this process only.
+    ``logins``: the logins, made by the caller (a test's, with its own clock).
     """
-    logins = logins or Logins(tokens)
+    logins = logins or Logins(tokens, secret)
 
     def access() -> SessionAccess:
         return SessionAccess(runtime.ledger, runtime.gate.capabilities)
