@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,9 @@ import pytest
 
 from overt.ledger import open_ledger
 from tests import backends
+from tests.channels import pg_cluster
 from tests.channels.fake_slack import fake_slack_api
+from tests.channels.pg_cluster import Cluster
 from tests.channels.test_slack import DM, OWNER, SECRET, TOKEN, event, signed
 from tests.channels.workers import Setup, Worker, setup, spread, workers
 from tests.conftest import run
@@ -160,3 +165,94 @@ async def scenario(made: Setup, three: list[Worker], slack: Any,
     verified = made.cli("ledger", "verify", "--json")
     assert json.loads(verified.stdout)["ok"] is True
     assert len(slack.posts) == 3
+
+
+
+@pytest.fixture
+def private_pg() -> Iterator[Cluster]:
+    why = pg_cluster.why_unavailable()
+    if why is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"a private PostgreSQL cluster cannot be made: {why}")
+        pytest.skip(f"a private PostgreSQL cluster cannot be made: {why}")
+    with pg_cluster.cluster() as made:
+        yield made
+
+
+@dataclass
+class Outcome:
+    worker: str
+    status: int
+    body: dict[str, Any]
+    at: float
+
+    @property
+    def answered(self) -> bool:
+        return self.status == 200 and self.body.get("error") is None
+
+
+def test_a_postgres_restart_mid_load_fails_turns_in_flight_cleanly_and_workers_recover(
+        tmp_path: Path, private_pg: Cluster) -> None:
+    made = setup(tmp_path, f"{private_pg.url}?schema=overt")
+    outcomes: list[Outcome] = []
+
+    async def client(http: aiohttp.ClientSession, worker: Worker, number: int,
+                     stop: asyncio.Event) -> None:
+        for n in range(5_000):  # bounded; the load is stopped well before
+            if stop.is_set():
+                return
+            async with http.post(f"{worker.url}/v1/messages", json={"text": f"c{number} q{n}"},
+                                 headers=auth(made)) as response:
+                outcomes.append(Outcome(worker.url, response.status, await response.json(),
+                                        time.monotonic()))
+
+    def answered_since(since: float, worker: Worker) -> int:
+        return sum(1 for o in outcomes if o.answered and o.at > since and o.worker == worker.url)
+
+    async def main() -> float:
+        with workers(made, 2) as two:
+            pids = [w.process.pid for w in two]
+            async with aiohttp.ClientSession() as http:
+                stop = asyncio.Event()
+                clients = [asyncio.create_task(client(http, w, n, stop))
+                           for n, w in enumerate(two * 4)]
+                async with asyncio.timeout(60):  # load flowing: then PostgreSQL restarts
+                    while sum(o.answered for o in outcomes) < 100:
+                        await asyncio.sleep(0.01)
+                await asyncio.to_thread(private_pg.restart)
+                restarted = time.monotonic()
+                async with asyncio.timeout(90):  # recovered: each worker answers again
+                    while min(answered_since(restarted, w) for w in two) < 20:
+                        await asyncio.sleep(0.05)
+                stop.set()
+                await asyncio.gather(*clients)
+            assert [w.process.poll() for w in two] == [None, None]  # never restarted
+            assert [w.process.pid for w in two] == pids
+        return restarted
+
+    restarted = run(main())
+    answered = [o for o in outcomes if o.answered]
+    failed = [o for o in outcomes if not o.answered]
+    # in flight across the restart: a clear refusal, never a reply that was not recorded
+    assert failed, "the restart failed no turn: it did not happen under load"
+    for o in failed:
+        assert o.status == 503 and o.body["error"]["code"] == "ledger_unavailable", o
+    refused = {m.group(1) for o in failed
+               if (m := re.match(r"turn (\S+) stopped", o.body["error"]["message"]))}
+    assert all(o.at > restarted - 90 for o in failed)
+    assert all(o.body["text"].startswith("re: c") for o in answered)
+
+    async def record() -> tuple[Any, list[Any], list[Any]]:
+        ledger: Any = open_ledger(f"{private_pg.url}?schema=overt")
+        try:
+            return (await ledger.verify(), await ledger.entries(kinds=["turn.started"]),
+                    await ledger.entries(kinds=["turn.completed"]))
+        finally:
+            await ledger.close()
+    report, started, completed = run(record())
+    assert report.ok, report  # one chain, every body present: nothing half-written
+    ok = {o.body["turn_id"] for o in answered}
+    done = {e.turn_id for e in completed}
+    assert ok <= done and len(completed) == len(done)  # every answer on the record, once
+    # a turn on the record that no client was answered for is one it was refused
+    assert (done | {e.turn_id for e in started}) - ok <= refused
