@@ -15,9 +15,16 @@ still never acts before its records are committed; concurrent turns just share
 the commit. A batch that fails on bad data is retried one record set at a
 time, so one bad set cannot fail the others.
 
-The URL is libpq's (``postgresql://user@host:5432/db``) plus an optional
-``schema=NAME`` query parameter: the schema overt's tables live in (created if
-missing; default ``public``).
+The URL is libpq's (``postgresql://user@host:5432/db``) plus two optional
+query parameters of overt's own: ``schema=NAME``, the schema overt's tables live
+in (created if missing; default ``public``), and ``pool_size=N``, how many
+connections this process reads on at most (default 4; the writer holds one more).
+
+When the server goes away (a restart, a failover), appends and reads in flight
+fail with :class:`LedgerError` and nothing half-written stays: a group is one
+transaction. The writer opens a new connection for the next group, and the pool
+replaces the connections it finds broken, so the process goes on without a
+restart once the server is back.
 """
 
 from __future__ import annotations
@@ -83,6 +90,9 @@ CHAIN_LOCK = 0x6F76657274  # "overt": the advisory lock that serializes the chai
 MIGRATE_LOCK = 0x6F76657275
 MAX_BATCH = 512
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_OVERT_PARAMS = ("schema", "pool_size")
+DEFAULT_POOL_SIZE = 4
+"""Read connections per process unless the URL says ``pool_size=N``."""
 
 
 # Round trip 1 of an append: the chain lock, then the head it guards.
@@ -105,8 +115,24 @@ def parse_url(url: str) -> tuple[str, str]:
     schema = next((v for k, v in params if k == "schema"), "public")
     if not _SCHEMA_NAME.match(schema):
         raise UsageError(f"invalid ledger schema name {schema!r}: use [a-z_][a-z0-9_]*")
-    rest = urlencode([(k, v) for k, v in params if k != "schema"])
+    rest = urlencode([(k, v) for k, v in params if k not in _OVERT_PARAMS])
     return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), schema
+
+
+def url_pool_size(url: str) -> int:
+    """The read pool's size the URL's ``pool_size`` names (:data:`DEFAULT_POOL_SIZE`
+    without one).
+
+    Raises:
+        UsageError: it is not a whole number from 1 to 1000.
+    """
+    params = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    raw = next((v for k, v in params if k == "pool_size"), None)
+    if raw is None:
+        return DEFAULT_POOL_SIZE
+    if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+        raise UsageError(f"invalid ledger pool_size {raw!r}: a whole number, 1 to 1000")
+    return int(raw)
 
 
 @dataclass(slots=True)
@@ -136,17 +162,22 @@ class PostgresLedger:
         """Signalled after each append of this process (readers that follow the ledger)."""
 
     @classmethod
-    def open(cls, url: str, *, migrate: bool = True, pool_size: int = 4) -> PostgresLedger:
+    def open(cls, url: str, *, migrate: bool = True,
+             pool_size: int | None = None) -> PostgresLedger:
         """Connect, create the schema if needed and bring it up to date.
+
+        ``pool_size``: read connections at most (default: the URL's ``pool_size``).
 
         Raises:
             ExtraMissingError: psycopg is not installed (``overt[postgres]``).
+            UsageError: the URL's schema or pool_size is not valid.
             LedgerError: the server cannot be reached.
             MigrationError: the schema could not be migrated.
         """
         if psycopg is None or psycopg_pool is None:
             raise ExtraMissingError("postgres", "psycopg")
         conninfo, schema = parse_url(url)
+        pool_size = pool_size or url_pool_size(url)
         ledger = cls(url, conninfo, schema)
         try:
             if migrate:
