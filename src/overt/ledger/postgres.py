@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import logging
 import queue
 import re
 import threading
@@ -85,6 +86,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg_pool = None  # type: ignore[assignment]
 
 T = TypeVar("T")
+log = logging.getLogger("overt.ledger.postgres")
 
 CHAIN_LOCK = 0x6F76657274  # "overt": the advisory lock that serializes the chain head
 MIGRATE_LOCK = 0x6F76657275
@@ -295,9 +297,8 @@ class PostgresLedger:
     def _commit_group(self, conn: Any, group: list[_Pending]) -> Any:
         """Commit ``group`` in one transaction; on bad data, each set on its own."""
         try:
-            if conn is None or conn.closed:
-                conn = self._connect(autocommit=True)
-            results = self._append(conn, group)
+            conn, head = self._begin(conn)
+            results = self._append(conn, group, head)
         except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError) as exc:
             if len(group) == 1:
                 group[0].future.set_exception(
@@ -325,20 +326,38 @@ class PostgresLedger:
             self.appended.notify(last, turns)
         return conn
 
-    def _append(self, conn: Any, group: list[_Pending]) -> list[list[Entry] | LedgerConflict]:
-        """One transaction: lock and read the head (one round trip); claims; copy; commit.
+    def _begin(self, conn: Any) -> tuple[Any, tuple[int, str]]:
+        """Begin a group's transaction: take the chain lock, read the head it guards
+        (one round trip); the connection it began on, and the head.
+
+        A connection kept from an earlier group may have died since (the server
+        restarted): it fails here, before anything of this group was sent, so it
+        is replaced and the group begins once more on a new one.
+        """
+        if conn is not None and not conn.closed:
+            try:
+                return conn, _lock_head(conn)
+            except psycopg.OperationalError as exc:
+                log.warning("ledger %s: the writer's connection was lost (%s); reconnecting",
+                            _safe(self.url), str(exc).strip())
+                conn.close()
+        conn = self._connect(autocommit=True)
+        try:
+            return conn, _lock_head(conn)
+        except BaseException:
+            conn.close()
+            raise
+
+    def _append(self, conn: Any, group: list[_Pending],
+                head: tuple[int, str]) -> list[list[Entry] | LedgerConflict]:
+        """In the transaction :meth:`_begin` opened at ``head``: claims; copy; commit.
 
         A record set whose claim is taken (on the record, or earlier in the
         group) is left out of the transaction and answered with the conflict.
         """
         at = now_iso()
         results: list[list[Entry] | LedgerConflict] = []
-        cur = conn.execute(_BEGIN_LOCK_HEAD)
-        cur.nextset()
-        cur.nextset()
-        row = cur.fetchone()
         try:
-            head: tuple[int, str] = (int(row[0]), row[1]) if row else (0, GENESIS)
             entry_rows: list[Row] = []
             bodies: list[tuple[int, str, bytes, str]] = []
             inserts: list[tuple[str, tuple[Any, ...]]] = []
@@ -405,6 +424,17 @@ class PostgresLedger:
         if self._closed:
             raise LedgerError(f"ledger {_safe(self.url)} is closed")
         try:
+            with self._pool.connection() as conn:
+                try:
+                    return work(conn)
+                except psycopg.OperationalError:
+                    if not conn.closed:
+                        raise
+            # The connection had died (the server restarted since it was last used):
+            # the pool drops it; drop the other dead ones it holds, and read again.
+            log.warning("ledger %s: a read connection was lost; reading again",
+                        _safe(self.url))
+            self._pool.check()
             with self._pool.connection() as conn:
                 return work(conn)
         except psycopg.Error as exc:
@@ -533,6 +563,14 @@ class PostgresLedger:
             self._writer.join(timeout=60)
         if self._pool is not None:
             self._pool.close()
+
+
+def _lock_head(conn: Any) -> tuple[int, str]:
+    cur = conn.execute(_BEGIN_LOCK_HEAD)
+    cur.nextset()
+    cur.nextset()
+    row = cur.fetchone()
+    return (int(row[0]), row[1]) if row else (0, GENESIS)
 
 
 def _safe(url: str) -> str:
