@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -18,7 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.channels.workers import free_port
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def binaries() -> Path | None:
@@ -94,3 +99,18 @@ def cluster() -> Iterator[Cluster]:
         subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate",
                         "-w", "stop"], capture_output=True, timeout=90)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def private_cluster_or_skip() -> Iterator[Cluster]:
+    """:func:`cluster`, or the test skipped saying why one cannot be made here
+    (failed in CI, where one must be)."""
+    import pytest
+
+    why = why_unavailable()
+    if why is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"a private PostgreSQL cluster cannot be made: {why}")
+        pytest.skip(f"a private PostgreSQL cluster cannot be made: {why}")
+    with cluster() as made:
+        yield made
