@@ -38,7 +38,14 @@ from overt.channels import openapi
 from overt.channels.auth import Tokens
 from overt.channels.events_stream import DEFAULT_LIFETIME_S, last_event_id, turn_events
 from overt.channels.turns import turn_state, wait_for_answer
-from overt.errors import ApprovalError, ExtraMissingError, NotFoundError, OvertError, UsageError
+from overt.errors import (
+    ApprovalError,
+    ExtraMissingError,
+    LedgerError,
+    NotFoundError,
+    OvertError,
+    UsageError,
+)
 from overt.events import CapabilityChecked
 from overt.ids import new_ulid
 from overt.policy.actors import Actor
@@ -221,6 +228,9 @@ class _Api:
             return _error(409, "already_decided", str(exc))
         except UsageError as exc:
             return _error(422, "invalid", str(exc))
+        except LedgerError as exc:  # the database went away (a restart): retry shortly
+            log.error("%s %s failed: %s", request.method, request.url.path, exc)
+            return _error(503, "ledger_unavailable", str(exc))
         except OvertError as exc:
             log.error("%s %s failed: %s", request.method, request.url.path, exc)
             return _error(503, "backend_error", str(exc))
