@@ -94,7 +94,7 @@ async def scenario(made: Setup, three: list[Worker], slack: Any,
             return answer
     answers = await asyncio.gather(*(deliver(r, w) for r, w in zip(retried, three, strict=True)))
     assert sorted(bool(x.get("duplicate")) for x in answers) == [False, True, True]
-    [posted] = await slack.wait_for_posts(1)
+    [posted] = await slack.wait_for_posts(1, timeout=60)
     assert (posted["channel"], posted["text"]) == (DM, "re: hello from slack")
 
     # A Slack DM that needs approval pauses on worker a; an operator approves it on
@@ -102,7 +102,7 @@ async def scenario(made: Setup, three: list[Worker], slack: Any,
     first = await deliver(signed(event("payroll please", event_id="EvPAY",
                                        ts="1700000200.000100")), a)
     assert first == {"ok": True}
-    await slack.wait_for_posts(2)
+    await slack.wait_for_posts(2, timeout=60)
     async with http.get(f"{c.url}/v1/approvals?status=pending", headers=auth(made)) as response:
         [pending] = (await response.json())["approvals"]
     assert pending["source"] == "slack_dm" and pending["tool_name"] == "payroll"
@@ -111,7 +111,7 @@ async def scenario(made: Setup, three: list[Worker], slack: Any,
         assert response.status == 200, await response.text()
         decided = await response.json()
     assert decided["result"]["text"].startswith("payroll:")
-    posts = await slack.wait_for_posts(3)
+    posts = await slack.wait_for_posts(3, timeout=60)
     assert [p["thread_ts"] for p in posts[1:]] == ["1700000200.000100"] * 2
     assert posts[2]["text"].startswith("payroll:")
 
@@ -166,7 +166,6 @@ async def scenario(made: Setup, three: list[Worker], slack: Any,
     assert len(slack.posts) == 3
 
 
-
 @pytest.fixture
 def private_pg() -> Iterator[Cluster]:
     with pg_cluster.private_cluster_or_skip() as made:
@@ -190,6 +189,7 @@ def test_a_postgres_restart_mid_load_fails_turns_in_flight_cleanly_and_workers_r
         tmp_path: Path, private_pg: Cluster) -> None:
     made = setup(tmp_path, f"{private_pg.url}?schema=overt")
     outcomes: list[Outcome] = []
+    progress = asyncio.Condition()
 
     async def client(http: aiohttp.ClientSession, worker: Worker, number: int,
                      stop: asyncio.Event) -> None:
@@ -201,6 +201,8 @@ def test_a_postgres_restart_mid_load_fails_turns_in_flight_cleanly_and_workers_r
                                  headers=auth(made)) as response:
                 outcomes.append(Outcome(worker.url, response.status, await response.json(),
                                         sent, time.monotonic()))
+            async with progress:
+                progress.notify_all()
 
     def answered_since(since: float, worker: Worker) -> int:
         return sum(1 for o in outcomes if o.answered and o.at > since and o.worker == worker.url)
@@ -212,14 +214,13 @@ def test_a_postgres_restart_mid_load_fails_turns_in_flight_cleanly_and_workers_r
                 stop = asyncio.Event()
                 clients = [asyncio.create_task(client(http, w, n, stop))
                            for n, w in enumerate(two * 4)]
-                async with asyncio.timeout(60):  # load flowing: then PostgreSQL restarts
-                    while sum(o.answered for o in outcomes) < 100:
-                        await asyncio.sleep(0.01)
+                async with asyncio.timeout(60), progress:  # load flowing: then restart
+                    await progress.wait_for(lambda: sum(o.answered for o in outcomes) >= 100)
                 await asyncio.to_thread(private_pg.restart)
                 restarted = time.monotonic()
-                async with asyncio.timeout(90):  # recovered: each worker answers again
-                    while min(answered_since(restarted, w) for w in two) < 20:
-                        await asyncio.sleep(0.05)
+                async with asyncio.timeout(90), progress:  # each worker answers again
+                    await progress.wait_for(
+                        lambda: min(answered_since(restarted, w) for w in two) >= 20)
                 stop.set()
                 await asyncio.gather(*clients)
             assert [w.process.poll() for w in two] == [None, None]  # never restarted
