@@ -303,8 +303,8 @@ def main(clients: int = 50, seconds: float = MAKE_BENCH_SECONDS,
          backends: tuple[str, ...] = ("sqlite", "postgres")) -> dict[str, dict[str, float]]:
     print(f"overt serve under load (issue 20): {clients} keep-alive clients, instant model, "
           f"{seconds:g} s per backend"
-          + (" (make bench's short run; `python -m benchmarks.bench_load --seconds 60` for "
-             "the full one)" if seconds < 60 else ""))
+          + (" (a short run, as make bench's; `python -m benchmarks.bench_load` runs the "
+             "full 60 s)" if seconds < 60 else ""))
     try:
         load = os.getloadavg()
         print(f"  machine load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
