@@ -133,8 +133,7 @@ async def scenario(made: Setup, three: list[Worker], slack: Any,
 
     # Plain turns spread over the three, concurrently; each is answered once.
     texts = [f"question {n}" for n in range(60)]
-    replies = await asyncio.gather(*(ask(http, made, w, str(t))  # type: ignore[arg-type]
-                                     for t, w in spread(texts, three)))
+    replies = await asyncio.gather(*(ask(http, made, w, t) for t, w in spread(texts, three)))
     assert [r["text"] for r in replies] == [f"re: {t}" for t in texts]
     assert all(r["error"] is None for r in replies)
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 PLUGIN = '''
 from overt.hooks import hookimpl
@@ -77,6 +78,7 @@ allowed_users = [{user}]
 api_base_url = {api}
 '''
 
+T = TypeVar("T")
 CLI = [sys.executable, "-m", "overt.cli"]
 
 
@@ -180,6 +182,6 @@ def _wait_healthy(worker: Worker, timeout_s: float = 90.0) -> None:
     raise AssertionError(f"worker never answered /healthz: {worker.log.read_text()[-2000:]}")
 
 
-def spread(items: Sequence[object], across: Sequence[Worker]) -> list[tuple[object, Worker]]:
+def spread(items: Sequence[T], across: Sequence[Worker]) -> list[tuple[T, Worker]]:
     """Round-robin: item n goes to worker n mod len(across)."""
     return [(item, across[n % len(across)]) for n, item in enumerate(items)]
