@@ -212,12 +212,17 @@ def probe(url: str, seconds: float) -> dict[str, Any]:
     return {"latencies_s": latencies, "failed": failed}
 
 
-def _ledger_turns(db: str) -> int:
+def _ledger_turns(db: str) -> tuple[int, int]:
+    """How many turns the ledger holds: (started, completed)."""
     from overt.ledger import open_ledger
 
     ledger: Any = open_ledger(db)
+
+    async def counts() -> tuple[int, int]:
+        return (int(await ledger.count("turn.started")),
+                int(await ledger.count("turn.completed")))
     try:
-        return int(asyncio.run(ledger.count("turn.completed")))
+        return asyncio.run(counts())
     finally:
         ledger.close_sync()
 
@@ -262,7 +267,7 @@ def _ms(samples: list[float], q: float) -> float:
     return percentile(samples, q) * 1000 if samples else float("nan")
 
 
-def _report(backend: str, clients: int, f: Figures, answered: int, turns: int,
+def _report(backend: str, clients: int, f: Figures, answered: int, turns: tuple[int, int],
             verified: subprocess.CompletedProcess[str]) -> dict[str, float]:
     tps = len(f.latencies_s) / f.elapsed_s if f.elapsed_s else 0.0
     out = {"turns_per_s": tps, "p50_ms": _ms(f.latencies_s, 0.5),
@@ -286,11 +291,14 @@ def _report(backend: str, clients: int, f: Figures, answered: int, turns: int,
         f"p99 {out['healthz_p99_ms']:.1f} ms   max "
         f"{out['healthz_max_ms']:.1f} ms   ({len(f.healthz_s)} probes, {f.healthz_errors} "
         f"failed; p99 < 20 ms, max < 100 ms: {_met(healthy)})")
-    row("ledger turns = successful answers", f"{turns} = {answered}   ({_met(turns == answered)})")
+    started, completed = turns
+    exact = started == completed == answered
+    row("ledger turns = successful answers", f"started {started}, completed {completed}, "
+                                             f"answered {answered}   ({_met(exact)})")
     report = (verified.stdout.strip() or verified.stderr.strip()).splitlines()
     row("overt ledger verify", f"exit {verified.returncode}: "
                                f"{report[0] if report else ''}")
-    out.update(ledger_turns=float(turns), answered=float(answered),
+    out.update(ledger_turns=float(completed), answered=float(answered),
                verify_exit=float(verified.returncode))
     return out
 
