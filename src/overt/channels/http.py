@@ -289,10 +289,11 @@ class _Api:
             history=None if session_id is not None else (),
             channel_ids={"http_request_id": request_id})
         if result.error is not None and result.error.startswith(LEDGER_FAILED):
-            # nothing was acted on and the record may not hold the turn: the client
-            # must not read this as an answer (a PostgreSQL restart: retry shortly)
+            # the turn stopped before its next effect and the record may not hold
+            # its end: the client must not read this as an answer (a PostgreSQL
+            # restart: retry shortly)
             raise ApiError(503, "ledger_unavailable",
-                           f"turn {result.turn_id} stopped before acting: "
+                           f"turn {result.turn_id} stopped before its next step: "
                            f"{result.error.removeprefix(LEDGER_FAILED).strip()}")
         reply: dict[str, Any] = {**result.to_dict(), "request_id": request_id,
                                  "caller_session_id": message.caller_session_id}
