@@ -4,11 +4,10 @@ run it again.
 A verify recomputes the whole chain (and every body against its digest), which
 on a large ledger takes seconds. It runs as one job per server, off the event
 loop (both backends read on threads or connections of their own), and the page
-follows it until the report comes. The ledger's verify reports no progress of
-its own, so the page says how long it has been running, and how far it is
-likely to be at the pace of the last verify this server ran (an estimate, shown
-as one). The last result is kept by this process (a restart forgets it;
-``overt ledger verify`` answers from a terminal). Signed checkpoints are shown
+follows it until the report comes, polling a fragment every half second: the
+rows checked of the rows to check, as the ledger's ``verify(progress=...)``
+reports them, and the time so far. The last result is kept by this process (a
+restart forgets it; ``overt ledger verify`` answers from a terminal). Signed checkpoints are shown
 once the ledger keeps them; until then the section says there are none.
 """
 
@@ -42,6 +41,10 @@ class VerifyJob:
     started_at: str
     started: float
     entries: int
+    checked: int = 0
+    total: int | None = None
+    """Rows checked and rows to check, as the verify last reported (``None``: not
+    counted yet); written from the thread the verify reads on."""
     report: VerifyReport | None = None
     error: str | None = None
     finished_at: str | None = None
@@ -51,15 +54,22 @@ class VerifyJob:
     def running(self) -> bool:
         return self.report is None and self.error is None
 
+    def progress(self, checked: int, total: int) -> None:
+        self.checked, self.total = checked, total
+
+    @property
+    def share(self) -> float | None:
+        """How much of the verify is done (0 to 1), once its rows are counted."""
+        if self.total is None:
+            return None
+        return self.checked / self.total if self.total else 1.0
+
 
 class LedgerPage:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.job: VerifyJob | None = None
         self._task: asyncio.Task[None] | None = None
-        self.rate: float | None = None
-        """Entries verified per second by the last verify that passed here: what a
-        running one's progress is estimated by (none before the first)."""
 
     async def _count(self) -> tuple[int, int]:
         select = getattr(self.runtime.ledger, "select", None)
@@ -80,10 +90,7 @@ class LedgerPage:
     def _status(self) -> str:
         job = self.job
         elapsed = time.monotonic() - job.started if job is not None and job.running else None
-        share = None
-        if job is not None and elapsed is not None and self.rate:
-            share = min(elapsed * self.rate / max(job.entries, 1), 0.99)
-        return fragment("_verify.html", job=job, elapsed=elapsed, share=share)
+        return fragment("_verify.html", job=job, elapsed=elapsed)
 
     async def status(self, request: Request, viewer: Viewer, login: Login) -> Response:
         if not viewer.may(LEDGER):
@@ -103,11 +110,9 @@ class LedgerPage:
     async def _run(self, job: VerifyJob) -> None:
         ledger = self.runtime.ledger
         try:
-            job.report = await ledger.verify()
+            job.report = await ledger.verify(progress=job.progress)
         except OvertError as exc:  # shown on the page, and logged
             log.error("verify from the cockpit failed: %s", exc)
             job.error = str(exc)
         job.finished_at = now_iso()
         job.seconds = time.monotonic() - job.started
-        if job.report is not None and job.report.ok and job.seconds > 0:
-            self.rate = job.report.entries / job.seconds
