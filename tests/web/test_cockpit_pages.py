@@ -12,7 +12,7 @@ from typing import Any
 
 from overt.ledger import open_ledger
 from overt.memory.store import Writer, store_for
-from tests.web.conftest import ASSETS, OPERATOR, Cockpit, cli_env, need_browser
+from tests.web.conftest import ASSETS, AUDITOR, OPERATOR, Cockpit, cli_env, need_browser
 
 need_browser()
 from playwright.sync_api import expect  # noqa: E402  (after the check: may be missing)
@@ -79,6 +79,13 @@ def test_a_session_is_found_by_a_word_of_a_later_message_typed_into_the_search(
     expect(rows.first).to_contain_text("Opening words only")
     shots(page, "sessions-search")
     page.context.close()
+    audit = log_in(chromium, cockpit.base, AUDITOR)
+    audit.goto("/sessions?q=albatross")
+    expect(audit.get_by_label("Text")).to_have_count(0)
+    expect(audit.get_by_role("note")).to_contain_text("needs trail.read")
+    expect(audit.locator("table.sessions")).not_to_contain_text("Opening words only")
+    shots(audit, "sessions-audit-only")
+    audit.context.close()
 
 
 def test_the_usage_totals_are_those_of_overt_usage(chromium: Any, cockpit: Cockpit,
