@@ -6,12 +6,16 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from overt.ledger import open_ledger
 from overt.memory.store import Writer, store_for
+from overt.web.pages.ledger import VerifyJob
 from tests.web.conftest import ASSETS, AUDITOR, OPERATOR, Cockpit, cli_env, need_browser
 
 need_browser()
@@ -173,6 +177,38 @@ def test_verify_runs_from_the_ledger_page_and_reports_the_chain_ok(
                                                            timeout=WAIT_MS)
     expect(page.get_by_text("keeps no signed checkpoints")).to_be_visible()
     shots(page, "ledger")
+    page.context.close()
+
+
+def test_a_running_verify_shows_the_rows_it_has_checked(
+        chromium: Any, cockpit: Cockpit, shots: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    halfway, release = threading.Event(), threading.Event()
+    reported = VerifyJob.progress
+
+    def held_halfway(job: VerifyJob, checked: int, total: int) -> None:
+        """The real report, then the verify's reader thread held at half way until
+        the page has been looked at."""
+        reported(job, checked, total)
+        if checked * 2 >= total and not release.is_set():
+            halfway.set()
+            release.wait(60)
+    monkeypatch.setattr(VerifyJob, "progress", held_halfway)
+    page = log_in(chromium, cockpit.base, OPERATOR)
+    try:
+        page.goto("/ledger")
+        page.get_by_role("button", name="Run verify").click()
+        assert halfway.wait(60)
+        expect(page.locator("#verify-status")).to_contain_text("rows checked",
+                                                               timeout=WAIT_MS)
+        bar = page.locator("#verify-progress")
+        checked, total = int(bar.get_attribute("value") or 0), int(bar.get_attribute("max") or 0)
+        assert 0 < checked < total and checked * 2 >= total
+        assert serious_violations(page) == []
+        shots(page, "ledger-verifying")
+    finally:
+        release.set()
+    expect(page.locator("#verify-status")).to_contain_text("entries verified",
+                                                           timeout=WAIT_MS)
     page.context.close()
 
 
