@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx2 as httpx
+import pytest
 
 from overt.web.auth import COOKIE
 from tests.channels.helpers import free_port
@@ -78,3 +79,14 @@ def test_overt_serve_serves_the_cockpit_and_a_login_outlives_a_restart(
         tampered = cookie[:-1] + ("B" if cookie[-1] == "A" else "A")
         refused = httpx.get(f"{base}/live", cookies={COOKIE: tampered})
         assert refused.status_code == 303 and refused.headers["location"] == "/login"
+
+
+def test_the_cookie_key_is_beside_the_tokens_file_unless_given(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from overt.cli.serve_cmd import web_secret_path
+    tokens = tmp_path / "deploy" / "tokens.json"
+    monkeypatch.delenv("OVERT_WEB_SECRET_FILE", raising=False)
+    assert web_secret_path(tokens, None) == tmp_path / "deploy" / "cockpit.key"
+    monkeypatch.setenv("OVERT_WEB_SECRET_FILE", str(tmp_path / "env.key"))
+    assert web_secret_path(tokens, None) == tmp_path / "env.key"
+    assert web_secret_path(tokens, str(tmp_path / "flag.key")) == tmp_path / "flag.key"

@@ -5,9 +5,9 @@ Tokens live in a JSON file of SHA-256 digests (``--tokens``, env
 ``OVERT_TOKENS``, default ``tokens.json`` beside a SQLite ledger, else in the
 current directory); ``overt serve --add-token ACTOR`` prints a new token once.
 The cockpit signs its login cookies with a secret key in a file (``--web-secret``,
-env ``OVERT_WEB_SECRET_FILE``, default ``cockpit.key`` beside a SQLite ledger,
-else in the user data dir), made with mode 0600 on first use: workers given the
-same file accept each other's logins, and a restart keeps them.
+env ``OVERT_WEB_SECRET_FILE``, default ``cockpit.key`` beside the tokens file),
+made with mode 0600 on first use: workers given the same file accept each
+other's logins, and a restart keeps them.
 """
 
 from __future__ import annotations
@@ -61,16 +61,13 @@ def tokens_path(config: Config, given: str | None) -> Path:
     return Path("tokens.json")
 
 
-def web_secret_path(config: Config, given: str | None) -> Path:
+def web_secret_path(tokens: Path, given: str | None) -> Path:
     """Where the cockpit's cookie key is: ``given``, env ``OVERT_WEB_SECRET_FILE``,
-    beside a SQLite ledger, else in the user data dir."""
+    else ``cockpit.key`` beside the tokens file (``tokens``), which every worker of
+    one deployment already shares."""
     if given or os.environ.get("OVERT_WEB_SECRET_FILE"):
         return Path(given or os.environ["OVERT_WEB_SECRET_FILE"])
-    db = str(config.db)
-    if db and "://" not in db and db != ":memory:":
-        return Path(db).parent / "cockpit.key"
-    from overt.config.values import default_data_dir
-    return default_data_dir() / "cockpit.key"
+    return tokens.parent / "cockpit.key"
 
 
 def run(config: Config, args: argparse.Namespace) -> int:
@@ -87,10 +84,10 @@ def run(config: Config, args: argparse.Namespace) -> int:
     tokens = Tokens.load(path)
     if not tokens:
         raise UsageError(f"no tokens in {path}: make one with `overt serve --add-token ACTOR`")
-    return _serve(config, tokens, args)
+    return _serve(config, tokens, args, web_secret_path(path, args.web_secret))
 
 
-def _serve(config: Config, tokens: object, args: argparse.Namespace) -> int:
+def _serve(config: Config, tokens: object, args: argparse.Namespace, secret_file: Path) -> int:
     try:
         import uvicorn
     except ImportError as exc:
@@ -110,7 +107,7 @@ def _serve(config: Config, tokens: object, args: argparse.Namespace) -> int:
         mcp_lifespan = server.session_manager.run
     from overt.web import cockpit_routes
     from overt.web.cookie import load_secret
-    secret = load_secret(web_secret_path(config, args.web_secret))
+    secret = load_secret(secret_file)
     routes = [*_channels(config, runtime),
               *cockpit_routes(runtime, tokens, budget=config.effective_budget, secret=secret)]
     app = create_app(runtime, tokens, max_body_bytes=args.max_body_bytes, mcp=mcp_app,
