@@ -10,8 +10,6 @@ import overt
 SRC = Path(overt.__file__).parent
 POSIX_ONLY = frozenset({"fcntl", "termios", "tty", "pty", "resource", "pwd", "grp", "posix",
                         "crypt", "syslog", "readline"})
-# The journal goes with issue 20's storage rewrite; until then it is the one exception.
-KNOWN = {"ledger/journal.py"}
 
 
 def _top_level_imports(path: Path) -> set[str]:
@@ -27,4 +25,4 @@ def _top_level_imports(path: Path) -> set[str]:
 def test_no_module_imports_a_posix_only_module_at_its_top_level() -> None:
     found = {str(path.relative_to(SRC)): sorted(_top_level_imports(path) & POSIX_ONLY)
              for path in sorted(SRC.rglob("*.py"))}
-    assert {name: mods for name, mods in found.items() if mods and name not in KNOWN} == {}
+    assert {name: mods for name, mods in found.items() if mods} == {}
