@@ -18,7 +18,7 @@ from overt.engine.direct import DirectResult, run_direct
 from overt.engine.loop import Engine
 from overt.engine.record import canonical_or_repr, resumption
 from overt.errors import LedgerIntegrityError, UsageError
-from overt.events import ApprovalDecision
+from overt.events import ApprovalDecision, TurnPaused
 from overt.ledger.base import Entry
 from overt.ledger.canonical import digest_text
 from overt.ledger.chain import clean_text
@@ -48,13 +48,15 @@ async def load_checkpoint(engine: Engine, request: ApprovalRequest) -> Checkpoin
         LedgerIntegrityError: no checkpoint, or it holds another call than the
             one the request was made for (tool or arguments differ).
     """
-    paused = [e for e in await engine.ledger.entries(turn_id=request.turn_id,
-                                                      kinds=["turn.paused"])
-              if e.data.get("request_id") == request.request_id]
-    if not paused:
+    paused = [(e.seq, e.event(TurnPaused))
+              for e in await engine.ledger.entries(turn_id=request.turn_id,
+                                                   kinds=[TurnPaused.kind])]
+    held = [(seq, pause) for seq, pause in paused if pause.request_id == request.request_id]
+    if not held:
         raise LedgerIntegrityError(f"turn {request.turn_id} has no pause for request "
                                    f"{request.request_id}")
-    body = await engine.ledger.content(paused[0].data["checkpoint_digest"], seq=paused[0].seq)
+    seq, pause = held[0]
+    body = await engine.ledger.content(pause.checkpoint_digest, seq=seq)
     if body is None:
         raise LedgerIntegrityError(f"the checkpoint of turn {request.turn_id} is not held "
                                    "(pruned or redacted); it cannot be resumed")

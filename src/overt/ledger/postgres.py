@@ -385,7 +385,7 @@ class PostgresLedger:
                         bodies.append((seq, digest, body.encode("utf-8"), at))
                         body_seqs[digest] = seq
                 entry_rows.extend(rows)
-                index_rows.extend(trail_index.index_rows(rows, body_seqs))
+                index_rows.extend(trail_index.index_rows(entries, body_seqs))
                 results.append(entries)
             with conn.cursor() as copy_cur:
                 if bodies:

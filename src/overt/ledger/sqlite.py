@@ -236,7 +236,7 @@ class SqliteLedger:
                     body_seqs = {digest: seq for seq, digest, _ in bodies}
                     conn.executemany(sql.insert_content(D), _keyed(bodies, at))
                 conn.executemany(sql.insert_entries(D), entry_rows)
-                indexed = trail_index.index_rows(entry_rows, body_seqs)
+                indexed = trail_index.index_rows(entries, body_seqs)
                 if indexed:
                     conn.executemany(sql.insert_trail_index(D), indexed)
             for statement, values in inserts:
@@ -288,18 +288,23 @@ class SqliteLedger:
                 row = conn.execute(sql.HEAD).fetchone()
                 head: Head = (int(row[0]), row[1]) if row else (0, GENESIS)
                 at = now_iso()
+                shared = len(group) > 1  # a batch alone needs no savepoint: it is the transaction
                 for pending in group:
-                    conn.execute("SAVEPOINT batch")
+                    if shared:
+                        conn.execute("SAVEPOINT batch")
                     try:
                         result, head = pending.work(conn, head, at)
                     except Exception as exc:  # noqa: BLE001  this batch alone fails, answered with it
-                        conn.execute("ROLLBACK TO batch")
-                        conn.execute("RELEASE batch")
+                        conn.execute("ROLLBACK TO batch" if shared else "ROLLBACK")
+                        if shared:
+                            conn.execute("RELEASE batch")
                         results.append((False, self._error(exc)))
                         continue
-                    conn.execute("RELEASE batch")
+                    if shared:
+                        conn.execute("RELEASE batch")
                     results.append((True, result))
-                conn.execute("COMMIT")
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")

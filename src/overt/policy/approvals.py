@@ -16,7 +16,16 @@ from typing import Literal
 
 from overt.clock import now_iso
 from overt.errors import ApprovalError, LedgerConflict, NotFoundError
-from overt.events import ApprovalDecided, ApprovalDecision, CapabilityChecked, Event
+from overt.events import (
+    ApprovalDecided,
+    ApprovalDecision,
+    ApprovalRequested,
+    CapabilityChecked,
+    Event,
+    ToolCallCompleted,
+    ToolCallStarted,
+    TurnResumed,
+)
 from overt.ledger.base import Entry, Ledger
 from overt.ledger.canonical import digest_text
 from overt.policy.actors import Actor
@@ -73,17 +82,18 @@ class ApprovalRequest:
 
 
 def _request(entry: Entry, decided: Entry | None, resumed: bool) -> ApprovalRequest:
-    d = entry.data
-    status: ApprovalStatus = decided.data["decision"] if decided is not None else "pending"
+    d = entry.event(ApprovalRequested)
+    verdict = decided.event(ApprovalDecided) if decided is not None else None
     return ApprovalRequest(
-        request_id=d["request_id"], mode=d["mode"], status=status, turn_id=entry.turn_id,
-        session_id=entry.session_id, tool_name=d["tool_name"], tool_call_id=d["tool_call_id"],
-        args_sha256=d["args_sha256"], actor=d["actor"], source=d["source"],
-        reason_code=d["reason_code"], decision_id=d["decision_id"], requested_at=entry.at,
-        requested_seq=entry.seq, expires_at=d["expires_at"],
-        decided_by=decided.data["decided_by"] if decided is not None else None,
+        request_id=d.request_id, mode=d.mode,
+        status=verdict.decision if verdict is not None else "pending",
+        turn_id=entry.turn_id, session_id=entry.session_id, tool_name=d.tool_name,
+        tool_call_id=d.tool_call_id, args_sha256=d.args_sha256, actor=d.actor,
+        source=d.source, reason_code=d.reason_code, decision_id=d.decision_id,
+        requested_at=entry.at, requested_seq=entry.seq, expires_at=d.expires_at,
+        decided_by=verdict.decided_by if verdict is not None else None,
         decided_at=decided.at if decided is not None else None,
-        reason_digest=decided.data.get("reason_digest") if decided is not None else None,
+        reason_digest=verdict.reason_digest if verdict is not None else None,
         resumed=resumed)
 
 
@@ -114,21 +124,22 @@ class ApprovalBook:
         resumed: set[str] = set()
         started: dict[str, int] = {}
         completed: set[str] = set()
+        requested: list[tuple[Entry, str]] = []
         for e in entries:
-            if e.kind == "approval.decided":
-                decided[e.data["request_id"]] = e
-            elif e.kind == "turn.resumed":
-                resumed.add(e.data["request_id"])
-            elif e.kind == "tool_call.started":
-                started[e.data["tool_call_id"]] = e.seq
-            elif e.kind == "tool_call.completed" and e.data["tool_call_id"] in started:
-                completed.add(e.data["tool_call_id"])
+            match e.event():
+                case ApprovalDecided(request_id=request_id):
+                    decided[request_id] = e
+                case TurnResumed(request_id=request_id):
+                    resumed.add(request_id)
+                case ToolCallStarted(tool_call_id=call_id):
+                    started[call_id] = e.seq
+                case ToolCallCompleted(tool_call_id=call_id) if call_id in started:
+                    completed.add(call_id)
+                case ApprovalRequested(request_id=request_id):
+                    requested.append((e, request_id))
         out = []
-        for e in entries:
-            if e.kind != "approval.requested":
-                continue
-            request = _request(e, decided.get(e.data["request_id"]),
-                               e.data["request_id"] in resumed)
+        for e, request_id in requested:
+            request = _request(e, decided.get(request_id), request_id in resumed)
             call = request.tool_call_id
             if call in started and started[call] > request.requested_seq:
                 request = replace(request, call_started_seq=started[call],
