@@ -6,8 +6,7 @@ in the package: no CDN, no build step. Needs the ``server`` extra.
 
 Pages: Live (:mod:`.live`), Approvals, Sessions, Usage, Memory, Ledger
 (:mod:`.pages`); logging in and CSRF (:mod:`.auth`), the signed login cookie
-(:mod:`.cookie`); who sees what
-(:mod:`.viewer`).
+(:mod:`.cookie`); who sees what (:mod:`.viewer`).
 """
 
 from overt.web.app import cockpit_routes
