@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from overt.channels.settings import EmailSettings, SlackSettings
+from overt.ledger.checkpoints import CheckpointSettings
 from overt.config import Budget, Config, ModelAlias, PolicySettings, Route
 from overt.config_lines import key_lines, line_of
 from overt.config_schema import (
@@ -204,6 +205,12 @@ def values(cfg: ConfigFile, base: Path | None = None,
     if cfg.email is not None:
         out["email"] = EmailSettings(**{**cfg.email.model_dump(),
                                         "allowed_senders": tuple(cfg.email.allowed_senders)})
+    if cfg.checkpoints is not None:
+        c = cfg.checkpoints
+        out["checkpoints"] = CheckpointSettings(
+            private_key=_path(c.private_key, base), witness_dir=_path(c.witness_dir, base),
+            commands=tuple(tuple(command) for command in c.commands if command),
+            urls=tuple(c.urls), every_entries=c.every_entries, every_seconds=c.every_seconds)
     return out
 
 

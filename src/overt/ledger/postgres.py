@@ -42,7 +42,7 @@ from overt.errors import (
     UsageError,
 )
 from overt.events import Event, LedgerPruned
-from overt.ledger import retention, sql
+from overt.ledger import retention, sql, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -361,6 +361,11 @@ class PostgresLedger:
                 rows, _, _ = chain(head, now_iso(), drafts([record]))
                 conn.execute(sql.insert_entries(D), rows[0])
                 if record.removed_entries:
+                    # the Merkle tree's nodes stand in for the leaves about to go
+                    for table, values in tree.prune_rows(
+                            lambda q, p: conn.execute(q, p).fetchall(), D, record.through_seq):
+                        conn.execute(sql.insert_row(D, table, list(values)),
+                                     tuple(values.values()))
                     # the record sealing the range is the head now: the owner's
                     # SECURITY DEFINER function deletes through it, and nothing else can
                     conn.execute("SELECT overt_prune(%s)", (record.through_seq,))

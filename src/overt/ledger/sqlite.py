@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from overt.clock import now_iso
 from overt.errors import LedgerConflict, LedgerError, MigrationError
 from overt.events import Event, LedgerPruned
-from overt.ledger import retention, sql, trail_index
+from overt.ledger import retention, sql, trail_index, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -314,6 +314,9 @@ class SqliteLedger:
             payload, _ = _frame(head, now_iso(), drafts([record]), None)
             if record.removed_entries:
                 payload["prune"] = record.through_seq
+                payload["rows"] = [(table, list(values), list(values.values())) for table, values
+                                   in tree.prune_rows(lambda q, p: conn.execute(q, p).fetchall(),
+                                                      D, record.through_seq)]
             store(conn, payload, head[0])
             return payload, record
 

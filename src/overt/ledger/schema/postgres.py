@@ -179,6 +179,16 @@ END $$;
 REVOKE ALL ON FUNCTION overt_prune(bigint) FROM PUBLIC;
 """
 
+# The Merkle tree's stored subtrees (see overt.ledger.tree), append-only, never pruned.
+_MERKLE_NODES_V12 = """
+CREATE TABLE merkle_nodes (
+    level      INTEGER NOT NULL,
+    first_leaf BIGINT NOT NULL,
+    hash       TEXT NOT NULL
+);
+CREATE INDEX merkle_nodes_at ON merkle_nodes (level, first_leaf);
+""" + _guard("merkle_nodes", gated=False)
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, append-only guards, views", _INITIAL),
     (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
@@ -195,4 +205,6 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (9, "content keyed seq << 20 | n (SQLite's table; nothing changes here)", "SELECT 1"),
     (10, "no session setting opens the guards: prune through overt_prune (SECURITY DEFINER)",
      _SEALED_PRUNE_V10),
+    (12, "Merkle tree: stored subtrees (tiles of 256 entries, a prune's edge)",
+     _MERKLE_NODES_V12),
 ]

@@ -208,6 +208,17 @@ def restore_delete_guards(conn: sqlite3.Connection) -> None:
         conn.execute(_no_delete(table, gated=False))
 
 
+# The Merkle tree's stored subtrees (see overt.ledger.tree): written when a checkpoint
+# is made and when a prune removes leaves, never on a turn's path; never pruned.
+_MERKLE_NODES_V12 = """
+CREATE TABLE merkle_nodes (
+    level      INTEGER NOT NULL,
+    first_leaf INTEGER NOT NULL,
+    hash       TEXT NOT NULL
+);
+CREATE INDEX merkle_nodes_at ON merkle_nodes (level, first_leaf);
+""" + _append_only("merkle_nodes")
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial: audit_log chain, content_blobs, prune gate, views", _INITIAL),
     (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
@@ -226,6 +237,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
      _TRAIL_INDEX_V10),
     (11, "no prune gate: delete guards always abort; a prune lifts them in its transaction",
      _NO_GATE_V11),
+    (12, "Merkle tree: stored subtrees (tiles of 256 entries, a prune's edge)",
+     _MERKLE_NODES_V12),
 ]
 
 FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {10: _fill_trail_index}
