@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 import subprocess
 import urllib.error
 import urllib.request
@@ -45,6 +46,7 @@ from overt.ledger.signing import PrivateKey, PublicKey, open_note, sign_note
 from overt.ledger.sql import Dialect
 
 ORIGIN_PREFIX = "overt/ledger/"
+_HEAD = re.compile(r"sha256:[0-9a-f]{64}")
 SUFFIX = ".checkpoint"
 WITNESS_TIMEOUT_S = 30.0
 
@@ -107,7 +109,9 @@ class Checkpoint:
                         fields[0][1], fields[1][1], int(fields[2][1]))
         except (ValueError, IndexError, binascii.Error) as exc:
             raise LedgerIntegrityError(f"not an overt checkpoint: {exc}") from exc
-        if found.text() != text or len(found.root) != 32:
+        if (found.text() != text or len(found.root) != 32 or not _HEAD.fullmatch(found.head)
+                or found.size < 1 or not 0 <= found.pruned <= found.size + 1
+                or not found.time or " " in found.time):
             raise LedgerIntegrityError("not an overt checkpoint in its one written form")
         return found
 

@@ -76,7 +76,7 @@ class PublicKey:
         Raises:
             UsageError: not a verifier key of an Ed25519 key.
         """
-        parts = text.strip().split("+")
+        parts = text.strip().split("+", 2)  # base64 may hold a '+'; a name never does
         if len(parts) != 3:
             raise UsageError("not a verifier key (NAME+HASH+BASE64)")
         name, hash_hex, encoded = parts
@@ -134,7 +134,7 @@ class PrivateKey:
         Raises:
             UsageError: not a signer key of an Ed25519 key.
         """
-        parts = text.strip().split("+")
+        parts = text.strip().split("+", 4)
         if len(parts) != 5 or parts[:2] != ["PRIVATE", "KEY"]:
             raise UsageError("not a signer key (PRIVATE+KEY+NAME+HASH+BASE64)")
         raw = _b64(parts[4], "signer key")
