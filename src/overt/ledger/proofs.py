@@ -122,11 +122,10 @@ async def consistency(ledger: Any, old: tuple[str, Checkpoint], new: tuple[str, 
     """
     (old_note, old_cp), (new_note, new_cp) = old, new
     check_successor(old_cp, new_cp)
-    t = await tree.Tree.load(ledger.select, dialect(ledger), new_cp.size)
-    for size in (old_cp.size, new_cp.size):
-        await t.read(ledger.select, size - size % tree.TILE, size)
-    for lo, hi in t.proof_leaves(()):
-        await t.read(ledger.select, lo, hi)
+    # the old size's tile (the proof splits it), the new size's partial one, and
+    # tiles no checkpoint stored
+    t = await tree.open_tree(ledger.select, dialect(ledger), new_cp.size,
+                             leaves=[old_cp.size - 1, min(old_cp.size, new_cp.size - 1)])
     proof = t.consistency(old_cp.size) if old_cp.size else []
     if not merkle.verify_consistency(old_cp.size, new_cp.size, old_cp.root, new_cp.root, proof):
         raise LedgerIntegrityError(f"the checkpoint of {new_cp.size} entries does not extend "

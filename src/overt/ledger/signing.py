@@ -232,6 +232,8 @@ def open_note(note: str, key: PublicKey) -> str:
             raw = base64.b64decode(parts[2], validate=True)
         except (binascii.Error, ValueError) as exc:
             raise LedgerIntegrityError("a signature is not base64") from exc
+        if base64.b64encode(raw).decode() != parts[2]:  # unused bits set: another text
+            raise LedgerIntegrityError("a signature is not in canonical base64")
         if raw[:4] != key.hash:
             continue
         if len(raw) != 68 or not key.verify(text.encode("utf-8"), raw[4:]):
