@@ -2,14 +2,17 @@
 and how each attempt is prevented (the database refuses it) or detected
 (``overt ledger verify`` exits 3). The README's "Tamper matrix" table is this file.
 
-Cases that need signed checkpoints (a truncated tail, a re-hashed chain, a forged
-prune) are the proofs helper's, beside its checkpoint tests.
+Cases the chain cannot catch on its own (a truncated tail, a re-hashed chain, a
+forged prune) are detected against signed checkpoints kept outside the database
+(``overt ledger verify --checkpoints DIR --key PUB`` exits 3). On SQLite the
+attacker also deletes the journal, which would otherwise put a cut tail back.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +24,8 @@ from overt.errors import LedgerError
 from overt.ledger.export import export_jsonl
 from overt.models.fake import ScriptedModel
 from overt.tools.base import tool
+from overt.ledger.canonical import chain_hash, entry_payload
+from overt.ledger.journal import journal_path
 from tests.backends import Raw
 from tests.conftest import RuntimeFactory, cli_message, run
 
@@ -281,3 +286,150 @@ def test_a_ledger_with_the_old_gate_loses_it_on_migration(
                                 ).fetchall()
     finally:
         conn.close()
+
+
+# -- against signed checkpoints: what someone who can rewrite the database does -------
+
+
+class Witnessed:
+    """A key pair and a witness directory holding one checkpoint of the ledger, made
+    through the CLI as an operator would."""
+
+    def __init__(self, ledger_url: str, tmp_path: Any) -> None:
+        self.url = ledger_url
+        self.private, self.public = tmp_path / "ledger.key", tmp_path / "ledger.key.pub"
+        self.dir = tmp_path / "witness"
+        assert main(["--db", ledger_url, "ledger", "keygen", "--private", str(self.private),
+                     "--public", str(self.public)]) == 0
+        assert main(["--db", ledger_url, "ledger", "checkpoint", "--key", str(self.private),
+                     "--witness-dir", str(self.dir)]) == 0
+
+    def verify(self, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+        capsys.readouterr()
+        code = main(["--db", self.url, "ledger", "verify", "--checkpoints", str(self.dir),
+                     "--key", str(self.public)])
+        return code, capsys.readouterr().out
+
+
+def checkpointed(make_runtime: RuntimeFactory, ledger_url: str, tmp_path: Any) -> Witnessed:
+    one_turn(make_runtime)
+    witnessed = Witnessed(ledger_url, tmp_path)
+    one_turn(make_runtime)
+    return witnessed
+
+
+def forget_journal(raw: Raw, ledger: Any, ledger_url: str) -> None:
+    """SQLite: overt stops (its journal stored), and the attacker deletes the journal
+    too (it would restore what they cut)."""
+    if not raw.pg:
+        ledger.close_sync()
+        raw._sync = None
+        if os.path.exists(journal_path(ledger_url)):
+            os.remove(journal_path(ledger_url))
+
+
+def rechain(raw: Raw, rows: list[tuple[Any, ...]], prev: str) -> None:
+    """Write ``rows`` (the nine columns) back with every hash re-computed from ``prev``."""
+    for seq, entry_id, kind, at, turn_id, session_id, data, _, _ in rows:
+        digest = chain_hash(prev, entry_payload(seq, entry_id, kind, at, turn_id, session_id,
+                                                data))
+        raw.execute("UPDATE audit_log SET id = ?, prev_hash = ?, hash = ? WHERE seq = ?",
+                    (entry_id, prev, digest, seq))
+        prev = digest
+
+
+COLUMNS = "seq, id, kind, at, turn_id, session_id, data, prev_hash, hash"
+
+
+def test_a_checkpointed_ledger_verifies_against_its_checkpoints_with_exit_0(
+    make_runtime: RuntimeFactory, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    code, out = witnessed.verify(capsys)
+    assert code == 0 and "ok: against 1 signed checkpoints" in out
+
+
+def test_truncate_the_tail_is_detected_against_the_checkpoint(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    (size,) = raw.query("SELECT min(seq) FROM audit_log WHERE kind = 'ledger.checkpoint'")[0]
+    forget_journal(raw, ledger, ledger_url)
+    raw.drop_guards().execute(f"DELETE FROM audit_log WHERE seq >= {size - 2}")
+    if not raw.pg:
+        raw.execute(f"DELETE FROM trail_index WHERE seq >= {size - 2}")
+    assert verify_exit(ledger_url, capsys)[0] == 0  # the chain alone cannot tell
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and "its tail was cut" in out
+
+
+def test_rehash_the_whole_chain_is_detected_against_the_checkpoint(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    forget_journal(raw, ledger, ledger_url)
+    rows = raw.query(f"SELECT {COLUMNS} FROM audit_log ORDER BY seq")
+    first = list(rows[0])
+    first[1] = first[1][:-1] + ("A" if first[1][-1] != "A" else "B")  # a changed entry
+    raw.drop_guards()
+    rechain(raw, [tuple(first), *rows[1:]], "sha256:" + "0" * 64)
+    assert verify_exit(ledger_url, capsys)[0] == 0  # the chain alone cannot tell
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and "re-computed" in out
+
+
+def test_forge_a_prune_is_detected_against_the_checkpoint(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    forget_journal(raw, ledger, ledger_url)
+    cut = seq_of(raw, "tool_call.completed")
+    (sealed,) = raw.query(f"SELECT hash FROM audit_log WHERE seq = {cut}")[0]
+    raw.drop_guards()
+    for table in ("content_blobs", "audit_log") + (() if raw.pg else ("trail_index",)):
+        raw.execute(f"DELETE FROM {table} WHERE seq <= {cut}")
+    head, head_hash = raw.query("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")[0]
+    data = ('{"cutoff":"2999-01-01T00:00:00.000000Z","first_removed_seq":1,'
+            f'"held_back_by_turn":null,"last_removed_hash":"{sealed}","removed_content":0,'
+            f'"removed_entries":{cut},"removed_from_at":null,"removed_to_at":null,'
+            f'"through_seq":{cut}}}')
+    raw.execute(f"INSERT INTO audit_log ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (head + 1, "01FORGED00000000000000000", "ledger.pruned",
+                 "2999-01-01T00:00:00.000000Z", None, None, data, head_hash, "x"))
+    rechain(raw, raw.query(f"SELECT {COLUMNS} FROM audit_log WHERE seq = {head + 1}"),
+            head_hash)
+    assert verify_exit(ledger_url, capsys)[0] == 0  # the chain alone cannot tell
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and "a forged prune" in out
+
+
+def test_change_a_checkpointed_entry_is_detected_against_the_checkpoint(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    forget_journal(raw, ledger, ledger_url)
+    raw.drop_guards().execute("UPDATE audit_log SET hash = 'sha256:' || upper(substr(hash, 8)) "
+                              "WHERE seq = 2")
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and "the chain itself fails" in out
+
+
+def test_a_real_prune_signed_by_overt_ledger_prune_verifies_against_the_checkpoints(
+    make_runtime: RuntimeFactory, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    config = tmp_path / "overt.toml"
+    config.write_text(f"[checkpoints]\nprivate_key = {str(witnessed.private)!r}\n"
+                      f"witness_dir = {str(witnessed.dir)!r}\n")
+    code = main(["--db", ledger_url, "--config", str(config), "ledger", "prune",
+                 "--older-than", "2999-01-01T00:00:00Z"])
+    out = capsys.readouterr().out
+    assert code == 0 and "signed checkpoint of" in out
+    code, out = witnessed.verify(capsys)
+    assert code == 0, out
