@@ -24,7 +24,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from overt.channels.settings import EmailSettings, SlackSettings
-from overt.ledger.checkpoints import CheckpointSettings
 from overt.config import Budget, Config, ModelAlias, PolicySettings, Route
 from overt.config_lines import key_lines, line_of
 from overt.config_schema import (
@@ -38,6 +37,7 @@ from overt.config_schema import (
     reference_problems,
 )
 from overt.errors import ConfigError
+from overt.ledger.checkpoints import CheckpointSettings
 from overt.memory.kinds import MemoryKinds
 from overt.models.router import EscalationRule
 from overt.policy.rules import rule_from_mapping

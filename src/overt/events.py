@@ -551,9 +551,9 @@ def _data_getter(cls: type[Event]) -> tuple[tuple[str, ...], Callable[[Event], t
 
 AnyEvent = (
     RuntimeStarted | TurnStarted | InferenceRecorded | ToolCallStarted | ToolCallCompleted
-    | TurnCompleted | LedgerPruned | LedgerCheckpointed | HookBlocked | HookProvided | HookRequestRewritten
-    | HookToolsNarrowed | HookReissued | HookTransformed | HookError | PolicyDecided
-    | ApprovalRequested | ApprovalDecided | TurnPaused | TurnResumed | CapabilityChecked
+    | TurnCompleted | LedgerPruned | LedgerCheckpointed | HookBlocked | HookProvided
+    | HookRequestRewritten | HookToolsNarrowed | HookReissued | HookTransformed | HookError
+    | PolicyDecided | ApprovalRequested | ApprovalDecided | TurnPaused | TurnResumed | CapabilityChecked
     | ReasoningStepRecorded | NodeCreated | NodeSuperseded | LinkCreated | LinkRetracted
     | ChannelReceived | ChannelReplied | ChannelReplyFailed
 )

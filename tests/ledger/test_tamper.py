@@ -21,11 +21,11 @@ import pytest
 
 from overt.cli.main import main
 from overt.errors import LedgerError
+from overt.ledger.canonical import chain_hash, entry_payload
 from overt.ledger.export import export_jsonl
+from overt.ledger.journal import journal_path
 from overt.models.fake import ScriptedModel
 from overt.tools.base import tool
-from overt.ledger.canonical import chain_hash, entry_payload
-from overt.ledger.journal import journal_path
 from tests.backends import Raw
 from tests.conftest import RuntimeFactory, cli_message, run
 

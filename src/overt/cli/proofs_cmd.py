@@ -113,13 +113,13 @@ def run_offline(args: argparse.Namespace, config: Config) -> int:
         print(f"private key {private} (mode 0600: keep it off the ledger's host if you can)")
         print(f"public key  {public}: {key.public.encode()}")
         return EXIT_OK
-    key = signing.read_public(Path(args.key))
+    verifier = signing.read_public(Path(args.key))
     try:
         data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
     except OSError as exc:
         raise LedgerError(f"cannot read {args.file}: {exc}") from exc
     try:
-        checked = proofs.check(data, key)
+        checked = proofs.check(data, verifier)
     except LedgerIntegrityError as exc:
         print(f"FAILED: {exc}")
         return EXIT_VERIFY

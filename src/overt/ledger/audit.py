@@ -21,6 +21,7 @@ the same ledger, growing, each root in the same tree.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,16 +57,15 @@ async def verify_against(ledger: Any, chain: VerifyReport,
         return CheckpointReport(False, chain, 0, problem="no signed checkpoint to verify "
                                                          "against")
     newest = checkpoints[-1]
-    base = {"chain": chain, "checkpoints": len(checkpoints), "newest_size": newest.size,
-            "newest_time": newest.time}
 
     def failed(problem: str, checked: int = 0) -> CheckpointReport:
-        return CheckpointReport(False, checked=checked, problem=problem, **base)
+        return CheckpointReport(False, chain, len(checkpoints), newest.size, newest.time,
+                                checked=checked, problem=problem)
 
     if not chain.ok:
         return failed(f"the chain itself fails: {chain.problem}")
     try:
-        for old, new in zip(checkpoints, checkpoints[1:], strict=False):
+        for old, new in itertools.pairwise(checkpoints):
             check_successor(old, new)
     except LedgerIntegrityError as exc:
         return failed(f"the witness's checkpoints disagree: {exc}")
@@ -105,4 +105,5 @@ async def verify_against(ledger: Any, chain: VerifyReport,
     except tree.PrunedLeaf as exc:
         return failed(f"the pruned prefix has no stored tree to stand on ({exc}): entries "
                       "removed other than by overt's prune", checked)
-    return CheckpointReport(True, checked=checked, inside_pruned=inside, **base)
+    return CheckpointReport(True, chain, len(checkpoints), newest.size, newest.time,
+                            checked=checked, inside_pruned=inside)

@@ -3,7 +3,8 @@ turn reads a few hundred rows, not the ledger (see :mod:`.merkle` for the hashin
 
 What is stored
     ``merkle_nodes (level, first_leaf, hash)``: the hash (hex) of the complete
-    subtree over leaves ``[first_leaf, first_leaf + 2**level)`` (leaf ``i`` is entry ``seq = i + 1``).
+    subtree over leaves ``[first_leaf, first_leaf + 2**level)`` (leaf ``i`` is
+    entry ``seq = i + 1``).
     Three kinds of row, all written lazily, never on a turn's append path:
 
     - *tiles*: every complete, aligned subtree of :data:`TILE` (256) leaves,
