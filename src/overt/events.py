@@ -553,9 +553,9 @@ AnyEvent = (
     RuntimeStarted | TurnStarted | InferenceRecorded | ToolCallStarted | ToolCallCompleted
     | TurnCompleted | LedgerPruned | LedgerCheckpointed | HookBlocked | HookProvided
     | HookRequestRewritten | HookToolsNarrowed | HookReissued | HookTransformed | HookError
-    | PolicyDecided | ApprovalRequested | ApprovalDecided | TurnPaused | TurnResumed | CapabilityChecked
-    | ReasoningStepRecorded | NodeCreated | NodeSuperseded | LinkCreated | LinkRetracted
-    | ChannelReceived | ChannelReplied | ChannelReplyFailed
+    | PolicyDecided | ApprovalRequested | ApprovalDecided | TurnPaused | TurnResumed
+    | CapabilityChecked | ReasoningStepRecorded | NodeCreated | NodeSuperseded | LinkCreated
+    | LinkRetracted | ChannelReceived | ChannelReplied | ChannelReplyFailed
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
