@@ -433,3 +433,17 @@ def test_a_real_prune_signed_by_overt_ledger_prune_verifies_against_the_checkpoi
     assert code == 0 and "signed checkpoint of" in out
     code, out = witnessed.verify(capsys)
     assert code == 0, out
+
+
+def test_rewrite_the_stored_merkle_tree_is_refused_and_detected_against_the_checkpoint(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    statement = "UPDATE merkle_nodes SET hash = ? WHERE level = 0"
+    with pytest.raises(raw.append_only_error):
+        raw.execute(statement, ("00" * 32,))
+    forget_journal(raw, ledger, ledger_url)
+    raw.drop_guards().execute(statement, ("00" * 32,))
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and "FAILED against the signed checkpoints" in out

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from overt.clock import now_iso
+from overt.errors import LedgerIntegrityError
 from overt.ledger import merkle, tree
 from overt.ledger.checkpoints import dialect
 from tests.backends import Raw
@@ -82,5 +83,5 @@ def test_two_hashes_for_one_subtree_are_refused(ledger: Any, raw: Raw, tmp_path:
     make_signer(tmp_path).checkpoint(ledger)
     raw.execute("INSERT INTO merkle_nodes (level, first_leaf, hash) VALUES (8, 0, ?)",
                 ("00" * 32,))
-    with pytest.raises(tree.LedgerError, match="two hashes"):
+    with pytest.raises(LedgerIntegrityError, match="two hashes"):
         run(tree.Tree.load(ledger.select, dialect(ledger)))

@@ -77,10 +77,10 @@ async def verify_against(ledger: Any, chain: VerifyReport,
     if pruned > newest.pruned:
         return failed(f"entries 1..{pruned} were removed by a prune no checkpoint signed (the "
                       f"newest says pruned through {newest.pruned}): a forged prune")
-    t = await tree.Tree.load(ledger.select, dialect(ledger), head)
     d = dialect(ledger)
     checked = inside = 0
     try:
+        t = await tree.Tree.load(ledger.select, d, head)
         for cp in checkpoints:
             if cp.size <= pruned:
                 inside += 1
@@ -105,5 +105,7 @@ async def verify_against(ledger: Any, chain: VerifyReport,
     except tree.PrunedLeaf as exc:
         return failed(f"the pruned prefix has no stored tree to stand on ({exc}): entries "
                       "removed other than by overt's prune", checked)
+    except LedgerIntegrityError as exc:
+        return failed(f"the stored Merkle tree is not the ledger's: {exc}", checked)
     return CheckpointReport(True, chain, len(checkpoints), newest.size, newest.time,
                             checked=checked, inside_pruned=inside)

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from overt.errors import LedgerError
+from overt.errors import LedgerError, LedgerIntegrityError
 from overt.ledger import merkle
 from overt.ledger.sql import Dialect
 
@@ -76,7 +76,7 @@ class Tree:
             key = (int(level), int(start))
             value = bytes.fromhex(digest)
             if self.stored.setdefault(key, value) != value:
-                raise LedgerError(f"the stored Merkle tree holds two hashes for the subtree "
+                raise LedgerIntegrityError(f"the stored Merkle tree holds two hashes for the subtree "
                                   f"of 2**{key[0]} leaves at {key[1]}")
         self.leaves: dict[int, bytes] = {}
         self.computed: dict[tuple[int, int], bytes] = {}
