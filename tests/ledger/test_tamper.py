@@ -152,6 +152,44 @@ def test_a_body_gone_with_a_recorded_prune_is_not_a_failure(
     assert run(ledger.verify()).ok
 
 
+def test_after_a_prune_a_deleted_body_of_a_later_turn_is_still_detected(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    from overt.clock import now_iso
+
+    one_turn(make_runtime)
+    run(ledger.prune(now_iso()))
+    one_turn(make_runtime)
+    (result,) = [e.data["result_digest"]
+                 for e in run(ledger.entries(kinds=["tool_call.completed"]))]
+    raw.drop_guards().execute(f"DELETE FROM content_blobs WHERE digest = '{result}'")
+    code, out = verify_exit(ledger_url, capsys)
+    assert code == EXIT_VERIFY and "is missing" in out
+
+
+def test_a_body_of_a_turn_a_prune_cut_in_two_may_have_gone_with_it(ledger: Any) -> None:
+    from overt.clock import now_iso
+    from overt.events import ToolCallCompleted, ToolCallStarted, TurnStarted
+    from overt.ledger.canonical import digest_text
+
+    message, args, result = "hello", "{}", "the result"
+    common = {"turn_id": "t1", "session_id": "s1", "caller_session_id": "s1"}
+    run(ledger.record([TurnStarted(source="cli", message_digest=digest_text(message),
+                                   model="m", route="r", max_tool_calls=5, **common),
+                       ToolCallStarted(tool_call_id="c1", tool_name="lookup", triggered_by="cli",
+                                       args_sha256=digest_text(args), **common)],
+                      {digest_text(message): message, digest_text(args): args}))
+    cutoff = now_iso()
+    run(ledger.record([ToolCallCompleted(
+        tool_call_id="c1", tool_name="lookup", triggered_by="cli", tool_status="ok",
+        tool_duration_ms=1.0, exc_type=None, args_sha256=digest_text(args),
+        result_digest=digest_text(result), **common)], {digest_text(result): result}))
+    assert run(ledger.prune(cutoff)).through_seq == 2
+    report = run(ledger.verify())
+    assert report.ok, report.problem  # the arguments went with the turn's first half
+
+
 # -- a read error while verifying or exporting: never ok on a partial ledger ----------
 
 

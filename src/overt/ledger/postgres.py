@@ -61,6 +61,7 @@ from overt.ledger.chain import (
     content_rows,
     drafts,
     row_to_entry,
+    turn_started_before,
     verify_rows,
     with_body_check,
     with_content_check,
@@ -491,7 +492,10 @@ class PostgresLedger:
                 with conn.cursor(name="overt_verify_pointers") as cur:
                     cur.itersize = 10_000
                     cur.execute(sql.body_pointers(D))
-                    return with_body_check(report, cur, present, pruned=bool(anchors))
+                    return with_body_check(
+                        report, cur, present, pruned=bool(anchors),
+                        began_pruned=lambda seq: bool(conn.execute(
+                            turn_started_before(D.ph), (seq,)).fetchone()))
         except psycopg.Error as exc:
             raise LedgerError(f"cannot read ledger {_safe(self.url)}: {exc}") from exc
 

@@ -52,6 +52,7 @@ from overt.ledger.chain import (
     content_rows,
     drafts,
     row_to_entry,
+    turn_started_before,
     verify_payloads,
     verify_rows,
     with_body_check,
@@ -433,8 +434,13 @@ class SqliteLedger:
                 report = with_content_check(report, checked, bad)
                 if not check_bodies:
                     return report
+                def began_pruned(seq: int) -> bool:
+                    return bool(self._conn.execute(turn_started_before(D.ph), (seq,))
+                                .fetchone())
+
                 return with_body_check(report, self._conn.execute(sql.body_pointers(D)),
-                                       present, pruned=bool(anchors))
+                                       present, pruned=bool(anchors),
+                                       began_pruned=began_pruned)
             except sqlite3.DatabaseError as exc:
                 raise LedgerError(f"cannot read ledger {self.path}: {exc}") from exc
 
