@@ -74,10 +74,14 @@ class Tree:
         self.stored: dict[tuple[int, int], bytes] = {}
         for level, start, digest in nodes:
             key = (int(level), int(start))
-            value = bytes.fromhex(digest)
+            try:
+                value = bytes.fromhex(digest)
+            except (TypeError, ValueError) as exc:
+                raise LedgerIntegrityError(f"the stored Merkle tree's subtree of 2**{key[0]} "
+                                           f"leaves at {key[1]} is not a hash") from exc
             if self.stored.setdefault(key, value) != value:
-                raise LedgerIntegrityError(f"the stored Merkle tree holds two hashes for the subtree "
-                                  f"of 2**{key[0]} leaves at {key[1]}")
+                raise LedgerIntegrityError(f"the stored Merkle tree holds two hashes for the "
+                                           f"subtree of 2**{key[0]} leaves at {key[1]}")
         self.leaves: dict[int, bytes] = {}
         self.computed: dict[tuple[int, int], bytes] = {}
         self.new_nodes: list[NodeRow] = []
