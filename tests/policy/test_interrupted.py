@@ -107,3 +107,18 @@ def test_resume_runs_an_interrupted_call_of_an_idempotent_tool_again_once(
     assert run(later.resume_pending()) == []
     assert log.read_text().splitlines() == ["7", "7"]
     assert run(ledger.verify()).ok
+
+
+def test_a_paused_turn_whose_interrupted_call_ran_again_is_closed_as_interrupted(
+        ledger: Ledger, tmp_path: Path) -> None:
+    log = tmp_path / "values"
+    request_id = interrupted(ledger, log, idempotent=True)
+    later = runtime(ledger, [store(log, idempotent=True, die=False)], ["done"])
+    (again,) = run(later.resume_pending())
+    turn_id = again.request.turn_id
+    (completed,) = run(ledger.entries(turn_id=turn_id, kinds=["turn.completed"]))
+    assert completed.data["status"] == "interrupted"
+    assert completed.data["tools_used"] == ["set_value"]
+    assert run(later.resume_pending()) == []
+    assert [r for r in run(later.approvals.list()) if r.request_id == request_id][0].call_completed
+    assert run(ledger.verify()).ok
