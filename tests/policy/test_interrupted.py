@@ -120,5 +120,6 @@ def test_a_paused_turn_whose_interrupted_call_ran_again_is_closed_as_interrupted
     assert completed.data["status"] == "interrupted"
     assert completed.data["tools_used"] == ["set_value"]
     assert run(later.resume_pending()) == []
-    assert [r for r in run(later.approvals.list()) if r.request_id == request_id][0].call_completed
+    (request,) = [r for r in run(later.approvals.list()) if r.request_id == request_id]
+    assert request.call_completed
     assert run(ledger.verify()).ok
