@@ -31,6 +31,7 @@ own, or a connection's inside a transaction), with the dialect's placeholder.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
@@ -191,7 +192,13 @@ class Tree:
             cover = self._cover(lo)
             if cover is not None and cover[0] > TILE_LEVEL:
                 continue  # a larger stored subtree (a prune's) already holds it
-            self.perfect(lo, TILE)
+            leaves = [self.leaves.get(i) for i in range(lo, lo + TILE)]
+            if None in leaves:  # some went with a prune: its stored subtrees stand in
+                self.perfect(lo, TILE)
+                continue
+            digest = _tile(leaves)  # type: ignore[arg-type]
+            self.computed[(TILE_LEVEL, lo)] = digest
+            self.new_nodes.append(node_row(TILE_LEVEL, lo, digest))
 
     def proof_leaves(self, indexes: Iterable[int]) -> list[tuple[int, int]]:
         """The leaf ranges an inclusion proof of ``indexes`` reads: each one's tile
@@ -227,15 +234,27 @@ def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 async def fill(select: AsyncSelect, d: Dialect, size: int | None = None) -> Tree:
     """The tree of ``size`` leaves (default: the whole ledger) with every tile not
-    stored yet computed, ready to store (:attr:`Tree.new_nodes`)."""
-    tree = await open_tree(select, d, size)
+    stored yet computed, ready to store (:attr:`Tree.new_nodes`), and the leaves
+    after the last tile read (its root needs them)."""
+    tree = await Tree.load(select, d, size)
     tail = tree.size - tree.size % TILE
     for lo in range(0, tail, BATCH):
         hi = min(lo + BATCH, tail)
         if tree.needs(lo, hi):
             await tree.read(select, lo, hi)
+    await tree.read(select, tail, tree.size)
     tree.tiles()
     return tree
+
+
+def _tile(leaves: list[bytes]) -> bytes:
+    """The hash of a complete tile from its leaf hashes, level by level."""
+    sha256 = hashlib.sha256
+    level = leaves
+    while len(level) > 1:
+        level = [sha256(b"\x01" + level[i] + level[i + 1]).digest()
+                 for i in range(0, len(level), 2)]
+    return level[0]
 
 
 def prune_rows(select: SyncSelect, d: Dialect, through: int) -> list[NodeRow]:
