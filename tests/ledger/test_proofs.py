@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from overt.errors import LedgerIntegrityError, NotFoundError
+from overt.errors import LedgerIntegrityError, NotFoundError, UsageError
 from overt.ledger import proofs, signing
 from tests.conftest import run
 from tests.ledger.proofs_helpers import add_turns, make_signer
@@ -74,7 +74,7 @@ def test_a_turn_newer_than_the_checkpoint_or_unknown_has_no_proof(
     signer = make_signer(tmp_path)
     checkpoint, note = signer.checkpoint(ledger)
     add_turns(ledger, 1, prefix="late")
-    with pytest.raises(LedgerIntegrityError, match="after the newest checkpoint"):
+    with pytest.raises(UsageError, match="after the newest checkpoint"):
         run(proofs.prove(ledger, "late0", note, checkpoint, signer.public))
     with pytest.raises(NotFoundError):
         run(proofs.prove(ledger, "nope", note, checkpoint, signer.public))

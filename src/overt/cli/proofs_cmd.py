@@ -193,7 +193,11 @@ async def _prove(args: argparse.Namespace, config: Config, ledger: Any) -> int:
             and Path(settings.witness_dir) == directory:
         # the turn is newer than the newest checkpoint: sign one that holds it
         checkpoint, note = await checkpoints.make(ledger, _private_key(config, None), settings)
-    proof = await proofs.prove(ledger, args.turn_id, note, checkpoint, key)
+    try:
+        proof = await proofs.prove(ledger, args.turn_id, note, checkpoint, key)
+    except LedgerIntegrityError as exc:  # the ledger disagrees with its checkpoint
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return EXIT_VERIFY
     sys.stdout.write(proofs.dump(proof))
     return EXIT_OK
 

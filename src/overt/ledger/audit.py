@@ -25,7 +25,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from overt.errors import LedgerIntegrityError
+from overt.errors import LedgerIntegrityError, NotFoundError
 from overt.ledger import tree
 from overt.ledger.base import VerifyReport
 from overt.ledger.checkpoints import Checkpoint, check_successor, dialect, origin_of, state
@@ -102,7 +102,7 @@ async def verify_against(ledger: Any, chain: VerifyReport,
                 return failed(f"the Merkle root of the first {cp.size} entries is not the one "
                               f"the checkpoint of {cp.time} signed", checked)
             checked += 1
-    except tree.PrunedLeaf as exc:
+    except NotFoundError as exc:
         return failed(f"the pruned prefix has no stored tree to stand on ({exc}): entries "
                       "removed other than by overt's prune", checked)
     except LedgerIntegrityError as exc:

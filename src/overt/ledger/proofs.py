@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from overt.errors import LedgerIntegrityError, NotFoundError
+from overt.errors import LedgerIntegrityError, NotFoundError, UsageError
 from overt.ledger import merkle, tree
 from overt.ledger.base import Entry
 from overt.ledger.canonical import canonical_json, chain_hash, entry_payload
@@ -72,14 +72,15 @@ async def prove(ledger: Any, turn_id: str, note: str, checkpoint: Checkpoint,
 
     Raises:
         NotFoundError: no such turn.
-        LedgerError: the turn has entries after the checkpoint, or a pruned entry,
-            or the ledger's tree does not give the checkpoint's root.
+        UsageError: the turn has entries after the checkpoint (make one first).
+        NotFoundError: an entry of the turn was pruned.
+        LedgerIntegrityError: the ledger's tree does not give the checkpoint's root.
     """
     entries: list[Entry] = await ledger.entries(turn_id=turn_id)
     if not entries:
         raise NotFoundError(f"no turn {turn_id!r}")
     if entries[-1].seq > checkpoint.size:
-        raise LedgerIntegrityError(
+        raise UsageError(
             f"turn {turn_id} has entries after the newest checkpoint ({checkpoint.size} "
             "entries): make one first (`overt ledger checkpoint`)")
     d = dialect(ledger)
@@ -118,7 +119,7 @@ async def consistency(ledger: Any, old: tuple[str, Checkpoint], new: tuple[str, 
 
     Raises:
         LedgerIntegrityError: the newer does not extend the older in this ledger.
-        PrunedLeaf: the older lies in a pruned prefix the stored tree cannot prove.
+        NotFoundError: the older lies in a pruned prefix the stored tree cannot prove.
     """
     (old_note, old_cp), (new_note, new_cp) = old, new
     check_successor(old_cp, new_cp)

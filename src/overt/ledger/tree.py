@@ -22,7 +22,7 @@ A pruned prefix
     the start, and the stored subtrees stand in for the leaves a prune removed,
     so every root and every proof of an entry that is still there can be
     computed after a prune. A proof for a pruned entry is refused
-    (:class:`PrunedLeaf`). A ledger pruned before overt kept the tree (migration
+    (:class:`NotFoundError`). A ledger pruned before overt kept the tree (migration
     12) has no nodes for its removed prefix: no checkpoint can be made for it.
 
 Everything is read through ``select(statement, params) -> rows`` (the ledger's
@@ -35,7 +35,7 @@ import hashlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from overt.errors import LedgerError, LedgerIntegrityError
+from overt.errors import LedgerIntegrityError, NotFoundError
 from overt.ledger import merkle
 from overt.ledger.sql import Dialect
 
@@ -49,10 +49,6 @@ SyncSelect = Callable[[str, Sequence[Any]], Rows]
 AsyncSelect = Callable[[str, Sequence[Any]], Awaitable[Rows]]
 NodeRow = tuple[str, dict[str, Any]]
 """A row for :meth:`overt.ledger.base.Ledger.record`'s ``rows``."""
-
-
-class PrunedLeaf(LedgerError):
-    """A leaf the tree needs was pruned and no stored subtree stands in for it."""
 
 
 def node_row(level: int, start: int, digest: bytes) -> NodeRow:
@@ -142,7 +138,7 @@ class Tree:
         """The hash of the complete subtree ``[lo, lo + size)``.
 
         Raises:
-            PrunedLeaf: a leaf it needs was pruned (or not read) and nothing stored
+            NotFoundError: a leaf it needs was pruned (or not read) and nothing stored
                 stands in for it.
         """
         level = size.bit_length() - 1
@@ -153,7 +149,7 @@ class Tree:
         if size == 1:
             leaf = self.leaves.get(lo)
             if leaf is None:
-                raise PrunedLeaf(f"entry {lo + 1} is not in the ledger (pruned, or never "
+                raise NotFoundError(f"entry {lo + 1} is not in the ledger (pruned, or never "
                                  "there) and no stored subtree stands in for it")
             return leaf
         half = size >> 1
@@ -170,11 +166,11 @@ class Tree:
         """The inclusion proof of leaf ``index``.
 
         Raises:
-            PrunedLeaf: the leaf was pruned.
+            NotFoundError: the leaf was pruned.
         """
         n = self.size if size is None else size
         if index not in self.leaves:
-            raise PrunedLeaf(f"entry {index + 1} is not in the ledger: no proof for it")
+            raise NotFoundError(f"entry {index + 1} is not in the ledger: no proof for it")
         return merkle.inclusion_proof(self.perfect, index, n)
 
     def consistency(self, old: int, new: int | None = None) -> list[bytes]:
