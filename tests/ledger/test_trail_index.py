@@ -155,8 +155,8 @@ def test_a_prune_removes_the_index_rows_of_what_it_removes(tmp_path: Path) -> No
     assert _rows(tmp_path / "l.db", "SELECT min(seq) FROM trail_index")[0][0] > \
         pruned.through_seq
     assert [t.message for t in _indexed(ledger, session_id="s1")] == ["new"]
-    assert run(ledger.verify()).ok
-    ledger.close_sync()
+    assert run(ledger.verify(check_bodies=False)).ok  # the synthetic turn names bodies it
+    ledger.close_sync()                                 # never stores
 
 
 def test_the_index_is_append_only(written: tuple[Path, SqliteLedger]) -> None:
