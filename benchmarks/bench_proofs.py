@@ -69,7 +69,7 @@ def _cached_ledger() -> Path:
     for leftover in CACHE.glob(building.name + "*"):
         leftover.unlink()
     start = time.perf_counter()
-    ledger = SqliteLedger.open(building, journal=False)
+    ledger = SqliteLedger.open(building)
     try:
         for first in range(0, ENTRIES // TURN, BATCH // TURN):
             ledger.record_sync(_events(first, min(BATCH // TURN, ENTRIES // TURN - first)))

@@ -4,15 +4,13 @@ and how each attempt is prevented (the database refuses it) or detected
 
 Cases the chain cannot catch on its own (a truncated tail, a re-hashed chain, a
 forged prune) are detected against signed checkpoints kept outside the database
-(``overt ledger verify --checkpoints DIR --key PUB`` exits 3). On SQLite the
-attacker also deletes the journal, which would otherwise put a cut tail back.
+(``overt ledger verify --checkpoints DIR --key PUB`` exits 3).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import os
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +21,6 @@ from overt.cli.main import main
 from overt.errors import LedgerError
 from overt.ledger.canonical import chain_hash, entry_payload
 from overt.ledger.export import export_jsonl
-from overt.ledger.journal import journal_path
 from overt.models.fake import ScriptedModel
 from overt.tools.base import tool
 from tests.backends import Raw
@@ -45,7 +42,7 @@ def one_turn(make_runtime: RuntimeFactory) -> None:
     runtime = make_runtime(model, tools=[lookup])
     result = run(runtime.respond(cli_message("what is k?")))
     assert result.error is None
-    run(runtime.ledger.verify())  # SQLite: what its journal holds is stored first
+    run(runtime.ledger.verify())
 
 
 def verify_exit(ledger_url: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -116,11 +113,8 @@ def test_reorder_two_entries_is_detected(
     raw.execute(f"UPDATE audit_log SET seq = {started} WHERE seq = {inference}")
     raw.execute(f"UPDATE audit_log SET seq = {inference} WHERE seq = -1")
     code = main(["--db", ledger_url, "ledger", "verify"])
-    out, err = capsys.readouterr()
-    if backend == "sqlite":  # the journal still holds the batch: opening refuses the file
-        assert code == 5 and "is not the database's entry" in err
-    else:
-        assert code == EXIT_VERIFY and "FAILED at entry seq 2: prev_hash" in out
+    out, _err = capsys.readouterr()
+    assert code == EXIT_VERIFY and "FAILED at entry seq 2: prev_hash" in out
 
 
 def test_delete_a_content_body_is_refused_by_the_database_and_detected_without_the_guard(
@@ -229,9 +223,11 @@ class _Failing:
 
 
 def inject_read_error(ledger: Any, monkeypatch: pytest.MonkeyPatch, table: str) -> None:
-    if hasattr(ledger, "_conn"):  # SQLite: the ledger's one connection
+    if ledger.backend == "sqlite":  # each reader thread's connection
         error: Exception = sqlite3.OperationalError("disk I/O error")
-        monkeypatch.setattr(ledger, "_conn", _Failing(ledger._conn, table, error))
+        reader_conn = ledger._reader_conn
+        monkeypatch.setattr(ledger, "_reader_conn",
+                            lambda: _Failing(reader_conn(), table, error))
         return
     import psycopg
 
@@ -310,11 +306,11 @@ def test_a_ledger_with_the_old_gate_loses_it_on_migration(
     from overt.ledger.sqlite import SqliteLedger
 
     db = tmp_path / "l.db"
-    monkeypatch.setattr(sqlite_ledger, "MIGRATIONS", sqlite_ledger.MIGRATIONS[:10])
+    monkeypatch.setattr(sqlite_ledger, "MIGRATIONS", sqlite_ledger.MIGRATIONS[:9])
     SqliteLedger.open(db).close_sync()
     monkeypatch.undo()
     current = SqliteLedger.open(db)
-    assert 11 in current.schema_versions()
+    assert 10 in current.schema_versions()
     run(current.prune(now_iso()))
     assert run(current.verify()).ok
     current.close_sync()
@@ -356,16 +352,6 @@ def checkpointed(make_runtime: RuntimeFactory, ledger_url: str, tmp_path: Any) -
     return witnessed
 
 
-def forget_journal(raw: Raw, ledger: Any, ledger_url: str) -> None:
-    """SQLite: overt stops (its journal stored), and the attacker deletes the journal
-    too (it would restore what they cut)."""
-    if not raw.pg:
-        ledger.close_sync()
-        raw._sync = None
-        if os.path.exists(journal_path(ledger_url)):
-            os.remove(journal_path(ledger_url))
-
-
 def rechain(raw: Raw, rows: list[tuple[Any, ...]], prev: str) -> None:
     """Write ``rows`` (the nine columns) back with every hash re-computed from ``prev``."""
     for seq, entry_id, kind, at, turn_id, session_id, data, _, _ in rows:
@@ -394,7 +380,6 @@ def test_truncate_the_tail_is_detected_against_the_checkpoint(
 ) -> None:
     witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
     (size,) = raw.query("SELECT min(seq) FROM audit_log WHERE kind = 'ledger.checkpoint'")[0]
-    forget_journal(raw, ledger, ledger_url)
     raw.drop_guards().execute(f"DELETE FROM audit_log WHERE seq >= {size - 2}")
     if not raw.pg:
         raw.execute(f"DELETE FROM trail_index WHERE seq >= {size - 2}")
@@ -408,7 +393,6 @@ def test_rehash_the_whole_chain_is_detected_against_the_checkpoint(
     capsys: pytest.CaptureFixture[str]
 ) -> None:
     witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
-    forget_journal(raw, ledger, ledger_url)
     rows = raw.query(f"SELECT {COLUMNS} FROM audit_log ORDER BY seq")
     first = list(rows[0])
     first[1] = first[1][:-1] + ("A" if first[1][-1] != "A" else "B")  # a changed entry
@@ -424,7 +408,6 @@ def test_forge_a_prune_is_detected_against_the_checkpoint(
     capsys: pytest.CaptureFixture[str]
 ) -> None:
     witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
-    forget_journal(raw, ledger, ledger_url)
     cut = seq_of(raw, "tool_call.completed")
     (sealed,) = raw.query(f"SELECT hash FROM audit_log WHERE seq = {cut}")[0]
     raw.drop_guards()
@@ -450,7 +433,6 @@ def test_change_a_checkpointed_entry_is_detected_against_the_checkpoint(
     capsys: pytest.CaptureFixture[str]
 ) -> None:
     witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
-    forget_journal(raw, ledger, ledger_url)
     raw.drop_guards().execute("UPDATE audit_log SET hash = 'sha256:' || upper(substr(hash, 8)) "
                               "WHERE seq = 2")
     code, out = witnessed.verify(capsys)
@@ -481,7 +463,6 @@ def test_rewrite_the_stored_merkle_tree_is_refused_and_detected_against_the_chec
     statement = "UPDATE merkle_nodes SET hash = ? WHERE level = 0"
     with pytest.raises(raw.append_only_error):
         raw.execute(statement, ("00" * 32,))
-    forget_journal(raw, ledger, ledger_url)
     raw.drop_guards().execute(statement, ("00" * 32,))
     code, out = witnessed.verify(capsys)
     assert code == EXIT_VERIFY and "FAILED against the signed checkpoints" in out
