@@ -381,8 +381,7 @@ def test_truncate_the_tail_is_detected_against_the_checkpoint(
     witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
     (size,) = raw.query("SELECT min(seq) FROM audit_log WHERE kind = 'ledger.checkpoint'")[0]
     raw.drop_guards().execute(f"DELETE FROM audit_log WHERE seq >= {size - 2}")
-    if not raw.pg:
-        raw.execute(f"DELETE FROM trail_index WHERE seq >= {size - 2}")
+    raw.execute(f"DELETE FROM trail_index WHERE seq >= {size - 2}")
     assert verify_exit(ledger_url, capsys)[0] == 0  # the chain alone cannot tell
     code, out = witnessed.verify(capsys)
     assert code == EXIT_VERIFY and "its tail was cut" in out
@@ -411,7 +410,7 @@ def test_forge_a_prune_is_detected_against_the_checkpoint(
     cut = seq_of(raw, "tool_call.completed")
     (sealed,) = raw.query(f"SELECT hash FROM audit_log WHERE seq = {cut}")[0]
     raw.drop_guards()
-    for table in ("content_blobs", "audit_log") + (() if raw.pg else ("trail_index",)):
+    for table in ("content_blobs", "audit_log", "trail_index"):
         raw.execute(f"DELETE FROM {table} WHERE seq <= {cut}")
     head, head_hash = raw.query("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")[0]
     data = ('{"cutoff":"2999-01-01T00:00:00.000000Z","first_removed_seq":1,'
