@@ -63,3 +63,15 @@ def test_a_key_name_with_a_space_or_a_plus_is_refused() -> None:
     for name in ("a b", "a+b", ""):
         with pytest.raises(UsageError):
             signing.PrivateKey.generate(name)
+
+
+def test_without_the_proofs_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from overt.errors import ExtraMissingError
+
+    monkeypatch.setitem(sys.modules, "cryptography.hazmat.primitives.asymmetric", None)
+    with pytest.raises(ExtraMissingError, match=r"overt\[proofs\]"):
+        signing.PrivateKey.generate("x").sign(b"m")
+    with pytest.raises(ExtraMissingError, match=r"overt\[proofs\]"):
+        signing.PublicKey("x", bytes(32)).verify(b"m", bytes(64))

@@ -89,11 +89,11 @@ class PublicKey:
         return key
 
     def verify(self, message: bytes, signature: bytes) -> bool:
+        ed25519 = _ed25519()  # first: without the extra, its error names the extra
         from cryptography.exceptions import InvalidSignature
 
         try:
-            _ed25519().Ed25519PublicKey.from_public_bytes(self.public).verify(signature,
-                                                                              message)
+            ed25519.Ed25519PublicKey.from_public_bytes(self.public).verify(signature, message)
         except InvalidSignature:
             return False
         return True
