@@ -203,6 +203,11 @@ def turn_started_before(ph: str) -> str:
             "AND s.kind = 'turn.started')")
 
 
+def began_pruned_on(conn: Any, ph: str) -> Callable[[int], bool]:
+    """``began_pruned`` for :func:`with_body_check`, asking ``conn`` (either backend's)."""
+    return lambda seq: bool(conn.execute(turn_started_before(ph), (seq,)).fetchone())
+
+
 def with_body_check(report: VerifyReport, pointers: Iterable[Sequence[Any]],
                     present: set[str], pruned: bool,
                     began_pruned: Callable[[int], bool] | None = None) -> VerifyReport:

@@ -65,11 +65,11 @@ from overt.ledger.chain import (
     Draft,
     Row,
     batch_claims,
+    began_pruned_on,
     chain,
     content_rows,
     drafts,
     row_to_entry,
-    turn_started_before,
     verify_rows,
     with_body_check,
     with_content_check,
@@ -423,11 +423,7 @@ class PostgresLedger:
                 rows, _, _ = chain(head, now_iso(), drafts([record]))
                 conn.execute(sql.insert_entries(D), rows[0])
                 if record.removed_entries:
-                    # the Merkle tree's nodes stand in for the leaves about to go
-                    for table, values in tree.prune_rows(
-                            lambda q, p: conn.execute(q, p).fetchall(), D, record.through_seq):
-                        conn.execute(sql.insert_row(D, table, list(values)),
-                                     tuple(values.values()))
+                    tree.store_prune_rows(conn, D, record.through_seq)  # stand-ins for them
                     # the record sealing the range is the head now: the owner's
                     # SECURITY DEFINER function deletes through it, and nothing else can
                     conn.execute("SELECT overt_prune(%s)", (record.through_seq,))
@@ -568,10 +564,8 @@ class PostgresLedger:
                 with conn.cursor(name="overt_verify_pointers") as cur:
                     cur.itersize = 10_000
                     cur.execute(sql.body_pointers(D))
-                    return with_body_check(
-                        report, cur, present, pruned=bool(anchors),
-                        began_pruned=lambda seq: bool(conn.execute(
-                            turn_started_before(D.ph), (seq,)).fetchone()))
+                    return with_body_check(report, cur, present, pruned=bool(anchors),
+                                           began_pruned=began_pruned_on(conn, D.ph))
         except psycopg.Error as exc:
             raise LedgerError(f"cannot read ledger {_safe(self.url)}: {exc}") from exc
 

@@ -53,11 +53,11 @@ from overt.ledger.base import (
 from overt.ledger.canonical import GENESIS, digest_text
 from overt.ledger.chain import (
     batch_claims,
+    began_pruned_on,
     chain,
     content_rows,
     drafts,
     row_to_entry,
-    turn_started_before,
     verify_payloads,
     verify_rows,
     with_body_check,
@@ -347,10 +347,7 @@ class SqliteLedger:
             conn.executemany(sql.insert_entries(D), entry_rows)
             if record.removed_entries:
                 through = record.through_seq
-                # the Merkle tree's nodes stand in for the leaves about to go
-                for table, values in tree.prune_rows(
-                        lambda q, p: conn.execute(q, p).fetchall(), D, through):
-                    conn.execute(sql.insert_row(D, table, list(values)), list(values.values()))
+                tree.store_prune_rows(conn, D, through)  # the tree's stand-ins for them
                 lift_delete_guards(conn)  # DDL in this transaction: a failure takes it back
                 conn.execute(sql.delete_content_through(D), (through,))
                 conn.execute(sql.delete_trail_index_through(D), (through,))
@@ -507,10 +504,8 @@ def _verify(conn: sqlite3.Connection, check_content: bool, check_index: bool,
         report = with_content_check(report, checked, bad)
         if not check_bodies:
             return report
-        return with_body_check(
-            report, conn.execute(sql.body_pointers(D)), present, pruned=bool(anchors),
-            began_pruned=lambda seq: bool(conn.execute(turn_started_before(D.ph),
-                                                       (seq,)).fetchone()))
+        return with_body_check(report, conn.execute(sql.body_pointers(D)), present,
+                               pruned=bool(anchors), began_pruned=began_pruned_on(conn, D.ph))
     finally:
         conn.execute("COMMIT")
 

@@ -277,3 +277,12 @@ def prune_rows(select: SyncSelect, d: Dialect, through: int) -> list[NodeRow]:
         if (level, lo) not in tree.stored and level != TILE_LEVEL:
             rows.append(node_row(level, lo, tree.perfect(lo, n)))
     return rows
+
+
+def store_prune_rows(conn: Any, d: Dialect, through: int) -> None:
+    """:func:`prune_rows` inserted on ``conn`` (either backend's connection, inside the
+    prune's transaction, before it deletes)."""
+    from overt.ledger.sql import insert_row
+
+    for table, values in prune_rows(lambda q, p: conn.execute(q, p).fetchall(), d, through):
+        conn.execute(insert_row(d, table, list(values)), tuple(values.values()))
