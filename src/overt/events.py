@@ -165,6 +165,27 @@ class LedgerPruned(Event):
     held_back_by_turn: str | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerCheckpointed(Event):
+    """A signed checkpoint of the ledger was made and sent to its witnesses
+    (see :mod:`overt.ledger.checkpoints`): the tree of the first ``tree_size``
+    entries has root ``root_hash`` (base64) and entry ``tree_size`` the chain hash
+    ``head_hash``; ``key_id`` (``NAME+HASH``) signed it, ``signature`` is the note's
+    signature line's base64."""
+
+    kind: ClassVar[str] = "ledger.checkpoint"
+    origin: str
+    tree_size: int
+    root_hash: str
+    head_hash: str
+    checkpoint_time: str
+    pruned_through: int
+    key_id: str
+    signature: str
+    witnesses: list[str]
+    """What took it: ``dir``, ``command``, ``url`` (one word per witness, in order)."""
+
+
 PolicyEffect = Literal["allow", "deny", "ask", "quarantine"]
 GatePath = Literal["loop", "resume", "direct", "review"]
 """Which entry point asked the gate: the engine loop, a resumed turn, a direct
@@ -534,17 +555,18 @@ def _data_getter(cls: type[Event]) -> tuple[tuple[str, ...], Callable[[Event], t
 
 AnyEvent = (
     RuntimeStarted | TurnStarted | InferenceRecorded | ToolCallStarted | ToolCallCompleted
-    | TurnCompleted | LedgerPruned | HookBlocked | HookProvided | HookRequestRewritten
-    | HookToolsNarrowed | HookReissued | HookTransformed | HookError | PolicyDecided
-    | ApprovalRequested | ApprovalDecided | TurnPaused | TurnResumed | CapabilityChecked
-    | ReasoningStepRecorded | NodeCreated | NodeSuperseded | LinkCreated | LinkRetracted
-    | ChannelReceived | ChannelReplied | ChannelReplyFailed
+    | TurnCompleted | LedgerPruned | LedgerCheckpointed | HookBlocked | HookProvided
+    | HookRequestRewritten | HookToolsNarrowed | HookReissued | HookTransformed | HookError
+    | PolicyDecided | ApprovalRequested | ApprovalDecided | TurnPaused | TurnResumed
+    | CapabilityChecked | ReasoningStepRecorded | NodeCreated | NodeSuperseded | LinkCreated
+    | LinkRetracted | ChannelReceived | ChannelReplied | ChannelReplyFailed
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (RuntimeStarted, TurnStarted, InferenceRecorded, ToolCallStarted,
-                ToolCallCompleted, TurnCompleted, LedgerPruned, HookBlocked, HookProvided,
+                ToolCallCompleted, TurnCompleted, LedgerPruned, LedgerCheckpointed, HookBlocked,
+                HookProvided,
                 HookRequestRewritten, HookToolsNarrowed, HookReissued, HookTransformed,
                 HookError, PolicyDecided, ApprovalRequested, ApprovalDecided, TurnPaused,
                 TurnResumed, CapabilityChecked, ReasoningStepRecorded, NodeCreated,

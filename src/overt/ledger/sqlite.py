@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 from overt.clock import now_iso
 from overt.errors import LedgerConflict, LedgerError, MigrationError
 from overt.events import Event, LedgerPruned
-from overt.ledger import legacy_journal, retention, sql, trail_index
+from overt.ledger import legacy_journal, retention, sql, trail_index, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -55,6 +55,7 @@ from overt.ledger.chain import (
     Counted,
     Progress,
     batch_claims,
+    began_pruned_on,
     chain,
     content_rows,
     drafts,
@@ -353,6 +354,7 @@ class SqliteLedger:
             conn.executemany(sql.insert_entries(D), entry_rows)
             if record.removed_entries:
                 through = record.through_seq
+                tree.store_prune_rows(conn, D, through)  # the tree's stand-ins for them
                 lift_delete_guards(conn)  # DDL in this transaction: a failure takes it back
                 conn.execute(sql.delete_content_through(D), (through,))
                 conn.execute(sql.delete_trail_index_through(D), (through,))
@@ -516,7 +518,8 @@ def _verify(conn: sqlite3.Connection, check_content: bool, check_index: bool,
         if not check_bodies:
             return report
         return with_body_check(report, counted.rows(conn.execute(sql.body_pointers(D))),
-                               present, pruned=bool(anchors))
+                               present, pruned=bool(anchors),
+                               began_pruned=began_pruned_on(conn, D.ph))
     finally:
         conn.execute("COMMIT")
 

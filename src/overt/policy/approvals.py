@@ -24,6 +24,7 @@ from overt.events import (
     Event,
     ToolCallCompleted,
     ToolCallStarted,
+    TurnCompleted,
     TurnResumed,
 )
 from overt.ledger.base import Entry, Ledger
@@ -62,6 +63,11 @@ class ApprovalRequest:
     """The ``tool_call.started`` entry of the call this request released, if one."""
     call_completed: bool = False
     """Whether that call recorded its ``tool_call.completed``."""
+    taken_up_seq: int | None = None
+    """The ``turn.resumed`` entry that took the decision up, if one."""
+    ended_after_taken_up: bool = False
+    """Whether anything ended after it was taken up: the call recorded a result, or
+    (a paused turn) the turn was completed."""
 
     @property
     def interrupted(self) -> bool:
@@ -70,6 +76,15 @@ class ApprovalRequest:
         ``approvals list`` and ``approvals resume``."""
         return (self.status == "approved" and self.resumed
                 and self.call_started_seq is not None and not self.call_completed)
+
+    @property
+    def unstarted(self) -> bool:
+        """Approved and taken up (``turn.resumed`` claimed), and since then neither its
+        call started nor anything ended: the process that took it up died before the
+        tool ran (or is about to run it). Nothing ran; ``approvals list`` and
+        ``get_operational_state`` show it."""
+        return (self.status == "approved" and self.taken_up_seq is not None
+                and self.call_started_seq is None and not self.ended_after_taken_up)
 
     def overdue(self, now: str | None = None) -> bool:
         """Pending past its expiry (expired, though not yet on the record)."""
@@ -119,31 +134,43 @@ class ApprovalBook:
         """Every request, oldest first (only ``statuses`` when given)."""
         entries = await self.ledger.entries(
             kinds=["approval.requested", "approval.decided", "turn.resumed",
-                   "tool_call.started", "tool_call.completed"])
+                   "tool_call.started", "tool_call.completed", "turn.completed"])
         decided: dict[str, Entry] = {}
-        resumed: set[str] = set()
+        resumed: dict[str, int] = {}
         started: dict[str, int] = {}
         completed: set[str] = set()
+        ended: dict[str, int] = {}  # call id or turn id -> seq of its last ending
         requested: list[tuple[Entry, str]] = []
         for e in entries:
             match e.event():
                 case ApprovalDecided(request_id=request_id):
                     decided[request_id] = e
                 case TurnResumed(request_id=request_id):
-                    resumed.add(request_id)
+                    resumed.setdefault(request_id, e.seq)
                 case ToolCallStarted(tool_call_id=call_id):
                     started[call_id] = e.seq
-                case ToolCallCompleted(tool_call_id=call_id) if call_id in started:
-                    completed.add(call_id)
+                case ToolCallCompleted(tool_call_id=call_id):
+                    ended[call_id] = e.seq
+                    if call_id in started:
+                        completed.add(call_id)
+                case TurnCompleted() if e.turn_id is not None:
+                    ended[e.turn_id] = e.seq
                 case ApprovalRequested(request_id=request_id):
                     requested.append((e, request_id))
         out = []
         for e, request_id in requested:
-            request = _request(e, decided.get(request_id), request_id in resumed)
+            taken_up = resumed.get(request_id)
+            request = _request(e, decided.get(request_id), taken_up is not None)
             call = request.tool_call_id
             if call in started and started[call] > request.requested_seq:
                 request = replace(request, call_started_seq=started[call],
                                   call_completed=call in completed)
+            if taken_up is not None:
+                after = [ended.get(call, 0)]
+                if request.pauses_turn and request.turn_id is not None:
+                    after.append(ended.get(request.turn_id, 0))
+                request = replace(request, taken_up_seq=taken_up,
+                                  ended_after_taken_up=max(after) > taken_up)
             out.append(request)
         return [r for r in out if statuses is None or r.status in statuses]
 

@@ -52,10 +52,11 @@ async def get_operational_state(ctx: ToolContext) -> dict[str, Any]:
     if last_error is not None:
         error = {"at": last_error.at, "kind": last_error.kind,
                  "turn_id": last_error.turn_id, **_failure(last_error.event())}
+    approved = await ApprovalBook(ctx.ledger, ctx.capabilities).list(["approved"])
     interrupted = [{"request_id": r.request_id, "tool_name": r.tool_name,
-                    "started_seq": r.call_started_seq}
-                   for r in await ApprovalBook(ctx.ledger, ctx.capabilities).list(["approved"])
-                   if r.interrupted]
+                    "started_seq": r.call_started_seq} for r in approved if r.interrupted]
+    unstarted = [{"request_id": r.request_id, "tool_name": r.tool_name,
+                  "taken_up_seq": r.taken_up_seq} for r in approved if r.unstarted]
     requested = await ctx.ledger.count("approval.requested")
     decided = await ctx.ledger.count("approval.decided")
     return {
@@ -66,6 +67,7 @@ async def get_operational_state(ctx: ToolContext) -> dict[str, Any]:
         "last_error": error,
         "pending_approvals": max(0, requested - decided),
         "interrupted_approved_calls": interrupted,
+        "unstarted_approved_calls": unstarted,
     }
 
 
