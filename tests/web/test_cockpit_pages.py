@@ -13,10 +13,25 @@ from typing import Any
 
 import pytest
 
+from overt.channels.http import create_app
 from overt.ledger import open_ledger
 from overt.memory.store import Writer, store_for
+from overt.models.fake import FunctionModel
+from overt.runtime import Runtime
+from overt.web import cockpit_routes
 from overt.web.pages.ledger import VerifyJob
-from tests.web.conftest import ASSETS, AUDITOR, OPERATOR, Cockpit, cli_env, need_browser
+from tests.ledger.proofs_helpers import add_turns, make_signer
+from tests.web.conftest import (
+    ASSETS,
+    AUDITOR,
+    OPERATOR,
+    TOKENS,
+    Cockpit,
+    cli_env,
+    need_browser,
+    reply,
+    uvicorn_server,
+)
 
 need_browser()
 from playwright.sync_api import expect  # noqa: E402  (after the check: may be missing)
@@ -175,7 +190,7 @@ def test_verify_runs_from_the_ledger_page_and_reports_the_chain_ok(
     page.get_by_role("button", name="Run verify").click()
     expect(page.locator("#verify-status")).to_contain_text("entries verified",
                                                            timeout=WAIT_MS)
-    expect(page.get_by_text("keeps no signed checkpoints")).to_be_visible()
+    expect(page.get_by_text("holds no signed checkpoint yet")).to_be_visible()
     shots(page, "ledger")
     page.context.close()
 
@@ -210,6 +225,30 @@ def test_a_running_verify_shows_the_rows_it_has_checked(
     expect(page.locator("#verify-status")).to_contain_text("entries verified",
                                                            timeout=WAIT_MS)
     page.context.close()
+
+
+def test_the_newest_signed_checkpoint_is_shown_verified_on_the_ledger_page(
+        chromium: Any, tmp_path: Path, shots: Any) -> None:
+    ledger = open_ledger(str(tmp_path / "signed.db"))
+    signer = make_signer(tmp_path)
+
+    def sign() -> Any:
+        add_turns(ledger, 5)
+        return signer.checkpoint(ledger)[0]
+    with ThreadPoolExecutor(1) as pool:  # playwright's loop runs on this thread
+        checkpoint = pool.submit(sign).result()
+    runtime = Runtime(model=FunctionModel(reply), ledger=ledger)
+    app = create_app(runtime, TOKENS, extra_routes=cockpit_routes(
+        runtime, TOKENS, checkpoint_key=signer.public))
+    with uvicorn_server(app) as base:
+        page = log_in(chromium, base, OPERATOR)
+        page.goto("/ledger")
+        expect(page.locator("#checkpoint-verdict")).to_contain_text("signature verifies")
+        expect(page.locator("#checkpoint")).to_contain_text(f"{checkpoint.size} entries")
+        expect(page.locator("#checkpoint")).to_contain_text(signer.public.key_id)
+        assert serious_violations(page) == []
+        shots(page, "ledger-checkpoint")
+        page.context.close()
 
 
 def test_no_page_has_a_serious_or_critical_accessibility_violation(

@@ -108,17 +108,22 @@ def _serve(config: Config, tokens: object, args: argparse.Namespace, secret_file
         mcp_app = server.streamable_http_app(streamable_http_path="/mcp", host=args.host,
                                              max_request_body_size=args.max_body_bytes)
         mcp_lifespan = server.session_manager.run
+    checkpoint_key = None
     if config.checkpoints is not None:  # signed checkpoints while serving
         from overt.ledger.checkpointer import with_checkpoints
-        from overt.ledger.signing import read_private
-        mcp_lifespan = with_checkpoints(runtime.ledger,
-                                        read_private(Path(config.checkpoints.private_key)),
-                                        config.checkpoints, mcp_lifespan)
+        from overt.ledger.signing import read_private, read_public
+        private = read_private(Path(config.checkpoints.private_key))
+        mcp_lifespan = with_checkpoints(runtime.ledger, private, config.checkpoints,
+                                        mcp_lifespan)
+        # the cockpit checks signatures with the verifier key beside it, as a reader would
+        public = Path(config.checkpoints.private_key + ".pub")
+        checkpoint_key = read_public(public) if public.exists() else private.public
     from overt.web import cockpit_routes
     from overt.web.cookie import load_secret
     secret = load_secret(secret_file)
     routes = [*_channels(config, runtime),
-              *cockpit_routes(runtime, tokens, budget=config.effective_budget, secret=secret)]
+              *cockpit_routes(runtime, tokens, budget=config.effective_budget, secret=secret,
+                              checkpoint_key=checkpoint_key)]
     app = create_app(runtime, tokens, max_body_bytes=args.max_body_bytes, mcp=mcp_app,
                      mcp_lifespan=mcp_lifespan, extra_routes=routes)
     # What start-up built (modules, the runtime, its plugins) lives as long as the

@@ -7,8 +7,9 @@ loop (both backends read on threads or connections of their own), and the page
 follows it until the report comes, polling a fragment every half second: the
 rows checked of the rows to check, as the ledger's ``verify(progress=...)``
 reports them, and the time so far. The last result is kept by this process (a
-restart forgets it; ``overt ledger verify`` answers from a terminal). Signed checkpoints are shown
-once the ledger keeps them; until then the section says there are none.
+restart forgets it; ``overt ledger verify`` answers from a terminal). The newest
+signed checkpoint on the record is shown with whether its signature verifies
+(:mod:`.checkpoint`).
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from starlette.responses import RedirectResponse, Response
 from overt.clock import now_iso
 from overt.errors import OvertError
 from overt.ledger.base import VerifyReport
+from overt.ledger.signing import PublicKey
 from overt.runtime import Runtime
 from overt.web.auth import Login
+from overt.web.pages.checkpoint import newest
 from overt.web.render import fragment, page
 from overt.web.viewer import LEDGER, Viewer
 
@@ -66,8 +69,9 @@ class VerifyJob:
 
 
 class LedgerPage:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, checkpoint_key: PublicKey | None = None) -> None:
         self.runtime = runtime
+        self.checkpoint_key = checkpoint_key
         self.job: VerifyJob | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -85,7 +89,8 @@ class LedgerPage:
         count, head = await self._count()
         return page("ledger.html", viewer, login, active="ledger", count=count, head=head,
                     backend=getattr(self.runtime.ledger, "backend", "?"),
-                    status_html=self._status())
+                    status_html=self._status(),
+                    checkpoint=await newest(self.runtime.ledger, self.checkpoint_key))
 
     def _status(self) -> str:
         job = self.job
