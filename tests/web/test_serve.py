@@ -90,3 +90,30 @@ def test_the_cookie_key_is_beside_the_tokens_file_unless_given(
     monkeypatch.setenv("OVERT_WEB_SECRET_FILE", str(tmp_path / "env.key"))
     assert web_secret_path(tokens, None) == tmp_path / "env.key"
     assert web_secret_path(tokens, str(tmp_path / "flag.key")) == tmp_path / "flag.key"
+
+
+def test_overt_serve_shows_the_checkpoints_it_signs_as_verified_on_the_ledger_page(
+        tmp_path: Path) -> None:
+    (tmp_path / "replies.jsonl").write_text('{"text": "signed"}\n')
+    (tmp_path / "overt.toml").write_text(
+        f'[checkpoints]\nprivate_key = "{tmp_path / "keys" / "ledger.key"}"\n'
+        f'witness_dir = "{tmp_path / "witness"}"\nevery_entries = 1\nevery_seconds = 0.2\n')
+    env = cli_env(tmp_path / "ledger.db")
+    subprocess.run([*CLI, "ledger", "keygen"], env=env, cwd=tmp_path, check=True,
+                   capture_output=True)
+    token = subprocess.run([*CLI, "serve", "--add-token", "operator:ops"], env=env,
+                           cwd=tmp_path, capture_output=True, text=True,
+                           check=True).stdout.strip()
+    with serving(tmp_path) as base:
+        httpx.post(f"{base}/v1/messages", json={"text": "sign me"},
+                   headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        with httpx.Client(base_url=base, timeout=30) as browser:
+            csrf = re.search(r'name="csrf" value="([^"]+)"', browser.get("/login").text)
+            assert csrf is not None
+            browser.post("/login", data={"token": token, "csrf": csrf.group(1)})
+            deadline = time.monotonic() + 60
+            page = browser.get("/ledger").text
+            while "holds no signed checkpoint" in page and time.monotonic() < deadline:
+                time.sleep(0.2)  # the server signs on its own task, every_seconds apart
+                page = browser.get("/ledger").text
+    assert "signature verifies" in page and "overt-ledger+" in page
