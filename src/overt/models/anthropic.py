@@ -41,6 +41,7 @@ from typing import Any
 
 from overt.errors import ConfigError, ExtraMissingError, ModelError, ModelOutputError, UsageError
 from overt.models.anthropic_wire import ReplayStore, WireReply, from_wire, to_wire
+from overt.models.base import TextSink
 from overt.models.resolve import ModelOptions
 from overt.types import ModelRequest, ModelResponse, Usage
 
@@ -158,6 +159,22 @@ class AnthropicModel:
             ModelOutputError: a streamed reply could not be read.
             ModelError: a tool message lacks its ``tool_call_id``.
         """
+        return await self._answer(request, None)
+
+    async def complete_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """As :meth:`complete`, over the SDK's ``messages.stream`` whatever
+        ``stream`` says, each text delta sent to ``on_text`` as it arrives (thinking
+        and tool input are not text deltas). A retried attempt streams again from
+        its start; the engine settles what was shown against the answer.
+
+        Raises:
+            AnthropicAPIError: as for :meth:`complete`.
+            ModelOutputError: the streamed reply could not be read.
+            ModelError: a tool message lacks its ``tool_call_id``.
+        """
+        return await self._answer(request, on_text)
+
+    async def _answer(self, request: ModelRequest, on_text: TextSink | None) -> ModelResponse:
         wire = to_wire(request.messages, request.tools, self._replay.recall)
         max_tokens = request.max_output_tokens or self.max_tokens
         thinking = self.thinking if wire.thinking_allowed else None
@@ -174,7 +191,7 @@ class AnthropicModel:
             params["thinking"] = thinking
         if self.temperature is not None:  # not among the SDK's arguments: sent as is
             params["extra_body"] = {"temperature": self.temperature}
-        message, request_id, attempts = await self._send(params)
+        message, request_id, attempts = await self._send(params, on_text)
         reply = from_wire(message.to_dict(mode="json"))
         self._replay.remember(reply)
         info: dict[str, Any] = {
@@ -204,14 +221,15 @@ class AnthropicModel:
 
     # -- sending, with retries ----------------------------------------------
 
-    async def _send(self, params: dict[str, Any]) -> tuple[Any, str | None, int]:
+    async def _send(self, params: dict[str, Any],
+                    on_text: TextSink | None = None) -> tuple[Any, str | None, int]:
         sdk, client = self._sdk, self._connection()
         attempt = 0
         while True:
             attempt += 1
             try:
-                if self.stream:
-                    return (*await self._streamed(client, params), attempt)
+                if self.stream or on_text is not None:
+                    return (*await self._streamed(client, params, on_text), attempt)
                 message = await client.messages.create(**params)
                 return message, getattr(message, "_request_id", None), attempt
             except sdk.APIStatusError as exc:
@@ -225,9 +243,13 @@ class AnthropicModel:
                 raise self._error(failure, attempt) from failure
             await self._sleep(delay)
 
-    async def _streamed(self, client: Any, params: dict[str, Any]) -> tuple[Any, str | None]:
+    async def _streamed(self, client: Any, params: dict[str, Any],
+                        on_text: TextSink | None = None) -> tuple[Any, str | None]:
         async with client.messages.stream(**params) as stream:
             try:
+                if on_text is not None:
+                    async for text in stream.text_stream:
+                        on_text(text)
                 return await stream.get_final_message(), stream.request_id
             except ValueError as exc:  # the SDK's word for a tool input that is not JSON
                 raise ModelOutputError(f"{self.name}: the streamed reply could not be "

@@ -58,8 +58,10 @@ from urllib.parse import urlsplit
 
 from overt.errors import ConfigError, ExtraMissingError, ModelError, ModelOutputError, UsageError
 from overt.ids import new_ulid
+from overt.models.base import TextSink
 from overt.models.qwen_chat import answer_messages, has_tool_results
 from overt.models.resolve import ModelOptions
+from overt.models.stream_text import AnswerFilter
 from overt.models.toolcall_parse import parse_tool_calls, split_reasoning
 from overt.tools.shapes import to_openai
 from overt.types import Message, ModelRequest, ModelResponse, ToolCall, Usage
@@ -257,13 +259,32 @@ class OpenAICompatModel:
             ModelOutputError: the reply holds no choice.
             UsageError: a tool message has no ``tool_call_id``.
         """
+        return await self._answer(request, None)
+
+    async def complete_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """As :meth:`complete`, with ``stream=True`` (the SDK's
+        ``chat.completions.stream``, usage asked for in the last chunk): content
+        deltas go to ``on_text`` through
+        :class:`~overt.models.stream_text.AnswerFilter` (no call markup, no
+        ``<think>``), and the reply is read from the completion the SDK assembles.
+
+        Raises:
+            ExtraMissingError, ModelError, ModelOutputError, UsageError: as
+                :meth:`complete`.
+        """
+        return await self._answer(request, on_text)
+
+    async def _answer(self, request: ModelRequest, on_text: TextSink | None) -> ModelResponse:
         client = await self._client()
         import openai
 
         body = self.request_body(request)
         where = _endpoint(self.base_url)
         try:
-            response = await client.chat.completions.create(**body)
+            if on_text is None:
+                response = await client.chat.completions.create(**body)
+            else:
+                response = await _streamed(client, body, AnswerFilter(on_text))
         except openai.APIStatusError as exc:
             raise ModelError(f"{self.name}: HTTP {exc.status_code} from {where}: "
                              f"{self._scrub(_message(exc))}") from None
@@ -323,6 +344,16 @@ class OpenAICompatModel:
         return ModelResponse(text=text, tool_calls=calls, model=self.name, stop_reason=stop,
                              reasoning=reasoning, usage=Usage(tokens_in, tokens_out, cost),
                              info=info)
+
+
+async def _streamed(client: Any, body: Mapping[str, Any], answer: AnswerFilter) -> Any:
+    """The completion of a streamed request, its content deltas fed to ``answer``."""
+    async with client.chat.completions.stream(
+            **body, stream_options={"include_usage": True}) as stream:
+        async for event in stream:
+            if event.type == "content.delta":
+                answer.feed(event.delta)
+        return await stream.get_final_completion()
 
 
 async def _discard(client: Any) -> None:
