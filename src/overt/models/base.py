@@ -1,7 +1,7 @@
 """The Model protocol: one async method, a name, and optional closing; and the
 optional streaming capability, :class:`StreamingModel`, that a model adds beside it.
 
-Streaming is composed, not inherited: a model that can stream has a ``stream``
+Streaming is composed, not inherited: a model that can stream has a ``complete_stream``
 method too, and :func:`complete_streaming` asks for it only where it exists, so
 every model still answers through ``complete``.
 """
