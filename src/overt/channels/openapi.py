@@ -68,7 +68,12 @@ SCHEMAS: dict[str, Any] = {
         "metadata": {"type": ["object", "null"]},
         "wait_s": {"type": ["number", "null"], "minimum": 0, "maximum": 300,
                    "description": "if the turn pauses for approval, wait this long for "
-                                  "its answer"}}},
+                                  "its answer"},
+        "stream": {"type": ["boolean", "null"],
+                   "description": "answer with Server-Sent Events as the model writes: "
+                                  "delta {text}, reset {reason}, then done (the "
+                                  "ResponseResult) or error; default: true when Accept "
+                                  "names text/event-stream"}}},
     "ResponseResult": {"type": "object", "required": [
         "text", "tools_used", "usage", "error", "session_id", "turn_id", "awaiting_approval"],
         "properties": {
@@ -143,8 +148,12 @@ def paths() -> dict[str, dict[str, Any]]:
         "/openapi.json": {"get": _op("This document", None, _json({"type": "object"},
                                                                     "OpenAPI 3.1"))},
         "/v1/messages": {"post": _op(
-            "Ask the agent; the turn's ResponseResult", "agent.ask",
-            _json(_ref("ResponseResult"), "the turn's answer"), 400, *auth, 404, 413, 422,
+            "Ask the agent; the turn's ResponseResult (or, streamed, its answer as it "
+            "is written, then the ResponseResult)", "agent.ask",
+            {"description": "the turn's answer", "content": {
+                "application/json": {"schema": _ref("ResponseResult")},
+                "text/event-stream": {"schema": {"type": "string"}}}},
+            400, *auth, 404, 413, 422,
             503,
             body=_ref("Message"), body_required=True)},
         "/v1/sessions": {"get": _op(
