@@ -113,12 +113,12 @@ def test_a_client_that_leaves_mid_stream_does_not_stop_the_turn_or_its_record(
     app = create_app(make_runtime(ledger, tmp_path, model), TOKENS, close_on_shutdown=False)
 
     async def main(base: str) -> str:
-        async with httpx.AsyncClient(base_url=base, timeout=30) as c:
-            async with c.stream("POST", "/v1/messages", json={"text": "hi", "stream": True},
-                                headers=auth(OPERATOR)) as response:
-                async for chunk in response.aiter_text():
-                    if "event: delta" in chunk:
-                        return chunk  # and leave: the connection closes here
+        async with httpx.AsyncClient(base_url=base, timeout=30) as c, c.stream(
+                "POST", "/v1/messages", json={"text": "hi", "stream": True},
+                headers=auth(OPERATOR)) as response:
+            async for chunk in response.aiter_text():
+                if "event: delta" in chunk:
+                    return chunk  # and leave: the connection closes here
         return ""
 
     with uvicorn_server(app) as base:
