@@ -8,8 +8,9 @@ and :func:`~overt.models.toolcall_parse.parse_tool_calls` took those out, so
 :class:`AnswerFilter` passes on only the part that cannot turn into markup:
 
 - nothing from a ``<tool_call>`` on, nor from a line that starts (after
-  spaces) with ``{``, ``[`` or a code fence: a bare or fenced call may begin
-  there, and whether it is one is known only once the reply is complete;
+  spaces) with ``{`` or ``[``, nor from a code fence: a bare or fenced call
+  may begin there, and whether it is one is known only once the reply is
+  complete (a code block in an answer is sent when the reply is);
 - nothing inside a ``<think>`` block (it is reasoning, recorded as steps);
 - not the tail that may be the start of those (``<to``, a line of spaces);
 - white space as the recorded answer has it: none leading, none trailing
@@ -25,17 +26,19 @@ import re
 
 from overt.models.base import TextSink
 
-_MARKS = ("<tool_call>", "<think>")
-# a line opening what may be a call: bare JSON or a fence (``` with any language)
-_CALL_LINE = re.compile(r"(?:^|\n)[ \t]*(?:[{\[]|```)")
+_MARKS = ("<tool_call>", "</tool_call>", "<think>")
+_TAILS = (*_MARKS, "</think>")
+# what may open a call: a line of bare JSON, or a fence anywhere (any language)
+_CALL_LINE = re.compile(r"(?:^|\n)[ \t]*[{\[]|```")
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _BLANKS = re.compile(r"\n{3,}")
+_FENCE_BEGUN = re.compile(r"`{1,2}\Z")  # may become a fence
 
 
 def visible(raw: str) -> str:
     """The part of ``raw`` (a reply so far) sure to be answer text, tidied as the
     recorded answer is."""
-    text = _THINK.sub("", raw)
+    text = _THINK.sub("", raw).replace("</think>", "")
     cut = len(text)
     for mark in _MARKS:
         at = text.find(mark)
@@ -44,8 +47,11 @@ def visible(raw: str) -> str:
     match = _CALL_LINE.search(text, 0, cut)
     if match is not None:
         cut = match.start()
-    text = text[:cut].replace("</think>", "")
-    for mark in _MARKS:  # a tail that may be a mark's beginning waits for more
+    text = text[:cut]
+    begun = _FENCE_BEGUN.search(text)
+    if begun is not None:
+        text = text[:begun.start()]
+    for mark in _TAILS:  # a tail that may be a mark's beginning waits for more
         for size in range(min(len(mark) - 1, len(text)), 0, -1):
             if text.endswith(mark[:size]):
                 text = text[:-size]
