@@ -1,9 +1,27 @@
 """Full-text search of memory nodes: the one statement that differs by backend.
 
 The query text is never handed to a query parser as it is: a model's question
-(``"what did we decide about caching?"``) becomes plain words, the same words
+(``"what did we decide about caching?"``) becomes plain terms, the same terms
 on both backends, matched with OR so that one missing word does not empty the
 result. Ordering rules are in :mod:`overt.memory.store`.
+
+Terms are of two sorts (:func:`words`):
+
+- a **word** is matched as a prefix of the indexed words (``Iso`` finds
+  ``Isokron``, ``東京`` finds ``東京のサーバー``) when it is three characters or
+  more, or not ASCII; a shorter ASCII word is matched whole (a prefix of two
+  letters would match half the index). Both backends stem a word first, as they
+  stem what they index, so ``evictions`` still finds ``eviction``. A prefix
+  match counts as a match of that word (BM25 on SQLite, ``ts_rank`` on
+  PostgreSQL; the word's rarity is the prefix's);
+- a **key**, words joined by ``-``, ``.``, ``_``, ``/`` or ``:`` (``PICK-12``,
+  ``v2.3``, ``node_search``), is matched as those words in that order and
+  nothing more: ``PICK-12`` finds the node that says PICK-12, not one that says
+  only PICK-123 (SQLite: an FTS5 phrase; PostgreSQL: ``phraseto_tsquery``).
+
+A term holds letters, digits and those joiners only, so nothing a user types
+(quotes, ``*``, parentheses, ``NEAR``, ``:``) reaches FTS5 or ``to_tsquery`` as
+syntax. No schema change: both indexes already hold what this needs.
 """
 
 from __future__ import annotations
@@ -19,7 +37,10 @@ CURRENT = ("NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id)"
 """A revision that nothing supersedes (the node alias is ``n``)."""
 
 MAX_WORDS = 16
-_WORD = re.compile(r"[^\W_]+")
+_WORD = re.compile(r"[^\W_]+(?:[-./:_][^\W_]+)*")
+_JOINERS = frozenset("-./:_")
+PREFIX_MIN = 3
+"""The length from which an ASCII word is matched as a prefix."""
 # Words so common they only slow a search down and blur its ranking (PostgreSQL's
 # english configuration drops them too; SQLite's FTS5 would not).
 STOP_WORDS = frozenset((
@@ -58,16 +79,24 @@ _POSTGRES_RANK = "ts_rank('{0, 0, 0.5, 1.0}', m.search, w.q)"
 # best of them score over 0.5 / size, they are the top, and the other matches
 # (most of them, for frequent words) are not read.
 _OPERAND = r"'''' || replace(replace({0}, '\', '\\'), '''', '''''') || ''''"
+# A word's stem matched as a prefix (see is_prefix), or whole.
+_STAR = (f"CASE WHEN length(x) >= {PREFIX_MIN} OR x !~ '^[[:ascii:]]*$' "
+         "THEN ':*' ELSE '' END")
+# ``items``: each word's stem and each key's phrase, the query's operands;
+# ``marks``: the words' title marks. Parameters, in the order they appear: the
+# keys (an array), then the words (space-separated).
 _POSTGRES_WORDS = (
-    "w AS MATERIALIZED (SELECT cardinality(lex) AS size, "
-    f"nullif(array_to_string(ARRAY(SELECT {_OPERAND.format('x')} FROM unnest(lex) x), "
-    "' | '), '')::tsquery AS q, "
-    f"nullif(array_to_string(ARRAY(SELECT {_OPERAND.format(chr(39) + '^' + chr(39) + ' || x')} "
-    "FROM unnest(lex) x) || ARRAY(SELECT "
-    f"'(' || {_OPERAND.format('a')} || ' & ' || {_OPERAND.format('b')} || ')' "
-    "FROM unnest(lex) WITH ORDINALITY s(a, i) JOIN unnest(lex) WITH ORDINALITY t(b, j) "
+    "w AS MATERIALIZED (SELECT cardinality(items) AS size, "
+    "nullif(array_to_string(items, ' | '), '')::tsquery AS q, "
+    "nullif(array_to_string(marks || ARRAY(SELECT '(' || a || ' & ' || b || ')' "
+    "FROM unnest(items) WITH ORDINALITY s(a, i) JOIN unnest(items) WITH ORDINALITY t(b, j) "
     "ON i < j), ' | '), '')::tsquery AS sure "
-    "FROM (SELECT tsvector_to_array(to_tsvector('english', {0})) AS lex) l)")
+    f"FROM (SELECT ARRAY(SELECT {_OPERAND.format('x')} || {_STAR} FROM unnest(lex) x) "
+    "|| ARRAY(SELECT '(' || p || ')' FROM (SELECT phraseto_tsquery('english', k)::text AS p "
+    "FROM unnest({1}::text[]) k) keys WHERE p <> '') AS items, "
+    f"ARRAY(SELECT {_OPERAND.format(chr(39) + '^' + chr(39) + ' || x')} || {_STAR} "
+    "FROM unnest(lex) x) AS marks "
+    "FROM (SELECT tsvector_to_array(to_tsvector('english', {0})) AS lex) l) o)")
 # Ties on PostgreSQL compare bytes, as SQLite's BINARY does, whatever the database's
 # collation (and without a locale's comparison cost).
 _NEWER_FIRST = '{0}.created_at COLLATE "C" DESC, {0}.node_id COLLATE "C" DESC'
@@ -148,6 +177,21 @@ def words(query: str) -> list[str]:
     return seen[:MAX_WORDS]
 
 
+def is_key(term: str) -> bool:
+    """Whether ``term`` is a key (words joined), matched as a phrase."""
+    return any(c in _JOINERS for c in term)
+
+
+def is_prefix(term: str) -> bool:
+    """Whether word ``term`` is matched as a prefix."""
+    return len(term) >= PREFIX_MIN or not term.isascii()
+
+
+def fts5_term(term: str) -> str:
+    """``term`` as an FTS5 phrase (a term holds no ``"``: see :func:`words`)."""
+    return f'"{term}"' + ("*" if not is_key(term) and is_prefix(term) else "")
+
+
 def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None, limit: int,
            columns: str, weights: tuple[float, float] = PLAIN_WEIGHTS
            ) -> tuple[str, list[Any]]:
@@ -171,7 +215,7 @@ def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
         return (f"SELECT {cols}, 0.0 FROM memory_nodes n WHERE {CURRENT}{where} "
                 f"ORDER BY n.created_at DESC, n.id DESC LIMIT {d.ph}", [*params, limit])
     if d.name == "sqlite":
-        match = "{title body} : (" + " OR ".join(f'"{t}"' for t in terms) + ")"
+        match = "{title body} : (" + " OR ".join(fts5_term(t) for t in terms) + ")"
         if kind is not None:
             match += f' AND search_tags : "{kind_tag(kind)}"'
         # Rank inside the index, within the actor's rowid range (no row is read for
@@ -203,7 +247,7 @@ def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
                 f"FROM memory_search m, w WHERE {only_if}m.search @@ {matched}{checks} "
                 f"ORDER BY score DESC, {_NEWER_FIRST.format('m')} LIMIT {d.ph}")
 
-    return (f"WITH {_POSTGRES_WORDS.format(d.ph)}, "
+    return (f"WITH {_POSTGRES_WORDS.format(d.ph, d.ph)}, "
             f"top AS MATERIALIZED ({ranked('w.sure', '')}), "
             f"found AS (SELECT coalesce(count(*) = {d.ph} AND min(score)::float8 > "
             f"0.5 / nullif((SELECT size FROM w), 0), false) AS enough FROM top), "
@@ -211,4 +255,5 @@ def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
             f"SELECT {cols}, f.score FROM (SELECT * FROM top WHERE (SELECT enough FROM found) "
             f"UNION ALL SELECT * FROM rest) f JOIN memory_nodes n ON n.id = f.node_id "
             f"ORDER BY f.score DESC, {_NEWER_FIRST.format('f')}",
-            [" ".join(terms), *narrowing, limit, limit, *narrowing, limit])
+            [[t for t in terms if is_key(t)], " ".join(t for t in terms if not is_key(t)),
+             *narrowing, limit, limit, *narrowing, limit])
