@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from overt.memory.search_sql import fts5_term, words
+from overt.memory.search_sql import fts5_term, may_be_prefix, words
 from overt.memory.store import MemoryStore, Writer, store_for
 from tests.conftest import run
 
@@ -50,6 +50,19 @@ def test_a_two_letter_word_is_matched_whole_not_as_a_prefix(store: MemoryStore) 
     assert titles(store, "ka") == []
 
 
+def test_a_word_held_whole_is_not_also_a_prefix_but_a_longer_fragment_is(
+        store: MemoryStore) -> None:
+    run(store.create_node("Note", "Dates", "We write dates as ISO 8601.", ME))
+    assert titles(store, "iso") == ["Dates"]
+    assert titles(store, "isok") == ["Isokron"]
+
+
+def test_a_prefix_is_looked_for_within_the_actor_searched(store: MemoryStore) -> None:
+    run(store.create_node("Note", "Other", "isotope counts", Writer("agent:other")))
+    assert [h.node.title for h in run(store.search("iso", actor="agent:default"))] == [
+        "Isokron"]
+
+
 @pytest.mark.parametrize("query", [
     '"', "*", "-", ":", "(", ")", "NEAR(iso pick)", "iso*", "iso:*", "'", "\\", "AND",
     "OR NOT", "^", "{title}: iso", "-12", ":*", "'':*", "a & b | !c", "<->", "pick-",
@@ -62,5 +75,6 @@ def test_query_syntax_typed_by_a_user_never_raises(store: MemoryStore, query: st
 def test_terms_are_words_and_keys_and_fts5_sees_only_quoted_phrases() -> None:
     assert words('Iso "PICK-12" (NEAR) v2.3 -x* 東京') == ["iso", "pick-12", "near", "v2.3",
                                                           "x", "東京"]
-    assert [fts5_term(t) for t in ("iso", "pick-12", "ka", "東京")] == [
-        '"iso"*', '"pick-12"', '"ka"', '"東京"*']
+    assert [may_be_prefix(t) for t in ("iso", "pick-12", "ka", "東京")] == [
+        True, False, False, True]
+    assert (fts5_term("iso", True), fts5_term("pick-12")) == ('"iso"*', '"pick-12"')
