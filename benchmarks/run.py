@@ -17,6 +17,7 @@ from benchmarks import (
     bench_reasoning,
     bench_router,
     bench_sessions,
+    bench_stream,
     bench_turn,
 )
 
@@ -25,7 +26,7 @@ def main() -> None:
     print(f"overt benchmarks on {platform.machine()}, Python {platform.python_version()}, "
           f"{__import__('os').cpu_count()} CPUs\n")
     for module in (bench_machine, bench_turn, bench_ledger, bench_hooks, bench_router, bench_policy,
-                   bench_memory, bench_reasoning, bench_sessions):
+                   bench_memory, bench_reasoning, bench_sessions, bench_stream):
         module.main()
         print()
 
