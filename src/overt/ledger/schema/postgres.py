@@ -195,4 +195,6 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (9, "content keyed seq << 20 | n (SQLite's table; nothing changes here)", "SELECT 1"),
     (10, "no session setting opens the guards: prune through overt_prune (SECURITY DEFINER)",
      _SEALED_PRUNE_V10),
+    (11, "memory search indexes word prefixes (SQLite's index; GIN matches prefixes as it is)",
+     "SELECT 1"),
 ]

@@ -226,6 +226,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
      _TRAIL_INDEX_V10),
     (11, "no prune gate: delete guards always abort; a prune lifts them in its transaction",
      _NO_GATE_V11),
+    (12, "memory search indexes each word's first three characters (prefix search)",
+     memory_search.sqlite_prefix()),
 ]
 
 FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {10: _fill_trail_index}
