@@ -9,8 +9,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import (
+    bench_cockpit,
     bench_hooks,
     bench_ledger,
+    bench_load,
     bench_machine,
     bench_memory,
     bench_policy,
@@ -26,7 +28,8 @@ def main() -> None:
     print(f"overt benchmarks on {platform.machine()}, Python {platform.python_version()}, "
           f"{__import__('os').cpu_count()} CPUs\n")
     for module in (bench_machine, bench_turn, bench_ledger, bench_hooks, bench_router, bench_policy,
-                   bench_memory, bench_reasoning, bench_sessions, bench_stream):
+                   bench_memory, bench_reasoning, bench_sessions, bench_cockpit, bench_load,
+                   bench_stream):
         module.main()
         print()
 

@@ -7,7 +7,8 @@ Events, each ``data:`` one line of JSON:
 - ``reset``: ``{"reason": "tool_call" | "reissue" | "replaced"}``, the text sent
   since the last reset is withdrawn (it was not the answer);
 - ``error``: ``{"error": {"code", "message"}}``, instead of ``done`` when the
-  turn could not be run (the ledger could not be read: nothing ran);
+  turn could not be run or its record could not be kept (the ledger failed:
+  the same codes as the JSON answer's 503s);
 - ``done``: the same object a request without streaming is answered with
   (``text``, ``turn_id``, ``session_id``, ``usage``, ``awaiting_approval``, …);
   its ``text`` is what the deltas since the last reset add up to, unless
@@ -36,7 +37,9 @@ log = logging.getLogger("overt.channels.http")
 KEEPALIVE_S = 15.0
 
 Turn = Callable[[AnswerSink], Awaitable[ResponseResult]]
-Finish = Callable[[ResponseResult], Awaitable[dict[str, Any]]]
+Finish = Callable[[ResponseResult], Awaitable[tuple[str, dict[str, Any]]]]
+"""The last event of a stream, from the turn's result: ``("done", reply)`` or
+``("error", {"error": {"code", "message"}})``."""
 
 
 def event(kind: str, payload: dict[str, Any]) -> str:
@@ -68,10 +71,10 @@ class Turns:
 async def answer_events(turns: Turns, turn: Turn, finish: Finish, *,
                         keepalive_s: float = KEEPALIVE_S) -> AsyncIterator[str]:
     """Run ``turn`` with a sink that feeds this stream; the answer's events, then
-    ``done`` with ``finish(result)``."""
+    the event ``finish(result)`` makes."""
     queue: asyncio.Queue[AnswerEvent | None] = asyncio.Queue()
 
-    async def work() -> dict[str, Any]:
+    async def work() -> tuple[str, dict[str, Any]]:
         try:
             return await finish(await turn(queue.put_nowait))
         finally:
@@ -91,9 +94,8 @@ async def answer_events(turns: Turns, turn: Turn, finish: Finish, *,
         else:
             yield event("reset", {"reason": item.reason})
     try:
-        done = await task
+        kind, payload = await task
     except OvertError as exc:
         log.error("a streamed turn could not run: %s", exc)
-        yield event("error", {"error": {"code": "backend_error", "message": str(exc)}})
-        return
-    yield event("done", done)
+        kind, payload = "error", {"error": {"code": "backend_error", "message": str(exc)}}
+    yield event(kind, payload)

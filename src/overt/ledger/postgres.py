@@ -15,9 +15,16 @@ still never acts before its records are committed; concurrent turns just share
 the commit. A batch that fails on bad data is retried one record set at a
 time, so one bad set cannot fail the others.
 
-The URL is libpq's (``postgresql://user@host:5432/db``) plus an optional
-``schema=NAME`` query parameter: the schema overt's tables live in (created if
-missing; default ``public``).
+The URL is libpq's (``postgresql://user@host:5432/db``) plus two optional
+query parameters of overt's own: ``schema=NAME``, the schema overt's tables live
+in (created if missing; default ``public``), and ``pool_size=N``, how many
+connections this process reads on at most (default 4; the writer holds one more).
+
+When the server goes away (a restart, a failover), appends and reads in flight
+fail with :class:`LedgerError` and nothing half-written stays: a group is one
+transaction. The writer opens a new connection for the next group, and the pool
+replaces the connections it finds broken, so the process goes on without a
+restart once the server is back.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import logging
 import queue
 import re
 import threading
@@ -42,7 +50,7 @@ from overt.errors import (
     UsageError,
 )
 from overt.events import Event, LedgerPruned
-from overt.ledger import retention, sql
+from overt.ledger import retention, sql, trail_index
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -66,9 +74,8 @@ from overt.ledger.chain import (
     with_content_check,
 )
 from overt.ledger.notify import AppendSignal
-from overt.ledger.schema.postgres import MIGRATIONS, MIGRATIONS_TABLE
+from overt.ledger.schema.postgres import COPY_TRAIL_INDEX, FILLS, MIGRATIONS, MIGRATIONS_TABLE
 from overt.ledger.sql import POSTGRES as D
-from overt.ledger.trail_index import decode, record
 
 try:
     import psycopg
@@ -78,11 +85,15 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg_pool = None  # type: ignore[assignment]
 
 T = TypeVar("T")
+log = logging.getLogger("overt.ledger.postgres")
 
 CHAIN_LOCK = 0x6F76657274  # "overt": the advisory lock that serializes the chain head
 MIGRATE_LOCK = 0x6F76657275
 MAX_BATCH = 512
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_OVERT_PARAMS = ("schema", "pool_size")
+DEFAULT_POOL_SIZE = 4
+"""Read connections per process unless the URL says ``pool_size=N``."""
 
 
 # Round trip 1 of an append: the chain lock, then the head it guards.
@@ -105,8 +116,24 @@ def parse_url(url: str) -> tuple[str, str]:
     schema = next((v for k, v in params if k == "schema"), "public")
     if not _SCHEMA_NAME.match(schema):
         raise UsageError(f"invalid ledger schema name {schema!r}: use [a-z_][a-z0-9_]*")
-    rest = urlencode([(k, v) for k, v in params if k != "schema"])
+    rest = urlencode([(k, v) for k, v in params if k not in _OVERT_PARAMS])
     return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), schema
+
+
+def url_pool_size(url: str) -> int:
+    """The read pool's size the URL's ``pool_size`` names (:data:`DEFAULT_POOL_SIZE`
+    without one).
+
+    Raises:
+        UsageError: it is not a whole number from 1 to 1000.
+    """
+    params = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    raw = next((v for k, v in params if k == "pool_size"), None)
+    if raw is None:
+        return DEFAULT_POOL_SIZE
+    if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+        raise UsageError(f"invalid ledger pool_size {raw!r}: a whole number, 1 to 1000")
+    return int(raw)
 
 
 @dataclass(slots=True)
@@ -136,17 +163,22 @@ class PostgresLedger:
         """Signalled after each append of this process (readers that follow the ledger)."""
 
     @classmethod
-    def open(cls, url: str, *, migrate: bool = True, pool_size: int = 4) -> PostgresLedger:
+    def open(cls, url: str, *, migrate: bool = True,
+             pool_size: int | None = None) -> PostgresLedger:
         """Connect, create the schema if needed and bring it up to date.
+
+        ``pool_size``: read connections at most (default: the URL's ``pool_size``).
 
         Raises:
             ExtraMissingError: psycopg is not installed (``overt[postgres]``).
+            UsageError: the URL's schema or pool_size is not valid.
             LedgerError: the server cannot be reached.
             MigrationError: the schema could not be migrated.
         """
         if psycopg is None or psycopg_pool is None:
             raise ExtraMissingError("postgres", "psycopg")
         conninfo, schema = parse_url(url)
+        pool_size = pool_size or url_pool_size(url)
         ledger = cls(url, conninfo, schema)
         try:
             if migrate:
@@ -192,6 +224,9 @@ class PostgresLedger:
                                             (version,)).fetchone():
                                 continue
                             conn.execute(script)
+                            fill = FILLS.get(version)
+                            if fill is not None:
+                                fill(conn)
                             conn.execute("INSERT INTO overt_migrations VALUES (%s, %s, %s)",
                                          (version, name, now_iso()))
                             applied.append(version)
@@ -230,6 +265,7 @@ class PostgresLedger:
             raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
         claims = batch_claims(batch)
         future: concurrent.futures.Future[list[Entry]] = concurrent.futures.Future()
+        future.set_running_or_notify_cancel()  # a cancelled caller cannot take it back
         self._queue.put(_Pending(batch, contents, future, claims, inserts))
         return future
 
@@ -264,9 +300,8 @@ class PostgresLedger:
     def _commit_group(self, conn: Any, group: list[_Pending]) -> Any:
         """Commit ``group`` in one transaction; on bad data, each set on its own."""
         try:
-            if conn is None or conn.closed:
-                conn = self._connect(autocommit=True)
-            results = self._append(conn, group)
+            conn, head = self._begin(conn)
+            results = self._append(conn, group, head)
         except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError) as exc:
             if len(group) == 1:
                 group[0].future.set_exception(
@@ -294,21 +329,40 @@ class PostgresLedger:
             self.appended.notify(last, turns)
         return conn
 
-    def _append(self, conn: Any, group: list[_Pending]) -> list[list[Entry] | LedgerConflict]:
-        """One transaction: lock and read the head (one round trip); claims; copy; commit.
+    def _begin(self, conn: Any) -> tuple[Any, tuple[int, str]]:
+        """Begin a group's transaction: take the chain lock, read the head it guards
+        (one round trip); the connection it began on, and the head.
+
+        A connection kept from an earlier group may have died since (the server
+        restarted): it fails here, before anything of this group was sent, so it
+        is replaced and the group begins once more on a new one.
+        """
+        if conn is not None and not conn.closed:
+            try:
+                return conn, _lock_head(conn)
+            except psycopg.OperationalError as exc:
+                log.warning("ledger %s: the writer's connection was lost (%s); reconnecting",
+                            _safe(self.url), str(exc).strip())
+                conn.close()
+        conn = self._connect(autocommit=True)
+        try:
+            return conn, _lock_head(conn)
+        except BaseException:
+            conn.close()
+            raise
+
+    def _append(self, conn: Any, group: list[_Pending],
+                head: tuple[int, str]) -> list[list[Entry] | LedgerConflict]:
+        """In the transaction :meth:`_begin` opened at ``head``: claims; copy; commit.
 
         A record set whose claim is taken (on the record, or earlier in the
         group) is left out of the transaction and answered with the conflict.
         """
         at = now_iso()
         results: list[list[Entry] | LedgerConflict] = []
-        cur = conn.execute(_BEGIN_LOCK_HEAD)
-        cur.nextset()
-        cur.nextset()
-        row = cur.fetchone()
         try:
-            head: tuple[int, str] = (int(row[0]), row[1]) if row else (0, GENESIS)
             entry_rows: list[Row] = []
+            index_rows: list[trail_index.IndexRow] = []
             bodies: list[tuple[int, str, bytes, str]] = []
             inserts: list[tuple[str, tuple[Any, ...]]] = []
             taken: set[tuple[str, str]] = set()
@@ -323,10 +377,13 @@ class PostgresLedger:
                 inserts.extend(pending.inserts)
                 first = head[0] + 1
                 rows, entries, head = chain(head, at, pending.batch)
+                body_seqs: dict[str, int] = {}
                 if pending.contents:
-                    bodies.extend((seq, digest, body.encode("utf-8"), at) for seq, digest, body
-                                  in content_rows(first, entries, pending.contents))
+                    for seq, digest, body in content_rows(first, entries, pending.contents):
+                        bodies.append((seq, digest, body.encode("utf-8"), at))
+                        body_seqs[digest] = seq
                 entry_rows.extend(rows)
+                index_rows.extend(trail_index.index_rows(rows, body_seqs))
                 results.append(entries)
             with conn.cursor() as copy_cur:
                 if bodies:
@@ -337,6 +394,10 @@ class PostgresLedger:
                     with copy_cur.copy(_COPY_ENTRIES) as copy:
                         for entry_row in entry_rows:
                             copy.write_row(entry_row)
+                if index_rows:
+                    with copy_cur.copy(COPY_TRAIL_INDEX) as copy:
+                        for index_row in index_rows:
+                            copy.write_row(index_row)
                 for statement, values in inserts:
                     copy_cur.execute(statement, values)
             conn.execute("COMMIT")
@@ -375,6 +436,17 @@ class PostgresLedger:
             raise LedgerError(f"ledger {_safe(self.url)} is closed")
         try:
             with self._pool.connection() as conn:
+                try:
+                    return work(conn)
+                except psycopg.OperationalError:
+                    if not conn.closed:
+                        raise
+            # The connection had died (the server restarted since it was last used):
+            # the pool drops it; drop the other dead ones it holds, and read again.
+            log.warning("ledger %s: a read connection was lost; reading again",
+                        _safe(self.url))
+            self._pool.check()
+            with self._pool.connection() as conn:
                 return work(conn)
         except psycopg.Error as exc:
             raise LedgerError(f"cannot read ledger {_safe(self.url)}: {exc}") from exc
@@ -398,14 +470,16 @@ class PostgresLedger:
     async def trail_rows(self, *, turn_id: str | None = None,
                          session_id: str | None = None, since: str | None = None,
                          until: str | None = None) -> list[TrailRow]:
-        # read from the chain, each record projected here (PostgreSQL keeps no index)
-        statement, params = sql.trail(D, turn_id=turn_id, session_id=session_id,
-                                      since=since, until=until)
-        rows = await self._aread(lambda c: c.execute(statement, params).fetchall())
-        return [(seq, record(kind, turn_id, session_id, at, decode(data, seq)),
-                 None if body is None else bytes(body).decode("utf-8"))
-                for seq, kind, at, turn_id, session_id, data, body in rows
-                if turn_id is not None]
+        statement, params = sql.trail_indexed(D, turn_id=turn_id, session_id=session_id,
+                                              since=since, until=until)
+
+        def read(conn: Any) -> list[TrailRow]:
+            with conn.cursor(binary=True) as cur:
+                cur.adapters.register_loader("bytea", _Utf8Loader)  # bodies read as text
+                rows: list[TrailRow] = cur.execute(statement, params).fetchall()
+                return rows
+
+        return await self._aread(read)
 
     async def content(self, digest: str, *, seq: int | None = None) -> str | None:
         params: tuple[Any, ...] = (digest,) if seq is None else (seq, digest)
@@ -450,12 +524,11 @@ class PostgresLedger:
     async def verify(self, *, check_content: bool = True, check_index: bool = True,
                      check_bodies: bool = True) -> VerifyReport:
         return await asyncio.to_thread(self.verify_sync, check_content=check_content,
-                                       check_bodies=check_bodies)
+                                       check_index=check_index, check_bodies=check_bodies)
 
     def verify_sync(self, *, check_content: bool = True, check_index: bool = True,
                     check_bodies: bool = True) -> VerifyReport:
-        """:meth:`verify`, for callers without an event loop. (``check_index``: there
-        is nothing derived to check; the trail is read from the chain.)
+        """:meth:`verify`, for callers without an event loop.
 
         Reads the chain through a server-side cursor, in one repeatable-read
         snapshot, so a concurrent writer neither blocks it nor shows it a torn head.
@@ -469,6 +542,9 @@ class PostgresLedger:
                     cur.itersize = 10_000
                     cur.execute(sql.VERIFY)
                     report = verify_rows(cur, anchors)
+                if check_index and report.ok:
+                    report = trail_index.verified(report, conn, sql.trail_index_check(D),
+                                                  anchors)
                 if not check_content or not report.ok:
                     return report
                 checked, bad, present = 0, [], set()
@@ -502,6 +578,24 @@ class PostgresLedger:
             self._writer.join(timeout=60)
         if self._pool is not None:
             self._pool.close()
+
+
+def _lock_head(conn: Any) -> tuple[int, str]:
+    cur = conn.execute(_BEGIN_LOCK_HEAD)
+    cur.nextset()
+    cur.nextset()
+    row = cur.fetchone()
+    return (int(row[0]), row[1]) if row else (0, GENESIS)
+
+
+if psycopg is not None:
+    class _Utf8Loader(psycopg.adapt.Loader):
+        """A ``bytea`` (a body: PostgreSQL text cannot hold NUL) read as the text it holds."""
+
+        format = psycopg.pq.Format.BINARY
+
+        def load(self, data: Any) -> str:
+            return bytes(data).decode("utf-8")
 
 
 def _safe(url: str) -> str:
