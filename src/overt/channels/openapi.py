@@ -54,6 +54,13 @@ _USAGE = {"type": "object", "properties": {
 _TOOLS_USED = {"type": ["array", "null"], "items": {"type": "string"},
                "description": "null: the engine was bypassed, refused or errored; []: no tool"}
 
+_ANSWER_EVENT = {
+    "type": "object", "required": ["event", "data"],
+    "description": "one Server-Sent Event of a streamed answer; data is JSON: delta "
+                   "{text}, reset {reason}, done (the ResponseResult), error (an Error)",
+    "properties": {"event": {"enum": ["delta", "reset", "done", "error"]},
+                   "data": {"type": "string", "contentMediaType": "application/json"}}}
+
 SCHEMAS: dict[str, Any] = {
     "Error": {"type": "object", "required": ["error"], "properties": {"error": {
         "type": "object", "required": ["code", "message"],
@@ -152,7 +159,7 @@ def paths() -> dict[str, dict[str, Any]]:
             "is written, then the ResponseResult)", "agent.ask",
             {"description": "the turn's answer", "content": {
                 "application/json": {"schema": _ref("ResponseResult")},
-                "text/event-stream": {"schema": {"type": "string"}}}},
+                "text/event-stream": {"schema": _ANSWER_EVENT}}},
             400, *auth, 404, 413, 422,
             503,
             body=_ref("Message"), body_required=True)},
