@@ -18,7 +18,7 @@ ALICE = Writer("agent:alice")
 BOB = Writer("agent:bob")
 
 
-@pytest.mark.parametrize("before", [7, 8, 12])  # by actor; no lengths; prefixes (SQLite)
+@pytest.mark.parametrize("before", [7, 8, 13])  # by actor; no lengths; prefixes (SQLite)
 def test_nodes_written_before_the_index_existed_are_found_once_the_ledger_migrates(
     ledger_url: str, monkeypatch: pytest.MonkeyPatch, before: int
 ) -> None:

@@ -13,6 +13,8 @@ import asyncio
 import gc
 import os
 import sys
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,13 +84,20 @@ def _serve(config: Config, tokens: object, args: argparse.Namespace) -> int:
     from overt.runtime import Runtime
     assert isinstance(tokens, Tokens)
     runtime = Runtime.from_config(config)
-    mcp_app = mcp_lifespan = None
+    mcp_app = None
+    mcp_lifespan: Callable[[], AbstractAsyncContextManager[Any]] | None = None
     if not args.no_mcp:
         from overt.channels.mcp_server import create_server
         server = create_server(runtime)
         mcp_app = server.streamable_http_app(streamable_http_path="/mcp", host=args.host,
                                              max_request_body_size=args.max_body_bytes)
         mcp_lifespan = server.session_manager.run
+    if config.checkpoints is not None:  # signed checkpoints while serving
+        from overt.ledger.checkpointer import with_checkpoints
+        from overt.ledger.signing import read_private
+        mcp_lifespan = with_checkpoints(runtime.ledger,
+                                        read_private(Path(config.checkpoints.private_key)),
+                                        config.checkpoints, mcp_lifespan)
     from overt.web import cockpit_routes
     routes = [*_channels(config, runtime),
               *cockpit_routes(runtime, tokens, budget=config.effective_budget)]

@@ -50,7 +50,7 @@ from overt.errors import (
     UsageError,
 )
 from overt.events import Event, LedgerPruned
-from overt.ledger import retention, sql, trail_index
+from overt.ledger import retention, sql, trail_index, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -65,6 +65,7 @@ from overt.ledger.chain import (
     Draft,
     Row,
     batch_claims,
+    began_pruned_on,
     chain,
     content_rows,
     drafts,
@@ -383,7 +384,7 @@ class PostgresLedger:
                         bodies.append((seq, digest, body.encode("utf-8"), at))
                         body_seqs[digest] = seq
                 entry_rows.extend(rows)
-                index_rows.extend(trail_index.index_rows(rows, body_seqs))
+                index_rows.extend(trail_index.index_rows(entries, body_seqs))
                 results.append(entries)
             with conn.cursor() as copy_cur:
                 if bodies:
@@ -422,6 +423,7 @@ class PostgresLedger:
                 rows, _, _ = chain(head, now_iso(), drafts([record]))
                 conn.execute(sql.insert_entries(D), rows[0])
                 if record.removed_entries:
+                    tree.store_prune_rows(conn, D, record.through_seq)  # stand-ins for them
                     # the record sealing the range is the head now: the owner's
                     # SECURITY DEFINER function deletes through it, and nothing else can
                     conn.execute("SELECT overt_prune(%s)", (record.through_seq,))
@@ -562,7 +564,8 @@ class PostgresLedger:
                 with conn.cursor(name="overt_verify_pointers") as cur:
                     cur.itersize = 10_000
                     cur.execute(sql.body_pointers(D))
-                    return with_body_check(report, cur, present, pruned=bool(anchors))
+                    return with_body_check(report, cur, present, pruned=bool(anchors),
+                                           began_pruned=began_pruned_on(conn, D.ph))
         except psycopg.Error as exc:
             raise LedgerError(f"cannot read ledger {_safe(self.url)}: {exc}") from exc
 

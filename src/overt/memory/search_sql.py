@@ -12,7 +12,7 @@ Terms are of two sorts (:func:`words`):
   it is three characters or more or not ASCII, as a prefix of the indexed
   words: ``Iso`` finds ``Isokron``, ``東京`` finds ``東京のサーバー``. (A
   prefix match costs more than a whole word's, about twice at p95 even with
-  SQLite's index of three-letter prefixes (migration 12), so a word that is
+  SQLite's index of three-letter prefixes (migration 13), so a word that is
   there whole is not also matched as a prefix: ``iso`` in a memory that says
   ``ISO 8601`` finds that; ``isok`` finds Isokron. A prefix match counts as a
   match of the word: BM25 on SQLite, ``ts_rank`` on PostgreSQL.)

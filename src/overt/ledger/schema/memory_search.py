@@ -178,7 +178,7 @@ _SQLITE_PREFIX = _SQLITE_V8.replace(
 
 
 def sqlite_prefix() -> str:
-    """Migration 12 (SQLite): ``memory_search`` rebuilt with an index of each
+    """Migration 13 (SQLite): ``memory_search`` rebuilt with an index of each
     word's first three characters (FTS5's ``prefix='3'``).
 
     ``node_search`` matches a word the memory does not hold whole as a prefix
