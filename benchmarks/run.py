@@ -20,6 +20,7 @@ from benchmarks import (
     bench_reasoning,
     bench_router,
     bench_sessions,
+    bench_stream,
     bench_turn,
 )
 
@@ -29,7 +30,7 @@ def main() -> None:
           f"{__import__('os').cpu_count()} CPUs\n")
     for module in (bench_machine, bench_turn, bench_ledger, bench_hooks, bench_router, bench_policy,
                    bench_memory, bench_reasoning, bench_sessions, bench_cockpit, bench_load,
-                   bench_proofs):
+                   bench_proofs, bench_stream):
         module.main()
         print()
 

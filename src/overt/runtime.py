@@ -25,6 +25,7 @@ from overt import __version__
 from overt.channels.transcript import Transcript, transcript_line
 from overt.clock import now_iso
 from overt.config import Budget, Config, routing
+from overt.engine.answer_stream import AnswerSink
 from overt.engine.budget import BudgetGuard
 from overt.engine.direct import DirectResult, run_direct
 from overt.engine.loop import Engine
@@ -204,7 +205,8 @@ class Runtime:
 
     async def respond(self, message: IncomingMessage, *, session_id: str | None = None,
                       history: Sequence[Message] | None = None, actor: Actor | None = None,
-                      channel_ids: Mapping[str, Any] | None = None) -> ResponseResult:
+                      channel_ids: Mapping[str, Any] | None = None,
+                      on_answer: AnswerSink | None = None) -> ResponseResult:
         """Answer ``message`` in session ``session_id`` (default: the message's
         ``caller_session_id``); the turn is recorded and the reply goes to the
         transcript (with ``channel_ids``, the channel's own ids: Slack channel and
@@ -218,6 +220,12 @@ class Runtime:
         Whether ``actor`` may continue the session is the channel's to check first
         (:mod:`overt.sessions.access`).
 
+        ``on_answer`` gets the answer as it is generated, as
+        :class:`~overt.engine.answer_stream.AnswerDelta` and ``AnswerReset`` events:
+        once the turn is over, the deltas since the last reset are the returned
+        ``text`` (see :mod:`overt.engine.answer_stream`). The record is the same
+        with or without it.
+
         Raises:
             LedgerError: the session's history could not be read (nothing was run).
         """
@@ -227,7 +235,7 @@ class Runtime:
         earlier = [] if history is not None else await self._histories().history(session)
         outcome = await self.engine.run_turn(message, session_id=session,
                                              history=history or (), earlier=earlier,
-                                             actor=str(sender))
+                                             actor=str(sender), on_answer=on_answer)
         result = outcome.result
         if self.transcript is not None:
             self._transcribe(result, message.source, message.caller_session_id, channel_ids)

@@ -56,11 +56,12 @@ weights' digest, the llama-cpp-python version, the sampling parameters (with
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -73,6 +74,7 @@ from overt.models.assets import (
     ensure_asset,
     known_sha256,
 )
+from overt.models.base import TextSink
 from overt.models.qwen_chat import (
     Segment,
     answer_messages,
@@ -81,6 +83,7 @@ from overt.models.qwen_chat import (
     loose_call_schema,
     render_segments,
 )
+from overt.models.stream_text import AnswerFilter
 from overt.models.toolcall_parse import parse_tool_calls, split_reasoning
 from overt.types import Message, ModelRequest, ModelResponse, ToolSpec, Usage
 
@@ -242,17 +245,37 @@ class LocalModel:
         """
         return await asyncio.to_thread(self._complete_sync, request)
 
-    def _complete_sync(self, request: ModelRequest) -> ModelResponse:
+    async def complete_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """As :meth:`complete`, sending the answer's text to ``on_text`` as it is
+        decoded: each token's text goes from the worker thread to the event loop,
+        through :class:`~overt.models.stream_text.AnswerFilter` (no call markup, no
+        ``<think>``); once the model opens a tool call nothing more is sent.
+
+        Raises:
+            ExtraMissingError: ``llama_cpp`` is not installed.
+            ModelError: llama.cpp failed, or the prompt does not fit ``n_ctx``.
+        """
+        loop = asyncio.get_running_loop()
+        answer = AnswerFilter(on_text)
+
+        def piece(text: str) -> None:  # called on the worker thread, in order
+            loop.call_soon_threadsafe(answer.feed, text)
+
+        return await asyncio.to_thread(self._complete_sync, request, piece)
+
+    def _complete_sync(self, request: ModelRequest,
+                       on_text: Callable[[str], None] | None = None) -> ModelResponse:
         with self._lock:  # one Llama is not thread-safe
             llm = self._load_locked()
             try:
-                return self._infer(llm, request)
+                return self._infer(llm, request, on_text)
             except (ValueError, RuntimeError) as exc:
                 raise ModelError(f"{self.name}: llama.cpp failed: {exc}") from exc
 
     # -- inference -----------------------------------------------------------
 
-    def _infer(self, llm: Any, request: ModelRequest) -> ModelResponse:
+    def _infer(self, llm: Any, request: ModelRequest,
+               on_text: Callable[[str], None] | None = None) -> ModelResponse:
         messages: Sequence[Message] = request.messages
         offered: Sequence[ToolSpec] = request.tools
         if has_tool_results(messages) and self.answer_style == "user_message":
@@ -264,7 +287,8 @@ class LocalModel:
                              f"the context window of {self.n_ctx} tokens")
         budget = min(request.max_output_tokens or self.max_tokens, room)
         grammar = self._call_grammar(offered) if offered and self.grammar else None
-        raw, generated, finish, constrained = self._decode(llm, prompt, budget, grammar)
+        raw, generated, finish, constrained = self._decode(llm, prompt, budget, grammar,
+                                                           on_text)
         text, reasoning = split_reasoning(raw)
         text, calls = parse_tool_calls(text, [t.name for t in request.tools])
         stop = "tool_use" if calls else ("max_tokens" if finish == "length" else "end_turn")
@@ -304,12 +328,13 @@ class LocalModel:
                     continue
         return self._grammars[key]
 
-    def _decode(self, llm: Any, prompt: list[int], budget: int,
-                grammar: Any) -> tuple[str, int, str, bool]:
+    def _decode(self, llm: Any, prompt: list[int], budget: int, grammar: Any,
+                on_text: Callable[[str], None] | None = None) -> tuple[str, int, str, bool]:
         """Decode one reply; a tool call the model begins is re-decoded under ``grammar``.
 
         Returns the raw reply, tokens generated, why decoding stopped
-        (``"stop"`` or ``"length"``), and whether the grammar was used.
+        (``"stop"`` or ``"length"``), and whether the grammar was used. Only the
+        text before a first call goes to ``on_text`` (a reply with calls is no answer).
         """
         reply: list[Segment] = []  # the model's text is content; what we force is markup
         generated = 0
@@ -317,7 +342,8 @@ class LocalModel:
         while True:
             watch = grammar is not None and calls < _MAX_CALLS_PER_REPLY
             text, n, why = self._generate(llm, prompt + self._tokens(llm, reply),
-                                          budget - generated, None, watch)
+                                          budget - generated, None, watch,
+                                          None if calls else on_text)
             generated += n
             if why != "call":
                 return _joined([*reply, (text, False)]), generated, why, calls > 0
@@ -332,13 +358,16 @@ class LocalModel:
                 return _joined(reply), generated, why, True
 
     def _generate(self, llm: Any, tokens: list[int], max_new: int, grammar: Any,
-                  watch: bool) -> tuple[str, int, str]:
+                  watch: bool, on_text: Callable[[str], None] | None = None
+                  ) -> tuple[str, int, str]:
         """Sample up to ``max_new`` tokens; return (text, count, ``stop|length|call``).
 
         With ``watch``, stops as soon as the output opens a tool call; the text
-        returned then ends before the call.
+        returned then ends before the call. ``on_text`` gets each token's text as
+        it is sampled (whole characters only).
         """
         out: list[int] = []
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         if max_new <= 0:
             return "", 0, "length"
         for token in llm.generate(tokens, temp=self.temperature, top_p=self.top_p,
@@ -349,6 +378,8 @@ class LocalModel:
             if watch and token == self._tool_call_token:
                 return self._text(llm, out), len(out) + 1, "call"
             out.append(token)
+            if on_text is not None:
+                on_text(utf8.decode(bytes(llm.detokenize([token], special=True))))
             if watch:
                 match = _CALL_START.search(text := self._text(llm, out))
                 if match:
