@@ -70,9 +70,11 @@ from overt.models.assets import (
     QWEN25_CODER_05B,
     ModelAsset,
     Progress,
+    default_cache_dir,
     ensure_asset,
     known_sha256,
 )
+from overt.models.prefix_cache import MIN_PREFIX_TOKENS, PrefixCache
 from overt.models.qwen_chat import (
     Segment,
     answer_messages,
@@ -91,6 +93,14 @@ _CALL_START = re.compile(
     r'(?:^|\n)[ \t]*(?:```[a-z_]*[ \t]*\n[ \t]*)?'
     r'\{\s*"name"\s*:\s*"(?:[^"\\\n]|\\.)*"\s*,\s*"(?:arguments|parameters)"'
 )
+
+
+def _system_turn(segments: Sequence[Segment]) -> list[Segment]:
+    """The segments of the system turn (system prompt and tools), up to its end."""
+    for i, (text, markup) in enumerate(segments):
+        if markup and text == "<|im_end|>\n":
+            return list(segments[:i + 1])
+    return []
 
 
 def _joined(segments: Sequence[Segment]) -> str:
@@ -133,6 +143,7 @@ class LocalModel:
         grammar: bool = True,
         answer_style: AnswerStyle = "user_message",
         name: str | None = None,
+        prefix_cache: bool = True,
     ) -> None:
         if model_path is None:
             self.path = ensure_asset(asset, cache_dir, progress=progress, download=download)
@@ -159,6 +170,12 @@ class LocalModel:
         self._grammars: dict[str, Any] = {}
         self._tool_call_token = -1
         self._eog: set[int] = set()
+        self._prefix_dir: Path | None = None
+        if prefix_cache:
+            base = Path(cache_dir) if cache_dir is not None else (
+                self.path.parent.parent if model_path is None else default_cache_dir())
+            self._prefix_dir = base / "prefix"
+        self._prefixes: PrefixCache | None = None
 
     @classmethod
     def from_asset(
@@ -230,6 +247,9 @@ class LocalModel:
         self._eog = {llm.token_eos(), *special[1:]}
         self._version = str(getattr(llama_cpp, "__version__", "unknown"))
         self._grammar_cls = LlamaGrammar
+        if self._prefix_dir is not None:
+            self._prefixes = PrefixCache(self._prefix_dir, model_sha256=self._sha256,
+                                         n_ctx=self.n_ctx, llama_cpp_version=self._version)
         self._llm = llm
         return llm
 
@@ -257,7 +277,9 @@ class LocalModel:
         offered: Sequence[ToolSpec] = request.tools
         if has_tool_results(messages) and self.answer_style == "user_message":
             messages, offered = answer_messages(messages), ()
-        prompt = self._tokens(llm, render_segments(messages, offered))
+        segments = render_segments(messages, offered)
+        prompt = self._tokens(llm, segments)
+        self._warm_prefix(llm, self._tokens(llm, _system_turn(segments)))
         room = self.n_ctx - len(prompt)
         if room < 16:
             raise ModelError(f"{self.name}: the prompt is {len(prompt)} tokens; it does not fit "
@@ -273,6 +295,25 @@ class LocalModel:
             usage=Usage(input_tokens=len(prompt), output_tokens=generated, cost_usd=0.0),
             info=self._info(budget, constrained),
         )
+
+    def _warm_prefix(self, llm: Any, prefix: list[int]) -> None:
+        """Have ``llm``'s KV cache hold the fixed ``prefix`` (the system turn with the
+        tools), from this process's last call, else from the prefix cache on disk, else
+        by prefilling it and saving it there. llama.cpp's own prefix match then reuses
+        it for the prompt that follows."""
+        cache = self._prefixes
+        if cache is None or len(prefix) < MIN_PREFIX_TOKENS:
+            return
+        held = list(llm.input_ids[:min(llm.n_tokens, len(prefix))])
+        shared = next((i for i, (a, b) in enumerate(zip(held, prefix, strict=False))
+                       if a != b), len(held))
+        if shared * 2 >= len(prefix):  # most of it is already here: prefill the rest
+            return
+        if cache.load(llm, prefix):
+            return
+        llm.reset()
+        llm.eval(prefix)
+        cache.save(llm, prefix)
 
     def _info(self, max_tokens: int, grammar: bool) -> dict[str, Any]:
         return {
