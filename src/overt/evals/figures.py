@@ -6,11 +6,11 @@ full-width digits, thousands separators (``2,313``), decimals (``0.0123``),
 ``k``/``M`` suffixes and Japanese numerals (``二千三百十三``, ``1万2千``,
 ``三件``).
 
-In an answer a figure is a number standing on its own: digits glued to
-letters (``qwen2.5``, ``24h``, an id like ``01J9Z…``) are names, not figures,
-and a list marker at the start of a line (``1.``) is not a figure either. In
-the sources every digit run counts, so an id or a timestamp quoted back
-grounds whatever it contains.
+A figure is a number standing on its own: digits glued to letters
+(``qwen2.5``, ``24h``, an id like ``01J9Z…``) are names, not figures, in an
+answer and in its sources alike (a period ``7d`` does not ground "7
+approvals"); an ISO timestamp's ``T`` and ``Z`` separate figures. In an
+answer, a list marker at the start of a line (``1.``) is not a figure.
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ _KANJI_LARGE = {"万": 10_000, "億": 100_000_000}
 _COUNTERS = "件個回円人本台日週月年時分秒つ度枚"
 
 _NUMBER = re.compile(
-    r"(?<![A-Za-z0-9_.])"
+    r"(?<![A-Za-z0-9_.])(?<![A-Za-z]-)"
     r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
     r"(?P<suffix>[kKM](?![A-Za-z0-9_]))?"
     r"(?![A-Za-z0-9_])"
 )
 _KANJI_NUMBER = re.compile(r"[0-9〇零一二三四五六七八九十百千万億]+")
 _LIST_MARKER = re.compile(r"(?m)^\s*\d{1,2}[.)]\s")
-_SOURCE_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_TIMESTAMP_MARK = re.compile(r"(?<=\d)[TZ](?![A-Za-z])")
 _SUFFIX = {"k": 1_000, "K": 1_000, "M": 1_000_000}
 
 
@@ -70,6 +70,12 @@ def kanji_value(text: str) -> int | None:
     return total + section + (digit or 0)
 
 
+def _value(match: re.Match[str]) -> Decimal:
+    value = Decimal(match.group("num").replace(",", ""))
+    suffix = match.group("suffix")
+    return value * _SUFFIX[suffix] if suffix else value
+
+
 def answer_figures(text: str) -> list[Decimal]:
     """The figures an answer states, in order."""
     text = _LIST_MARKER.sub(" ", _normal(text))
@@ -90,14 +96,7 @@ def answer_figures(text: str) -> list[Decimal]:
     for match in _NUMBER.finditer(text):
         if any(start <= match.start() < end for start, end in taken):
             continue
-        try:
-            value = Decimal(match.group("num").replace(",", ""))
-        except InvalidOperation:
-            continue
-        suffix = match.group("suffix")
-        if suffix:
-            value *= _SUFFIX[suffix]
-        found.append((match.start(), value))
+        found.append((match.start(), _value(match)))
     return [value for _, value in sorted(found, key=lambda pair: pair[0])]
 
 
@@ -105,11 +104,11 @@ def source_figures(texts: Iterable[str]) -> set[Decimal]:
     """Every number in ``texts`` (tool results, the question, earlier messages)."""
     out: set[Decimal] = set()
     for text in texts:
-        normal = _normal(text)
-        for match in _SOURCE_NUMBER.finditer(normal.replace(",", "")):
-            out.add(Decimal(match.group()))
+        normal = _TIMESTAMP_MARK.sub(" ", _normal(text))
+        for match in _NUMBER.finditer(normal):
+            out.add(_value(match))
         for match in _KANJI_NUMBER.finditer(normal):
-            value = kanji_value(match.group())
+            value = None if match.group().isdigit() else kanji_value(match.group())
             if value is not None:
                 out.add(Decimal(value))
     return out

@@ -26,6 +26,7 @@ from overt.evals.seed import seed_ledger
 from overt.events import EvalCompleted
 from overt.ledger.canonical import digest_text
 from overt.models.base import Model
+from overt.policy.actors import Actor
 from overt.runtime import Runtime
 from overt.types import IncomingMessage, Message, ModelRequest, ModelResponse
 
@@ -182,7 +183,8 @@ async def run_case(case: EvalCase, model: RecordingModel, config: Config,
                                   model=model)
     try:
         await runtime.start()
-        ids = await seed_ledger(runtime.ledger, case.seed, actor=str(runtime.operator))
+        ids = await seed_ledger(runtime.ledger, case.seed,
+                                actor=str(Actor.agent(runtime.settings.agent)))
         history = [Message("user" if role == "user" else "assistant", substitute(text, ids))
                    for role, text in case.history]
         question = substitute(case.question, ids)

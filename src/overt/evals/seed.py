@@ -55,8 +55,8 @@ def _approval_events(rows: list[Any]) -> list[Event]:
 async def seed_ledger(ledger: Ledger, seed: Mapping[str, Any], *, actor: str) -> dict[str, str]:
     """Write ``seed`` into ``ledger``; returns the seeded nodes' ids by ``ref``.
 
-    Memory is written as ``actor`` (the operator who asks), so it is that
-    actor's own memory.
+    Memory is written as ``actor`` (the agent, whose tools read it), so it is
+    the agent's own memory.
 
     Raises:
         UsageError: the seed is malformed (a row lacks a field, a link names an

@@ -70,7 +70,6 @@ from overt.models.assets import (
     QWEN25_CODER_05B,
     ModelAsset,
     Progress,
-    default_cache_dir,
     ensure_asset,
     known_sha256,
 )
@@ -118,6 +117,11 @@ class LocalModel:
     ``answer_style="native"`` answers tool results in the template's own
     ``<tool_response>`` form with the tools still offered; meant for larger
     models, it makes the 0.5B one loop (see the module docstring).
+
+    ``prefix_cache``: keep the KV state of the system turn (system prompt and
+    tool schemas, the same in every request of a runtime) on disk, in the
+    cache directory's ``prefix/`` (beside the weights for ``model_path``), so a new process loads it
+    instead of prefilling ~2,300 tokens (:mod:`overt.models.prefix_cache`).
 
     Raises:
         ModelAssetError: the weights are missing (and ``download`` is false),
@@ -171,9 +175,8 @@ class LocalModel:
         self._tool_call_token = -1
         self._eog: set[int] = set()
         self._prefix_dir: Path | None = None
-        if prefix_cache:
-            base = Path(cache_dir) if cache_dir is not None else (
-                self.path.parent.parent if model_path is None else default_cache_dir())
+        if prefix_cache:  # the cache directory's prefix/, or beside weights given by path
+            base = self.path.parent.parent if model_path is None else self.path.parent
             self._prefix_dir = base / "prefix"
         self._prefixes: PrefixCache | None = None
 
@@ -247,7 +250,7 @@ class LocalModel:
         self._eog = {llm.token_eos(), *special[1:]}
         self._version = str(getattr(llama_cpp, "__version__", "unknown"))
         self._grammar_cls = LlamaGrammar
-        if self._prefix_dir is not None:
+        if self._prefix_dir is not None and hasattr(llama_cpp, "llama_state_get_data"):
             self._prefixes = PrefixCache(self._prefix_dir, model_sha256=self._sha256,
                                          n_ctx=self.n_ctx, llama_cpp_version=self._version)
         self._llm = llm
