@@ -1,4 +1,4 @@
-"""The prefix cache's file: keyed, verified, refused with a log line when it is not exactly right."""
+"""The prefix cache file: keyed, verified, refused with a log line unless exactly right."""
 
 from __future__ import annotations
 

@@ -171,7 +171,7 @@ def cases_digest(cases: Sequence[EvalCase]) -> str:
 
 
 def _plain(case: EvalCase) -> dict[str, Any]:
-    return {name: getattr(case, name) for name in case.__slots__}  # type: ignore[attr-defined]
+    return {name: getattr(case, name) for name in case.__slots__}
 
 
 async def run_case(case: EvalCase, model: RecordingModel, config: Config,
