@@ -1,13 +1,13 @@
-"""Issue 3: the ledger on each backend.
+"""The ledger on each backend.
 
 - audit records appended per second by one writer (4 entries per transaction,
   each transaction committed: the shape of one turn step);
-- ``verify`` entries per second, the chain (target: SQLite at least 150,000/s),
-  and on SQLite the chain with its trail index checked against it (every
-  entry here is a ``tool_call.completed``, all of them in the index: the
+- ``verify`` entries per second, the chain (target, issue 20: at least 150,000/s
+  on both backends), and the chain with its trail index checked against it
+  (every entry here is a ``tool_call.completed``, all of them in the index: the
   check's worst case);
 - PostgreSQL: aggregate turns per second with 8 worker processes sharing one
-  ledger (target: at least 400 turns/s), each worker with turns in flight at
+  ledger (target: at least 300 turns/s), each worker with turns in flight at
   once, as an ``overt serve`` worker has; timed from when all are ready.
 """
 
@@ -129,12 +129,17 @@ def main() -> dict[str, float]:
         figures["pg_append"] = _append_rate(pg_ledger, APPEND_ENTRIES // 10)
         _bulk(pg_ledger, VERIFY_ENTRIES - APPEND_ENTRIES // 10)
         figures["pg_verify"], n, runs = _verify_rate(pg_ledger)
+        figures["pg_verify_index"], _, _ = _verify_rate(pg_ledger, check_index=True)
         pg_ledger.close_sync()
     finally:
         _drop(schema)
     row("PostgreSQL: audit records appended, 1 writer",
         f"{figures['pg_append']:10,.0f} entries/s (a commit each 4: fsync-bound)")
-    row("PostgreSQL: verify", f"{figures['pg_verify']:10,.0f} entries/s over {n:,}")
+    row("PostgreSQL: verify", f"{figures['pg_verify']:10,.0f} entries/s over {n:,} "
+        "(target >= 150,000)")
+    row("  each of 3 runs", ", ".join(f"{r:,.0f}" for r in runs))
+    row("PostgreSQL: verify, the trail index too", f"{figures['pg_verify_index']:10,.0f} "
+        "entries/s")
 
     for concurrency in CONCURRENCY:
         url, schema = _pg_url()
@@ -148,7 +153,7 @@ def main() -> dict[str, float]:
         finally:
             _drop(schema)
         row(f"PostgreSQL: 8 workers, {concurrency} turns in flight each",
-            f"{rate:10,.0f} turns/s aggregate (target >= 400; start-up not timed); "
+            f"{rate:10,.0f} turns/s aggregate (target >= 300; start-up not timed); "
             f"{report.entries:,} entries after, verify ok={report.ok}")
     return figures
 

@@ -10,6 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import (
     bench_answer,
+    bench_cockpit,
     bench_hooks,
     bench_ledger,
     bench_machine,
@@ -26,7 +27,8 @@ def main() -> None:
     print(f"overt benchmarks on {platform.machine()}, Python {platform.python_version()}, "
           f"{__import__('os').cpu_count()} CPUs\n")
     for module in (bench_machine, bench_turn, bench_ledger, bench_hooks, bench_router, bench_policy,
-                   bench_memory, bench_reasoning, bench_sessions, bench_answer):
+                   bench_memory, bench_reasoning, bench_sessions, bench_cockpit,
+                   bench_answer):
         module.main()
         print()
 

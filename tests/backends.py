@@ -43,9 +43,6 @@ class Raw:
 
     def __init__(self, url: str, ledger: Any = None) -> None:
         self.url = url
-        # a SQLite ledger's records reach the file from its journal: store them
-        # before each raw statement, as a program reading the file would call sync()
-        self._sync = getattr(ledger, "sync", None)
         self.pg = "schema=" in url
         if self.pg:
             schema = url.rsplit("schema=", 1)[1]
@@ -55,14 +52,10 @@ class Raw:
             self.conn = sqlite3.connect(url, isolation_level=None)
 
     def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        if self._sync is not None:
-            self._sync()
         cur = self.conn.execute(self._sql(statement), params)
         return [tuple(r) for r in cur.fetchall()] if cur.description else []
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
-        if self._sync is not None:
-            self._sync()
         self.conn.execute(self._sql(statement), params)
 
     def _sql(self, statement: str) -> str:

@@ -21,10 +21,10 @@ from collections.abc import (
 )
 from typing import Any, TypeVar
 
-from overt import __version__, routing
+from overt import __version__
 from overt.channels.transcript import Transcript, transcript_line
 from overt.clock import now_iso
-from overt.config import Budget, Config
+from overt.config import Budget, Config, routing
 from overt.engine.budget import BudgetGuard
 from overt.engine.direct import DirectResult, run_direct
 from overt.engine.loop import Engine
@@ -37,8 +37,9 @@ from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import digest_text
 from overt.models.base import Model
+from overt.models.options import ModelOptions, Progress
 from overt.models.pricing import PriceTable
-from overt.models.resolve import ModelCatalog, ModelOptions, Progress
+from overt.models.resolve import ModelCatalog
 from overt.policy.actors import Actor
 from overt.policy.approvals import EXPIRY_ACTOR, ApprovalBook, ApprovalRequest
 from overt.policy.capabilities import Capabilities

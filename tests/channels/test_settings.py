@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from overt.channels.settings import EmailSettings, SlackSettings
-from overt.config_file import ConfigFileError, parse, values
+from overt.config.file import ConfigFileError, parse, values
 
 EMAIL = """
 [email]

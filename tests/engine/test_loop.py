@@ -224,8 +224,8 @@ def test_the_intent_record_is_committed_before_the_tool_runs(
 
     @tool
     async def inspect_ledger(ctx: ToolContext) -> str:
-        """Reads the ledger as another process would while running: on SQLite, its
-        records are committed to the journal, which the other reader stores first."""
+        """Reads the ledger as another process would while running: every record
+        the turn made so far is committed, so the other reader sees it."""
         other = open_ledger(ledger_url)
         seen.extend(e.kind for e in await other.entries(turn_id=ctx.turn_id))
         await other.close()

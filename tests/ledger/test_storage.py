@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -102,8 +104,7 @@ def test_a_truncated_tail_verifies_but_changes_the_head_hash(ledger: Any, raw: R
     _fill(ledger)
     head = run(ledger.verify()).head_hash
     raw.drop_guards().execute("DELETE FROM audit_log WHERE seq = 6")
-    if not raw.pg:  # and what SQLite's trail index holds of it
-        raw.execute("DELETE FROM trail_index WHERE seq = 6")
+    raw.execute("DELETE FROM trail_index WHERE seq = 6")  # and what the trail index holds
     report = run(ledger.verify())
     assert report.ok and report.head_hash != head
 
@@ -235,11 +236,11 @@ def test_a_column_rewritten_as_a_blob_is_named_by_verify(ledger: Any, raw: Raw) 
 def test_a_ledger_at_an_older_schema_is_brought_up_to_date(
     ledger_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from overt.ledger import feeder, postgres, sqlite
+    from overt.ledger import postgres, sqlite, trail_index
 
     for module in (sqlite, postgres):
         monkeypatch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:1])
-    monkeypatch.setattr(feeder, "index_rows", lambda entries, contents: [])  # before migration 10
+    monkeypatch.setattr(trail_index, "index_rows", lambda entries, bodies: [])  # before 11
     # bodies as an overt before migration 9 stored them: (seq, digest, body, created_at)
     monkeypatch.setattr(sqlite.sql, "insert_content", lambda d: (
         "INSERT INTO content_blobs (seq, digest, body, created_at) VALUES (?, ?, ?, ?)"))
@@ -290,3 +291,33 @@ def test_a_sessions_spend_is_read_from_its_own_entries(ledger: Any, raw: Raw) ->
         plan = raw.query("EXPLAIN QUERY PLAN " + sql.spent(sql.SQLITE, session=True), ("", "a"))
         assert "audit_log_session" in str(plan), plan
 
+
+
+def test_both_backends_number_and_name_their_migrations_alike() -> None:
+    from overt.ledger.schema import NAMES
+    from overt.ledger.schema import postgres as pg_schema
+    from overt.ledger.schema import sqlite as sqlite_schema
+
+    assert [(v, n) for v, n, _ in sqlite_schema.MIGRATIONS] == \
+        [(v, n) for v, n, _ in pg_schema.MIGRATIONS] == sorted(NAMES.items())
+
+
+def test_a_caller_cancelled_while_its_record_is_queued_leaves_the_writer_running(
+        ledger: Any) -> None:
+    async def cancel_one() -> list[Any]:
+        task = asyncio.create_task(ledger.record([_started_event("T-cancelled")]))
+        await asyncio.sleep(0)  # the batch is queued: the task waits on the writer
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return list(await ledger.record([_started_event("T-after")]))
+
+    entries = run(cancel_one())
+    assert entries[0].turn_id == "T-after"
+    assert run(ledger.verify(check_bodies=False)).ok
+
+
+def _started_event(turn_id: str) -> TurnStarted:
+    return TurnStarted(turn_id=turn_id, session_id="s", source="cli", caller_session_id="c",
+                       model="m", route="r", max_tool_calls=5,
+                       message_digest="sha256:" + "0" * 64)

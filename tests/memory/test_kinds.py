@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from overt import config_file
+from overt.config import file as config_file
 from overt.errors import ConfigError
 from overt.memory.kinds import BUILTIN_NODE_KINDS, DOMAIN_KINDS, MemoryKinds
 from overt.memory.tools import memory_tools

@@ -22,7 +22,8 @@ import pytest
 
 from overt.errors import ConfigError, ExtraMissingError, ModelError, UsageError
 from overt.models.anthropic import AnthropicAPIError, AnthropicModel, build, retry_after
-from overt.models.resolve import ModelCatalog, ModelOptions, builtin_providers
+from overt.models.options import ModelOptions
+from overt.models.resolve import ModelCatalog, builtin_providers
 from overt.tools.builtin import builtin_tools
 from overt.types import Message, ModelRequest, ToolCall, ToolSpec
 from tests.conftest import RuntimeFactory, cli_message, run

@@ -48,7 +48,8 @@ from overt.models.openai_compat import (
     from_wire_tool_calls,
     to_wire_messages,
 )
-from overt.models.resolve import ModelCatalog, ModelOptions, builtin_providers
+from overt.models.options import ModelOptions
+from overt.models.resolve import ModelCatalog, builtin_providers
 from overt.prompts import load_template, render
 from overt.tools.builtin import builtin_tools
 from overt.types import Message, ModelRequest, ModelResponse, ResponseResult, ToolCall, ToolSpec

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import marshal
 from typing import Any
 
 import pytest
@@ -71,10 +70,11 @@ def test_a_phase_filter_keeps_only_those_steps(ledger: Any) -> None:
 def test_a_paused_turn_says_what_it_waits_on(ledger: Any) -> None:
     turn = run(held_for_approval_then_approved(ledger))
     rows = run(ledger.trail_rows(turn_id=turn.turn_id))
+    from overt.ledger.trail_index import POSITION
     from overt.reasoning.trail import assemble
 
     # the turn as it stood while it waited: up to its pause
-    paused = next(i for i, r in enumerate(rows) if marshal.loads(r[1])[0] == "turn.paused")
+    paused = next(i for i, r in enumerate(rows) if r[POSITION["kind"]] == "turn.paused")
     rows = rows[:paused + 1]
 
     assert assemble(rows)[0].paused_on == turn.request_ids[0]

@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-from overt import config_file
 from overt.config import Config
-from overt.config_lines import key_lines, line_of
+from overt.config import file as config_file
+from overt.config.lines import key_lines, line_of
 from overt.errors import ConfigError, PluginError
 from overt.hooks.manager import discover
 

@@ -18,14 +18,14 @@ import json
 import sys
 from pathlib import Path
 
-from overt import routing
-from overt.config import Config
+from overt.config import Config, routing
 from overt.evals.cases import load_cases
 from overt.evals.runner import SuiteResult, case_line, run_suite, summary_lines
 from overt.hooks.manager import PluginHost
 from overt.ledger import open_ledger
 from overt.models.base import Model
-from overt.models.resolve import ModelCatalog, ModelOptions
+from overt.models.options import ModelOptions
+from overt.models.resolve import ModelCatalog
 
 COMMANDS = ("eval",)
 

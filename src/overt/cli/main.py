@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from overt import __version__, config_file
+from overt import __version__
 from overt.channels.delivery import deliver_pending
 from overt.cli import (
     approvals_cmd,
@@ -39,6 +39,7 @@ from overt.cli import (
 from overt.cli.repliers import repliers
 from overt.clock import period_start
 from overt.config import Config
+from overt.config import file as config_file
 from overt.errors import LedgerError, ModelError, NotFoundError, OvertError, UsageError
 from overt.hooks.manager import list_plugins
 from overt.ids import new_ulid

@@ -1,4 +1,5 @@
-"""``overt serve`` (the HTTP API and MCP over streamable HTTP) and ``overt mcp`` (stdio).
+"""``overt serve`` (the HTTP API, MCP over streamable HTTP, and the cockpit at ``/``)
+and ``overt mcp`` (stdio).
 
 Tokens live in a JSON file of SHA-256 digests (``--tokens``, env
 ``OVERT_TOKENS``, default ``tokens.json`` beside a SQLite ledger, else in the
@@ -26,7 +27,8 @@ COMMANDS = ("serve", "mcp")
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    serve = sub.add_parser("serve", help="the HTTP API (and MCP at /mcp); needs overt[server]")
+    serve = sub.add_parser("serve", help="the HTTP API, MCP at /mcp and the cockpit at /; "
+                                           "needs overt[server]")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument("--max-body-bytes", type=int, default=1_000_000)
@@ -86,8 +88,11 @@ def _serve(config: Config, tokens: object, args: argparse.Namespace) -> int:
         mcp_app = server.streamable_http_app(streamable_http_path="/mcp", host=args.host,
                                              max_request_body_size=args.max_body_bytes)
         mcp_lifespan = server.session_manager.run
+    from overt.web import cockpit_routes
+    routes = [*_channels(config, runtime),
+              *cockpit_routes(runtime, tokens, budget=config.effective_budget)]
     app = create_app(runtime, tokens, max_body_bytes=args.max_body_bytes, mcp=mcp_app,
-                     mcp_lifespan=mcp_lifespan, extra_routes=_channels(config, runtime))
+                     mcp_lifespan=mcp_lifespan, extra_routes=routes)
     # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests finish
     # (a turn ends recorded, or paused and resumable) before the lifespan closes the ledger.
     uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose

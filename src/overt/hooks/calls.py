@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import operator
-import time
-from collections.abc import Callable, Coroutine, Generator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,12 +105,10 @@ async def call(impl: Impl, kwargs: Mapping[str, Any]) -> Any:
 
 async def call_async_timed(impl: Impl, kwargs: Mapping[str, Any],
                            timeout: float | None) -> Any:
-    """Await an ``async def`` implementation, cancelled at ``timeout``.
-
-    Its first step runs as ``await`` would run it; only if it then waits does
-    a timer start (so one that never waits costs no timer). A ``def``
-    implementation cannot be interrupted: callers measure it instead, and one
-    that returns after ``timeout`` counts as timed out.
+    """Await an ``async def`` implementation, cancelled at ``timeout``
+    (:func:`asyncio.timeout`). A ``def`` implementation cannot be interrupted:
+    callers measure it instead, and one that returns after ``timeout`` counts as
+    timed out.
 
     Raises:
         HookTimeout: it did not finish within ``timeout``.
@@ -120,51 +117,11 @@ async def call_async_timed(impl: Impl, kwargs: Mapping[str, Any],
     coro = impl.function(*impl.pick(kwargs))
     if timeout is None:
         return await coro
-    started = time.perf_counter()
-    try:
-        first = coro.send(None)
-    except StopIteration as stop:
-        if time.perf_counter() - started > timeout:
-            raise HookTimeout(f"{impl.plugin} returned after its {timeout:g}s limit") from None
-        return stop.value
-    deadline = asyncio.timeout(max(0.0, timeout - (time.perf_counter() - started)))
+    deadline = asyncio.timeout(timeout)
     try:
         async with deadline:
-            return await _Rest(coro, first)
+            return await coro
     except TimeoutError:
         if deadline.expired():
             raise HookTimeout(f"{impl.plugin} did not finish within {timeout:g}s") from None
         raise
-
-
-class _Rest:
-    """The rest of a coroutine that waited on its first step, awaited as ``await`` would.
-
-    Passes what the coroutine waits on up to the task, and what the task sends
-    or throws (a cancellation at the deadline) down to the coroutine.
-    """
-
-    __slots__ = ("_coro", "_first")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
-        self._coro = coro
-        self._first = first
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro, out = self._coro, self._first
-        while True:
-            try:
-                sent = yield out
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # noqa: BLE001  thrown in by the task: passed down
-                try:
-                    out = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    out = coro.send(sent)
-                except StopIteration as stop:
-                    return stop.value

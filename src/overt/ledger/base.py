@@ -53,7 +53,7 @@ class VerifyReport:
     content_checked: int = 0
     content_bad: list[str] = field(default_factory=list)
     index_bad: bool = False
-    """The chain verified, but what the backend derives from it (SQLite's trail
+    """The chain verified, but what the backend derives from it (the trail
     index) does not match it: ``bad_seq`` is the entry it misrepresents, if one."""
 
 
@@ -86,14 +86,13 @@ class UsageRow:
     session: str = "*"
 
 
-TrailRow = tuple[int, bytes, str | None]
-"""(seq, record, body): one entry of a reasoning trail. ``record`` is the tuple
-``(kind, turn_id, session_id, at, *fields)`` of
-:func:`overt.ledger.trail_index.record` (the fields of
-:data:`~overt.ledger.trail_index.TRAIL_FIELDS`), marshalled; ``body`` the text
-its ``content_digest`` or ``message_digest`` names (``None`` when not stored).
-A tuple, and the record left encoded, because a trail is read 80,000 rows at a
-time and the reader decodes what it keeps."""
+TrailRow = tuple[Any, ...]
+"""One entry of a reasoning trail, as the trail index holds it: the columns of
+:data:`~overt.ledger.trail_index.READ_COLUMNS` (seq, kind, turn_id, session_id,
+at, body_digest, then one column per field a trail reads, ``None`` where the
+entry's kind has none), then the body ``body_digest`` names (``None`` when not
+stored). A plain tuple, as the database returns it: a trail is read 80,000 rows
+at a time. :data:`~overt.ledger.trail_index.POSITION` names each place."""
 
 TableRow = tuple[str, Mapping[str, Any]]
 """(table, {column: value}): a row written beside the chain in the same transaction."""
@@ -187,7 +186,7 @@ class Ledger(Protocol):
         ``check_content``: then every body against its digest, and (``check_bodies``)
         that every body an entry points to is stored, or may have gone with a
         recorded prune (a deleted body fails). ``check_index``:
-        then what the backend keeps derived from the chain (SQLite's trail index)
+        then what the backend keeps derived from the chain (the trail index)
         against the chain. Each costs about as much again as the chain.
         """
         ...

@@ -3,8 +3,7 @@
 A reader that follows the ledger (an SSE stream, a request waiting for a paused
 turn's answer) waits on :meth:`AppendSignal.wait` instead of polling: each
 backend calls :meth:`AppendSignal.notify` with the last ``seq`` it committed
-and the turns it appended to, from whichever thread committed it (PostgreSQL's
-writer thread, the caller's thread for SQLite), and the waiters it concerns,
+and the turns it appended to, from the writer thread that committed it, and the waiters it concerns,
 on whichever event loop, wake.
 
 It sees this process's appends only. Another process's (``overt approvals

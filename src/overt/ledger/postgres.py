@@ -42,7 +42,7 @@ from overt.errors import (
     UsageError,
 )
 from overt.events import Event, LedgerPruned
-from overt.ledger import retention, sql
+from overt.ledger import retention, sql, trail_index
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -66,9 +66,8 @@ from overt.ledger.chain import (
     with_content_check,
 )
 from overt.ledger.notify import AppendSignal
-from overt.ledger.schema.postgres import MIGRATIONS, MIGRATIONS_TABLE
+from overt.ledger.schema.postgres import COPY_TRAIL_INDEX, FILLS, MIGRATIONS, MIGRATIONS_TABLE
 from overt.ledger.sql import POSTGRES as D
-from overt.ledger.trail_index import decode, record
 
 try:
     import psycopg
@@ -192,6 +191,9 @@ class PostgresLedger:
                                             (version,)).fetchone():
                                 continue
                             conn.execute(script)
+                            fill = FILLS.get(version)
+                            if fill is not None:
+                                fill(conn)
                             conn.execute("INSERT INTO overt_migrations VALUES (%s, %s, %s)",
                                          (version, name, now_iso()))
                             applied.append(version)
@@ -230,6 +232,7 @@ class PostgresLedger:
             raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
         claims = batch_claims(batch)
         future: concurrent.futures.Future[list[Entry]] = concurrent.futures.Future()
+        future.set_running_or_notify_cancel()  # a cancelled caller cannot take it back
         self._queue.put(_Pending(batch, contents, future, claims, inserts))
         return future
 
@@ -309,6 +312,7 @@ class PostgresLedger:
         try:
             head: tuple[int, str] = (int(row[0]), row[1]) if row else (0, GENESIS)
             entry_rows: list[Row] = []
+            index_rows: list[trail_index.IndexRow] = []
             bodies: list[tuple[int, str, bytes, str]] = []
             inserts: list[tuple[str, tuple[Any, ...]]] = []
             taken: set[tuple[str, str]] = set()
@@ -323,10 +327,13 @@ class PostgresLedger:
                 inserts.extend(pending.inserts)
                 first = head[0] + 1
                 rows, entries, head = chain(head, at, pending.batch)
+                body_seqs: dict[str, int] = {}
                 if pending.contents:
-                    bodies.extend((seq, digest, body.encode("utf-8"), at) for seq, digest, body
-                                  in content_rows(first, entries, pending.contents))
+                    for seq, digest, body in content_rows(first, entries, pending.contents):
+                        bodies.append((seq, digest, body.encode("utf-8"), at))
+                        body_seqs[digest] = seq
                 entry_rows.extend(rows)
+                index_rows.extend(trail_index.index_rows(rows, body_seqs))
                 results.append(entries)
             with conn.cursor() as copy_cur:
                 if bodies:
@@ -337,6 +344,10 @@ class PostgresLedger:
                     with copy_cur.copy(_COPY_ENTRIES) as copy:
                         for entry_row in entry_rows:
                             copy.write_row(entry_row)
+                if index_rows:
+                    with copy_cur.copy(COPY_TRAIL_INDEX) as copy:
+                        for index_row in index_rows:
+                            copy.write_row(index_row)
                 for statement, values in inserts:
                     copy_cur.execute(statement, values)
             conn.execute("COMMIT")
@@ -398,14 +409,16 @@ class PostgresLedger:
     async def trail_rows(self, *, turn_id: str | None = None,
                          session_id: str | None = None, since: str | None = None,
                          until: str | None = None) -> list[TrailRow]:
-        # read from the chain, each record projected here (PostgreSQL keeps no index)
-        statement, params = sql.trail(D, turn_id=turn_id, session_id=session_id,
-                                      since=since, until=until)
-        rows = await self._aread(lambda c: c.execute(statement, params).fetchall())
-        return [(seq, record(kind, turn_id, session_id, at, decode(data, seq)),
-                 None if body is None else bytes(body).decode("utf-8"))
-                for seq, kind, at, turn_id, session_id, data, body in rows
-                if turn_id is not None]
+        statement, params = sql.trail_indexed(D, turn_id=turn_id, session_id=session_id,
+                                              since=since, until=until)
+
+        def read(conn: Any) -> list[TrailRow]:
+            with conn.cursor(binary=True) as cur:
+                cur.adapters.register_loader("bytea", _Utf8Loader)  # bodies read as text
+                rows: list[TrailRow] = cur.execute(statement, params).fetchall()
+                return rows
+
+        return await self._aread(read)
 
     async def content(self, digest: str, *, seq: int | None = None) -> str | None:
         params: tuple[Any, ...] = (digest,) if seq is None else (seq, digest)
@@ -450,12 +463,11 @@ class PostgresLedger:
     async def verify(self, *, check_content: bool = True, check_index: bool = True,
                      check_bodies: bool = True) -> VerifyReport:
         return await asyncio.to_thread(self.verify_sync, check_content=check_content,
-                                       check_bodies=check_bodies)
+                                       check_index=check_index, check_bodies=check_bodies)
 
     def verify_sync(self, *, check_content: bool = True, check_index: bool = True,
                     check_bodies: bool = True) -> VerifyReport:
-        """:meth:`verify`, for callers without an event loop. (``check_index``: there
-        is nothing derived to check; the trail is read from the chain.)
+        """:meth:`verify`, for callers without an event loop.
 
         Reads the chain through a server-side cursor, in one repeatable-read
         snapshot, so a concurrent writer neither blocks it nor shows it a torn head.
@@ -469,6 +481,9 @@ class PostgresLedger:
                     cur.itersize = 10_000
                     cur.execute(sql.VERIFY)
                     report = verify_rows(cur, anchors)
+                if check_index and report.ok:
+                    report = trail_index.verified(report, conn, sql.trail_index_check(D),
+                                                  anchors)
                 if not check_content or not report.ok:
                     return report
                 checked, bad, present = 0, [], set()
@@ -502,6 +517,16 @@ class PostgresLedger:
             self._writer.join(timeout=60)
         if self._pool is not None:
             self._pool.close()
+
+
+if psycopg is not None:
+    class _Utf8Loader(psycopg.adapt.Loader):
+        """A ``bytea`` (a body: PostgreSQL text cannot hold NUL) read as the text it holds."""
+
+        format = psycopg.pq.Format.BINARY
+
+        def load(self, data: Any) -> str:
+            return bytes(data).decode("utf-8")
 
 
 def _safe(url: str) -> str:

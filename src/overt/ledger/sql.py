@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from overt.ledger import trail_index
 from overt.ledger.chain import ENTRY_COLUMNS
-from overt.ledger.trail_index import TRAIL_KINDS
 
 # Kinds that mean a turn is waiting on something outside it (an approval); a
 # turn whose latest such entry has no completion after it is never pruned.
@@ -132,7 +132,7 @@ def insert_row(d: Dialect, table: str, columns: Sequence[str]) -> str:
     for name in (table, *columns):
         if not name.replace("_", "").isalnum() or not name.isascii() or name[0].isdigit():
             raise ValueError(f"not a plain SQL identifier: {name!r}")
-    if table in ("audit_log", "content_blobs", "overt_prune_gate", "overt_migrations"):
+    if table in ("audit_log", "content_blobs", "trail_index", "overt_migrations"):
         raise ValueError(f"{table} is written only by the chain itself")
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({d.phs(len(columns))})"
 
@@ -222,7 +222,7 @@ def reasoning_steps_view(d: Dialect) -> str:
             "at AS created_at, seq FROM audit_log WHERE kind = 'reasoning.step'")
 
 
-_TRAIL_KINDS = ", ".join(f"'{k}'" for k in TRAIL_KINDS)
+_TRAIL_KINDS = ", ".join(f"'{k}'" for k in trail_index.TRAIL_KINDS)
 
 BODY_WINDOW = 4096
 """How far back (in entries) a trail looks for the body an entry names: more than
@@ -268,58 +268,56 @@ def body_of(d: Dialect, column: str) -> str:
             f"ORDER BY {content_order(d, 'c')} DESC LIMIT 1)) END")
 
 
-def trail(d: Dialect, *, turn_id: str | None, session_id: str | None,
-          since: str | None, until: str | None) -> tuple[str, list[Any]]:
-    """Read from the chain: entries of the trail's kinds of the turns in scope, in ``seq``
-    order, as (seq, kind, at, turn_id, session_id, data, body), ``body`` joined here
-    (see :func:`body_of`) so a trail of 50,000 steps is one query, not 50,000.
+def trail_index_fill(d: Dialect) -> str:
+    """The entries the trail index holds, each with the seq its body is stored
+    under, to fill it (migration 11)."""
+    return (f"SELECT a.seq, a.kind, a.at, a.turn_id, a.session_id, a.data, {body_of(d, 'seq')} "
+            f"FROM audit_log a WHERE a.kind IN ({_TRAIL_KINDS}) AND a.turn_id IS NOT NULL "
+            "ORDER BY a.seq")
+
+
+def insert_trail_index(d: Dialect) -> str:
+    return (f"INSERT INTO trail_index ({', '.join(trail_index.COLUMNS)}) "
+            f"VALUES ({d.phs(len(trail_index.COLUMNS))})")
+
+
+def delete_trail_index_through(d: Dialect) -> str:
+    return f"DELETE FROM trail_index WHERE seq <= {d.ph}"
+
+
+_BODY_JOIN = "LEFT JOIN content_blobs c ON {on} AND c.digest = t.body_digest"
+
+
+def trail_indexed(d: Dialect, *, turn_id: str | None, session_id: str | None,
+                  since: str | None, until: str | None) -> tuple[str, list[Any]]:
+    """Read from the trail index: the :data:`~overt.ledger.trail_index.READ_COLUMNS`
+    and the body of each entry of the turns in scope, in ``seq`` order. A session's
+    rows are one range of the index; other scopes find their turns through the
+    chain's indexes first.
 
     In scope: the one turn ``turn_id``; else the turns of ``session_id`` and/or
     started in ``[since, until)``.
     """
+    columns = ", ".join(f"t.{c}" for c in trail_index.READ_COLUMNS)
+    join = _BODY_JOIN.format(on=content_seq(d, "=", "t.body_seq", "c"))
+    select = f"SELECT {columns}, c.body FROM trail_index t {join} WHERE "
+    if turn_id is None and since is None and until is None:
+        return f"{select}t.session_id = {d.ph} ORDER BY t.seq", [session_id or ""]
     scope, params = _trail_scope(d, turn_id=turn_id, session_id=session_id, since=since,
                                  until=until)
-    return (f"SELECT a.seq, a.kind, a.at, a.turn_id, a.session_id, a.data, {body_of(d, 'body')} "
-            f"FROM audit_log a WHERE {scope} AND a.kind IN ({_TRAIL_KINDS}) "
-            "ORDER BY a.seq", params)
+    return (f"SELECT {columns}, c.body FROM audit_log a JOIN trail_index t "
+            "ON t.session_id = coalesce(a.session_id, '') AND t.seq = a.seq "
+            f"{join} WHERE {scope} AND a.kind IN ({_TRAIL_KINDS}) ORDER BY a.seq", params)
 
 
-TRAIL_INDEX_FILL = (
-    f"SELECT a.seq, a.id, a.kind, a.at, a.turn_id, a.session_id, a.data, "
-    f"{body_of(SQLITE, 'key')} FROM audit_log a WHERE a.kind IN ({_TRAIL_KINDS}) "
-    "AND a.turn_id IS NOT NULL ORDER BY a.seq")
-"""SQLite: the entries the trail index holds, each with its body's key, to fill it."""
-
-
-INSERT_TRAIL_INDEX = ("INSERT INTO trail_index (session_id, seq, body_key, record) "
-                      "VALUES (?, ?, ?, ?)")
-
-DELETE_TRAIL_INDEX_THROUGH = "DELETE FROM trail_index WHERE seq <= ?"
-
-
-def trail_indexed(*, turn_id: str | None, session_id: str | None,
-                  since: str | None, until: str | None) -> tuple[str, list[Any]]:
-    """SQLite, read from the trail index: (seq, record, body) of the turns in scope
-    (see :func:`trail`), in ``seq`` order. A session's records are one range of
-    the index; other scopes find their entries through the chain's indexes first."""
-    select = "SELECT t.seq, t.record, c.body FROM "
-    join = "LEFT JOIN content_blobs c ON c.key = t.body_key"
-    if turn_id is None and since is None and until is None:
-        return (f"{select}trail_index t {join} WHERE t.session_id = ? ORDER BY t.seq",
-                [session_id or ""])
-    scope, params = _trail_scope(SQLITE, turn_id=turn_id, session_id=session_id, since=since,
-                                 until=until)
-    return (f"{select}audit_log a JOIN trail_index t ON t.session_id = coalesce(a.session_id, "
-            f"'') AND t.seq = a.seq {join} WHERE {scope} ORDER BY a.seq", params)
-
-
-TRAIL_INDEX_CHECK = (
-    "SELECT a.seq, a.kind, a.at, a.turn_id, a.session_id, a.data, t.record, t.body_key, "
-    "c.digest, t.seq IS NOT NULL FROM audit_log a LEFT JOIN trail_index t "
-    "ON t.session_id = coalesce(a.session_id, '') AND t.seq = a.seq "
-    "LEFT JOIN content_blobs c ON c.key = t.body_key "
-    f"WHERE a.kind IN ({_TRAIL_KINDS}) AND a.turn_id IS NOT NULL ORDER BY a.seq")
-"""SQLite: each entry the trail index should hold, beside what it holds for it."""
+def trail_index_check(d: Dialect) -> str:
+    """Each entry the trail index should hold, the seq its body is found under, and
+    the index's row for it (see :func:`overt.ledger.trail_index.check`)."""
+    columns = ", ".join(f"t.{c}" for c in trail_index.COLUMNS)
+    return (f"SELECT a.seq, a.kind, a.at, a.turn_id, a.session_id, a.data, "
+            f"{body_of(d, 'seq')}, {columns} FROM audit_log a LEFT JOIN trail_index t "
+            "ON t.session_id = coalesce(a.session_id, '') AND t.seq = a.seq "
+            f"WHERE a.kind IN ({_TRAIL_KINDS}) AND a.turn_id IS NOT NULL ORDER BY a.seq")
 
 
 def select_content(d: Dialect, *, near_seq: bool) -> str:

@@ -1,41 +1,47 @@
-"""The embedded ledger: one SQLite file in WAL mode, with a journal in front of it.
+"""The embedded ledger: one SQLite file in WAL mode, the same shape as PostgreSQL's.
 
-A record is committed to the journal (:mod:`.journal`): one ``os.write`` of the
-chained batch, under an exclusive ``flock`` that every appending process takes,
-so several processes can share a ledger and the chain stays one sequence. A
-feeder (:mod:`.feeder`) copies the journal into SQLite from a thread, many
-batches a transaction, and every read catches SQLite up first, so a reader
-sees every record appended before it asked. An append that must see the
-database (a once-only claim, rows beside the chain, a prune) takes the journal,
-catches SQLite up, checks and stores its batch in one SQLite transaction and
-writes its frame before committing it.
+Appends run in one writer thread per ledger, with group commit: :meth:`record`
+queues its batch and waits; the writer takes every batch waiting, opens one
+``BEGIN IMMEDIATE`` transaction (SQLite's write lock, so processes sharing the
+file take turns), reads the chain head there (another process may have moved
+it), stores each batch under a savepoint of its own, commits, and only then
+answers each caller. A turn never acts before its records are committed;
+concurrent turns share the commit. A batch whose once-only claim is taken, or
+that the database refuses, is rolled back to its savepoint and fails alone.
 
-A record is as durable in the journal as in SQLite's WAL under
-``synchronous=NORMAL``: it survives the process being killed at any point; only
-a power loss can take the last ones. A ledger opened after a crash stores what
-the journal holds before anything else.
+Reads run on a small pool of threads, each with its own connection, so no
+method blocks the event loop; WAL lets them read while the writer writes, and
+each sees every record committed before it asked.
 
-``:memory:`` ledgers (and :meth:`SqliteLedger.open` with ``journal=False``)
-write each batch to SQLite directly under its write lock (``BEGIN IMMEDIATE``),
-caching the head and re-reading it when another writer moved it.
+``synchronous=NORMAL``: a commit survives the process being killed at any
+point; only a power loss can take the last ones. ``:memory:`` is a private
+temporary file, removed on close (every thread must see the same database).
+
+A ledger written by the overt that kept a journal in front of SQLite is stored
+from that journal when opened, then the journal is retired
+(:mod:`overt.ledger.legacy_journal`).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
+import concurrent.futures
 import json
+import queue
+import shutil
 import sqlite3
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from overt.clock import now_iso
 from overt.errors import LedgerConflict, LedgerError, MigrationError
 from overt.events import Event, LedgerPruned
-from overt.ledger import retention, sql, trail_index
+from overt.ledger import legacy_journal, retention, sql, trail_index
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -44,9 +50,8 @@ from overt.ledger.base import (
     UsageRow,
     VerifyReport,
 )
-from overt.ledger.canonical import digest_text
+from overt.ledger.canonical import GENESIS, digest_text
 from overt.ledger.chain import (
-    Draft,
     batch_claims,
     chain,
     content_rows,
@@ -57,296 +62,335 @@ from overt.ledger.chain import (
     with_body_check,
     with_content_check,
 )
-from overt.ledger.feeder import Feeder, head_in, store
-from overt.ledger.journal import Head, Journal, Payload, encode, head_of, journal_path
 from overt.ledger.notify import AppendSignal
-from overt.ledger.schema.sqlite import FILLS, MIGRATIONS, MIGRATIONS_TABLE
+from overt.ledger.schema.sqlite import (
+    FILLS,
+    MIGRATIONS,
+    MIGRATIONS_TABLE,
+    lift_delete_guards,
+    renumber,
+    restore_delete_guards,
+)
 from overt.ledger.sql import SQLITE as D
 
 BUSY_TIMEOUT_MS = 30_000
 CACHE_KIB = 32 * 1024  # the default 2 MiB cache re-reads index pages from disk on every turn
+MAX_BATCH = 512
+READERS = 4
 T = TypeVar("T")
+Head = tuple[int, str]
+Work = Callable[[sqlite3.Connection, Head, str], tuple[Any, Head]]
+"""A batch's part of a group transaction: given the connection, the head and the
+group's time, it stores its rows and returns its result and the new head."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    work: Work
+    future: concurrent.futures.Future[Any]
 
 
 class SqliteLedger:
-    """A ledger in one SQLite file. Open with :meth:`open`."""
+    """A ledger in one SQLite file. Open with :meth:`open`; close with :meth:`close`."""
 
     backend = "sqlite"
 
-    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
-        self._conn = conn
-        self._lock = threading.Lock()
-        self._head: Head | None = None
-        self._closed = False
-        self._journal: Journal | None = None
-        self._feeder: Feeder | None = None
-        self._journaled = False
-        self.appended = AppendSignal()
-        """Signalled after each append of this process (readers that follow the ledger)."""
+    def __init__(self, path: str, temporary: str | None = None) -> None:
         self.path = path
         self.url = path
+        self._temporary = temporary
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._readers = concurrent.futures.ThreadPoolExecutor(
+            READERS, thread_name_prefix="overt-ledger-reader")
+        self._local = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._closed = False
+        self.appended = AppendSignal()
+        """Signalled after each append of this process (readers that follow the ledger)."""
 
     @classmethod
-    def open(cls, path: str | Path, *, migrate: bool = True,
-             journal: bool = True) -> SqliteLedger:
+    def open(cls, path: str | Path, *, migrate: bool = True) -> SqliteLedger:
         """Open (creating if needed) the ledger at ``path``, bring its schema up to
-        date and store what its journal holds. ``journal=False`` writes each batch
-        to SQLite directly (slower; for comparison and for tools that read the
-        database while overt writes it); a journal left by an earlier process is
-        still stored first.
+        date and store what a journal left by an earlier overt holds.
 
         Raises:
             LedgerError: the file cannot be opened or is not a SQLite database, or
-                its journal is corrupt or does not follow it.
+                a leftover journal is corrupt or does not follow the database.
             MigrationError: the schema could not be migrated.
         """
-        p = str(path)
-        if p != ":memory:":
+        p, temporary = str(path), None
+        if p == ":memory:":
+            temporary = tempfile.mkdtemp(prefix="overt-ledger-")
+            p = str(Path(temporary) / "ledger.db")
+        else:
             Path(p).parent.mkdir(parents=True, exist_ok=True)
-        ledger = cls(_connect(p), p)
-        ledger._journaled = journal and p != ":memory:"
+        ledger = cls(p, temporary)
         try:
-            if migrate:
-                ledger.migrate()
-            elif ledger._query("SELECT 1 FROM sqlite_master WHERE name = 'audit_log'"):
-                ledger._start_journal()
+            conn = _connect(p)
+            try:
+                if migrate:
+                    ledger._migrate(conn)
+                if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'audit_log'"
+                                ).fetchone():
+                    legacy_journal.upgrade(conn, p)
+            except BaseException:
+                conn.close()
+                raise
         except BaseException:
-            ledger.close_sync()
+            ledger._readers.shutdown()
+            ledger._remove_temporary()
             raise
+        ledger._writer = threading.Thread(target=ledger._write_loop, args=(conn,), daemon=True,
+                                          name="overt-ledger-writer")
+        ledger._writer.start()
         return ledger
-
-    def _start_journal(self) -> None:
-        """Open the journal, store what it holds (a crashed process's last batches)
-        and start the feeder; without :attr:`_journaled`, stop using it once stored.
-
-        A database holding more than the journal knows (written without one, as
-        ``journal=False`` does) starts the journal again from its head.
-        """
-        if self._journal is not None or self.path == ":memory:" or not (
-                self._journaled or Path(journal_path(self.path)).exists()):
-            return
-        with self._lock:
-            stored = head_in(self._conn)
-        journal = self._journal = Journal.open(journal_path(self.path), stored)
-        feeder = self._feeder = Feeder(lambda: _connect(self.path), journal)
-        with journal.appending() as head, feeder.storing() as (conn, held):
-            if held > head[0]:
-                journal.rebase(head_in(conn))
-        if self._journaled:
-            feeder.start()
-            return
-        feeder.stop()
-        journal.close()
-        self._journal = self._feeder = None
 
     # -- schema -------------------------------------------------------------
 
     def migrate(self) -> list[int]:
         """Apply pending migrations; returns the versions applied (empty: up to date).
 
-        Safe when several processes start at once: each migration is applied
-        under the write lock, after re-reading what is already applied.
-
         Raises:
             MigrationError: a migration failed; nothing of it was applied.
         """
+        conn = _connect(self.path)
+        try:
+            return self._migrate(conn)
+        finally:
+            conn.close()
+
+    def _migrate(self, conn: sqlite3.Connection) -> list[int]:
+        """Safe when several processes start at once: each migration is applied under
+        the write lock, after re-reading what is already applied."""
         applied: list[int] = []
-        with self._lock:
-            try:
-                self._conn.executescript(MIGRATIONS_TABLE)
-                for version, name, script in MIGRATIONS:
-                    with self._write():
-                        if self._conn.execute("SELECT 1 FROM overt_migrations WHERE version = ?",
-                                              (version,)).fetchone():
-                            continue
-                        for statement in _split_sql(script):
-                            self._conn.execute(statement)
-                        fill = FILLS.get(version)
-                        if fill is not None:
-                            fill(self._conn)
-                        self._conn.execute("INSERT INTO overt_migrations VALUES (?, ?, ?)",
-                                           (version, name, now_iso()))
-                        applied.append(version)
-            except (sqlite3.DatabaseError, LedgerError) as exc:
-                raise MigrationError(f"cannot migrate ledger {self.path}: {exc}") from exc
-        self._start_journal()
+        try:
+            conn.executescript(MIGRATIONS_TABLE)
+            with _transaction(conn):
+                renumber(conn)
+            for version, _name, script in MIGRATIONS:
+                with _transaction(conn):
+                    if conn.execute("SELECT 1 FROM overt_migrations WHERE version = ?",
+                                    (version,)).fetchone():
+                        continue
+                    for statement in _split_sql(script):
+                        conn.execute(statement)
+                    fill = FILLS.get(version)
+                    if fill is not None:
+                        fill(conn)
+                    conn.execute("INSERT INTO overt_migrations VALUES (?, ?, ?)",
+                                 (version, _name, now_iso()))
+                    applied.append(version)
+        except (sqlite3.DatabaseError, LedgerError) as exc:
+            raise MigrationError(f"cannot migrate ledger {self.path}: {exc}") from exc
         return applied
 
     def schema_versions(self) -> list[int]:
         return [r[0] for r in self._query("SELECT version FROM overt_migrations ORDER BY 1")]
-
-    @contextmanager
-    def _write(self) -> Iterator[None]:
-        """A write transaction holding SQLite's write lock; the caller holds ``_lock``."""
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
 
     # -- writing ------------------------------------------------------------
 
     async def record(self, events: Sequence[Event],
                      contents: Mapping[str, str] | None = None, *,
                      rows: Sequence[TableRow] = ()) -> list[Entry]:
-        return self.record_sync(events, contents, rows=rows)
+        result: list[Entry] = await asyncio.wrap_future(
+            self._submit(self._record_work(events, contents, rows)))
+        return result
 
     def record_sync(self, events: Sequence[Event],
                     contents: Mapping[str, str] | None = None, *,
                     rows: Sequence[TableRow] = ()) -> list[Entry]:
         """:meth:`record`, for callers without an event loop."""
-        try:
-            batch = drafts(events)
-            table_rows = [(table, list(values), list(values.values())) for table, values in rows]
-            for table, columns, _ in table_rows:
-                sql.insert_row(D, table, columns)  # refuses a name that is not plain
-        except (TypeError, ValueError) as exc:
-            raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
-        at = now_iso()
-
-        def work(conn: sqlite3.Connection, head: Head) -> tuple[Payload | None, list[Entry]]:
-            return self._batch(conn, head, at, batch, contents, table_rows)
-
-        if self._journal is None:
-            entries = self._locked_write(work)
-        elif not batch and not table_rows:
-            return []
-        elif table_rows or batch_claims(batch):
-            entries = self._journaled_write(work)
-        else:
-            entries = self._journaled_append(at, batch, contents)
-        if entries:
-            self.appended.notify(entries[-1].seq, {e.turn_id for e in entries})
-        return entries
-
-    def _journaled_append(self, at: str, batch: list[Draft],
-                          contents: Mapping[str, str] | None) -> list[Entry]:
-        """The common append: chained and written to the journal, SQLite fed later."""
-        assert self._journal is not None and self._feeder is not None
-        if self._feeder.failure is not None:
-            self._feeder.catch_up()  # raises if storing still fails: nothing more is written
-        self._feeder.wait_idle()
-        with self._journal.appending() as head:
-            payload, entries = _frame(head, at, batch, contents)
-            self._journal.write(encode(payload), head_of(payload, head), payload)
-        if self._feeder.lagging():
-            self._feeder.catch_up()
-        else:
-            self._feeder.wake()
-        return entries
-
-    def _journaled_write(self, work: Callable[[sqlite3.Connection, Head],
-                                              tuple[Payload | None, T]]) -> T:
-        """An append that must see the database: under the journal's lock, on SQLite
-        caught up, ``work`` stores its batch and returns its frame, written before
-        the commit."""
-        assert self._journal is not None and self._feeder is not None
-        try:
-            with self._journal.appending() as head, self._feeder.storing() as (conn, held):
-                if held != head[0]:
-                    raise LedgerError(f"ledger {self.path}: the journal's head is entry "
-                                      f"{head[0]} but the database holds entries to {held}")
-                payload, result = work(conn, head)
-                if payload is not None:
-                    self._journal.write(encode(payload), head_of(payload, head), payload)
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"cannot write ledger {self.path}: {exc}") from exc
+        result: list[Entry] = self._submit(self._record_work(events, contents, rows)).result()
         return result
 
-    def _locked_write(self, work: Callable[[sqlite3.Connection, Head],
-                                           tuple[Payload | None, T]]) -> T:
-        """An append straight to SQLite (no journal)."""
-        with self._lock:
-            if self._closed:
-                raise LedgerError(f"ledger {self.path} is closed")
-            for attempt in (1, 2, 3):
-                try:
-                    with self._write():
-                        if self._head is None:
-                            self._head = head_in(self._conn)
-                        payload, result = work(self._conn, self._head)
-                        if payload is not None:
-                            self._head = head_of(payload, self._head)
-                        return result
-                except sqlite3.IntegrityError as exc:
-                    # Another writer moved the head since we cached it: re-read, retry.
-                    self._head = None
-                    if attempt == 3:
-                        raise LedgerError(f"cannot append to ledger {self.path}: {exc}") from exc
-                except sqlite3.DatabaseError as exc:
-                    self._head = None
-                    raise LedgerError(f"cannot write ledger {self.path}: {exc}") from exc
-        raise AssertionError("unreachable")
+    def _record_work(self, events: Sequence[Event], contents: Mapping[str, str] | None,
+                     rows: Sequence[TableRow]) -> Work:
+        """What the writer does for one :meth:`record` (checked here, off the writer).
 
-    @staticmethod
-    def _batch(conn: sqlite3.Connection, head: Head, at: str, batch: list[Draft],
-               contents: Mapping[str, str] | None,
-               table_rows: list[tuple[str, list[str], list[Any]]],
-               ) -> tuple[Payload | None, list[Entry]]:
-        """Inside a write transaction: claims checked, the batch chained onto
-        ``head`` and stored (content, entries, then the rows beside the chain)."""
-        for kind, claim in batch_claims(batch):
-            if conn.execute(sql.claim_exists(D), (kind, claim)).fetchone():
-                raise LedgerConflict(kind, claim)
-        if not batch:  # rows alone: nothing to chain, nothing to journal
-            for table, columns, values in table_rows:
-                conn.execute(sql.insert_row(D, table, columns), values)
-            return None, []
-        payload, entries = _frame(head, at, batch, contents)
-        if table_rows:
-            payload["rows"] = table_rows
-        store(conn, payload, head[0])
-        return payload, entries
+        Raises:
+            LedgerError: the data is not canonical JSON, or a table is not plain.
+            LedgerConflict: the batch claims one (kind, claim) twice.
+        """
+        try:
+            batch = drafts(events)
+            inserts = [(sql.insert_row(D, table, list(values)), list(values.values()))
+                       for table, values in rows]
+        except (TypeError, ValueError) as exc:
+            raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
+        claims = batch_claims(batch)
+
+        def work(conn: sqlite3.Connection, head: Head, at: str) -> tuple[list[Entry], Head]:
+            for pair in claims:
+                if conn.execute(sql.claim_exists(D), pair).fetchone():
+                    raise LedgerConflict(*pair)
+            entries: list[Entry] = []
+            if batch:
+                entry_rows, entries, head = chain(head, at, batch)
+                body_seqs: dict[str, int] = {}
+                if contents:
+                    bodies = content_rows(entry_rows[0][0], entries, contents)
+                    body_seqs = {digest: seq for seq, digest, _ in bodies}
+                    conn.executemany(sql.insert_content(D), _keyed(bodies, at))
+                conn.executemany(sql.insert_entries(D), entry_rows)
+                indexed = trail_index.index_rows(entry_rows, body_seqs)
+                if indexed:
+                    conn.executemany(sql.insert_trail_index(D), indexed)
+            for statement, values in inserts:
+                conn.execute(statement, values)
+            return entries, head
+
+        return work
+
+    def _submit(self, work: Work) -> concurrent.futures.Future[Any]:
+        if self._closed:
+            raise LedgerError(f"ledger {self.path} is closed")
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        # running from now: a caller cancelled while waiting cannot take back a batch
+        # the writer may be committing (and the writer's answer never meets a cancel)
+        future.set_running_or_notify_cancel()
+        self._queue.put(_Pending(work, future))
+        return future
+
+    def _write_loop(self, conn: sqlite3.Connection) -> None:
+        try:
+            while True:
+                first = self._queue.get()
+                if first is None:
+                    return
+                group = [first]
+                stop = False
+                while len(group) < MAX_BATCH:
+                    try:
+                        more = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is None:
+                        stop = True
+                        break
+                    group.append(more)
+                self._commit_group(conn, group)
+                if stop:
+                    return
+        finally:
+            conn.close()
+
+    def _commit_group(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:
+        """Commit ``group`` in one transaction, each batch under its own savepoint;
+        then answer each caller (a batch that failed, with its error)."""
+        results: list[tuple[bool, Any]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(sql.HEAD).fetchone()
+                head: Head = (int(row[0]), row[1]) if row else (0, GENESIS)
+                at = now_iso()
+                for pending in group:
+                    conn.execute("SAVEPOINT batch")
+                    try:
+                        result, head = pending.work(conn, head, at)
+                    except Exception as exc:  # noqa: BLE001  this batch alone fails, answered with it
+                        conn.execute("ROLLBACK TO batch")
+                        conn.execute("RELEASE batch")
+                        results.append((False, self._error(exc)))
+                        continue
+                    conn.execute("RELEASE batch")
+                    results.append((True, result))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except Exception as exc:  # noqa: BLE001  nothing committed: every caller told why
+            error = LedgerError(f"cannot write ledger {self.path}: {exc}")
+            for pending in group:
+                pending.future.set_exception(error)
+            return
+        last, turns = 0, set[str | None]()
+        for pending, (ok, result) in zip(group, results, strict=True):
+            if not ok:
+                pending.future.set_exception(result)
+                continue
+            pending.future.set_result(result)
+            if isinstance(result, list) and result:
+                last = max(last, result[-1].seq)
+                turns.update(e.turn_id for e in result)
+        if last:
+            self.appended.notify(last, turns)
+
+    def _error(self, exc: Exception) -> Exception:
+        if isinstance(exc, (LedgerError, LedgerConflict)):
+            return exc
+        return LedgerError(f"cannot append to ledger {self.path}: {exc}")
+
     async def claimed(self, kind: str, claim: str) -> Entry | None:
-        rows = self._query(sql.claim_exists(D), (kind, claim))
+        rows = await self._aquery(sql.claim_exists(D), (kind, claim))
         return row_to_entry(rows[0]) if rows else None
 
     async def prune(self, cutoff: str) -> LedgerPruned:
         """Remove entries and content older than ``cutoff`` (see :mod:`.retention`)."""
-        return self.prune_sync(cutoff)
+        record: LedgerPruned = await asyncio.wrap_future(self._submit(self._prune_work(cutoff)))
+        return record
 
     def prune_sync(self, cutoff: str) -> LedgerPruned:
-        def work(conn: sqlite3.Connection, head: Head) -> tuple[Payload | None, LedgerPruned]:
+        record: LedgerPruned = self._submit(self._prune_work(cutoff)).result()
+        return record
+
+    @staticmethod
+    def _prune_work(cutoff: str) -> Work:
+        def work(conn: sqlite3.Connection, head: Head, at: str) -> tuple[LedgerPruned, Head]:
             record = retention.plan(lambda q, p: conn.execute(q, p).fetchone(), D, cutoff,
                                     head[0])
-            payload, _ = _frame(head, now_iso(), drafts([record]), None)
+            entry_rows, _, head = chain(head, at, drafts([record]))
+            conn.executemany(sql.insert_entries(D), entry_rows)
             if record.removed_entries:
-                payload["prune"] = record.through_seq
-            store(conn, payload, head[0])
-            return payload, record
+                through = record.through_seq
+                lift_delete_guards(conn)  # DDL in this transaction: a failure takes it back
+                conn.execute(sql.delete_content_through(D), (through,))
+                conn.execute(sql.delete_trail_index_through(D), (through,))
+                conn.execute(sql.delete_entries_through(D), (through,))
+                restore_delete_guards(conn)
+            return record, head
 
-        if self._journal is None:
-            self._head = None  # the chain is read again: a prune starts from what is stored
-            return self._locked_write(work)
-        return self._journaled_write(work)
+        return work
 
     # -- reading ------------------------------------------------------------
 
-    def sync(self) -> None:
-        """Store every record the journal holds into SQLite now. Every read of overt's
-        does this first, so it sees every record appended before it, by any
-        process; a program reading the database file itself (``sqlite3``, the
-        ``reasoning_steps`` view) calls it.
+    def _reader_conn(self) -> sqlite3.Connection:
+        """This reader thread's connection, opened on its first read."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = _connect(self.path)
+            with self._conns_lock:
+                self._reader_conns.append(conn)
+        return conn
 
-        Raises:
-            LedgerError: the journal could not be stored.
-        """
-        if self._feeder is not None and self._feeder.behind():
-            self._feeder.catch_up()
+    def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return work(self._reader_conn())
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"cannot read ledger {self.path}: {exc}") from exc
+
+    def _read_future(self, work: Callable[[sqlite3.Connection], T]
+                     ) -> concurrent.futures.Future[T]:
+        if self._closed:
+            raise LedgerError(f"ledger {self.path} is closed")
+        return self._readers.submit(self._run, work)
+
+    async def _aread(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.wrap_future(self._read_future(work))
 
     def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
-        self.sync()
-        with self._lock:
-            try:
-                return self._conn.execute(statement, params).fetchall()
-            except sqlite3.DatabaseError as exc:
-                raise LedgerError(f"cannot read ledger {self.path}: {exc}") from exc
+        """A query's rows, read on a reader thread (for callers without an event loop)."""
+        return self._read_future(lambda c: c.execute(statement, params).fetchall()).result()
+
+    async def _aquery(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        return await self._aread(lambda c: c.execute(statement, params).fetchall())
 
     async def select(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         """The rows of a query on the tables beside the chain (memory reads them so)."""
-        return self._query(statement, params)
+        return await self._aquery(statement, params)
 
     async def entries(self, *, turn_id: str | None = None, session_id: str | None = None,
                       kinds: Sequence[str] | None = None, since: str | None = None,
@@ -354,113 +398,127 @@ class SqliteLedger:
         statement, params = sql.select_entries(D, turn_id=turn_id, session_id=session_id,
                                                kinds=kinds, since=since, until=until,
                                                limit=limit)
-        return [row_to_entry(r) for r in self._query(statement, params)]
+        return [row_to_entry(r) for r in await self._aquery(statement, params)]
 
     async def trail_rows(self, *, turn_id: str | None = None,
                          session_id: str | None = None, since: str | None = None,
                          until: str | None = None) -> list[TrailRow]:
-        statement, params = sql.trail_indexed(turn_id=turn_id, session_id=session_id,
+        statement, params = sql.trail_indexed(D, turn_id=turn_id, session_id=session_id,
                                               since=since, until=until)
-        return self._query(statement, params)
+        return await self._aquery(statement, params)
 
     async def content(self, digest: str, *, seq: int | None = None) -> str | None:
         if seq is None:
-            rows = self._query(sql.select_content(D, near_seq=False), (digest,))
+            rows = await self._aquery(sql.select_content(D, near_seq=False), (digest,))
         else:
-            rows = self._query(sql.select_content(D, near_seq=True), (seq, digest))
+            rows = await self._aquery(sql.select_content(D, near_seq=True), (seq, digest))
         return rows[0][0] if rows else None
 
     async def recent_turns(self, limit: int = 20) -> list[TurnSummary]:
         return [
             TurnSummary(r[0], r[1], r[2], r[3], r[4], r[5],
                         json.loads(r[6]) if r[6] is not None else None, r[7])
-            for r in self._query(sql.recent_turns(D), (int(limit),))
+            for r in await self._aquery(sql.recent_turns(D), (int(limit),))
         ]
 
     async def usage(self, since: str | None = None, until: str | None = None,
                     by: Sequence[str] = ("route", "model")) -> list[UsageRow]:
-        rows = self._query(sql.usage(D, by), (since or "", until or "\uffff"))
+        rows = await self._aquery(sql.usage(D, by), (since or "", until or "\uffff"))
         return [UsageRow(r[0], r[1], int(r[4]), int(r[5]), int(r[6]), round(float(r[7]), 10),
                          r[2], r[3]) for r in rows]
 
     async def spent(self, *, since: str, session_id: str | None = None) -> tuple[int, float]:
         params = (since,) if session_id is None else (since, session_id)
-        row = self._query(sql.spent(D, session=session_id is not None), params)[0]
+        row = (await self._aquery(sql.spent(D, session=session_id is not None), params))[0]
         return int(row[0]), round(float(row[1]), 10)
 
     async def count(self, kind: str, since: str | None = None) -> int:
-        return int(self._query(sql.count(D, kind), (kind, since or ""))[0][0])
+        return int((await self._aquery(sql.count(D, kind), (kind, since or "")))[0][0])
 
     async def last_error(self) -> Entry | None:
-        rows = self._query(sql.last_error(D))
+        rows = await self._aquery(sql.last_error(D))
         return row_to_entry(rows[0]) if rows else None
 
     # -- verification -------------------------------------------------------
 
     async def verify(self, *, check_content: bool = True, check_index: bool = True,
                      check_bodies: bool = True) -> VerifyReport:
-        return self.verify_sync(check_content=check_content, check_index=check_index,
-                                check_bodies=check_bodies)
+        return await self._aread(lambda c: _verify(c, check_content, check_index,
+                                                   check_bodies))
 
     def verify_sync(self, *, check_content: bool = True, check_index: bool = True,
                     check_bodies: bool = True) -> VerifyReport:
         """:meth:`verify`, for callers without an event loop."""
-        self.sync()
-        with self._lock:
-            try:
-                anchors = {int(s): h for s, h in self._conn.execute(sql.prune_anchors(D))
-                           if s is not None and h is not None}
-                try:
-                    report = verify_payloads(self._conn.execute(sql.SQLITE_VERIFY_PAYLOADS),
-                                             anchors)
-                except sqlite3.DatabaseError:
-                    # a column SQL cannot quote (a BLOB written by hand): the generic
-                    # path finds and names the entry
-                    report = verify_rows(self._conn.execute(sql.VERIFY), anchors)
-                if check_index and report.ok:
-                    report = self._check_trail_index(report)
-                if not check_content or not report.ok:
-                    return report
-                checked, bad, present = 0, [], set()
-                for digest, body in self._conn.execute("SELECT digest, body FROM content_blobs"):
-                    checked += 1
-                    present.add(digest)
-                    if digest_text(body) != digest:
-                        bad.append(digest)
-                report = with_content_check(report, checked, bad)
-                if not check_bodies:
-                    return report
-                return with_body_check(report, self._conn.execute(sql.body_pointers(D)),
-                                       present, pruned=bool(anchors))
-            except sqlite3.DatabaseError as exc:
-                raise LedgerError(f"cannot read ledger {self.path}: {exc}") from exc
-
-    def _check_trail_index(self, report: VerifyReport) -> VerifyReport:
-        """``report``, failed if the trail index does not match the chain (the
-        caller holds ``_lock``)."""
-        held = self._conn.execute("SELECT count(*) FROM trail_index").fetchone()[0]
-        found = trail_index.check(self._conn.execute(sql.TRAIL_INDEX_CHECK), int(held))
-        if found is None:
-            return report
-        seq, problem = found
-        return dataclasses.replace(report, ok=False, bad_seq=seq, problem=problem,
-                                   index_bad=True)
+        return self._read_future(lambda c: _verify(c, check_content, check_index,
+                                                   check_bodies)).result()
 
     async def close(self) -> None:
-        self.close_sync()
+        await asyncio.to_thread(self.close_sync)
 
     def close_sync(self) -> None:
-        """Store what the journal holds, then close; safe to call twice."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        if self._feeder is not None:
-            self._feeder.stop()
-        if self._journal is not None:
-            self._journal.close()
-        with self._lock:
-            self._conn.close()
+        """Commit what is queued, stop the writer and close every connection; safe to
+        call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        if self._writer is not None:
+            self._writer.join()
+        self._readers.shutdown(wait=True)
+        with self._conns_lock:
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
+        self._remove_temporary()
+
+    def _remove_temporary(self) -> None:
+        if self._temporary is not None:
+            shutil.rmtree(self._temporary, ignore_errors=True)
+
+
+def _verify(conn: sqlite3.Connection, check_content: bool, check_index: bool,
+            check_bodies: bool) -> VerifyReport:
+    """Verify in one read transaction: one snapshot, whatever the writer does meanwhile."""
+    conn.execute("BEGIN")
+    try:
+        anchors = {int(s): h for s, h in conn.execute(sql.prune_anchors(D))
+                   if s is not None and h is not None}
+        try:
+            report = verify_payloads(conn.execute(sql.SQLITE_VERIFY_PAYLOADS), anchors)
+        except sqlite3.DatabaseError:
+            # a column SQL cannot quote (a BLOB written by hand): the generic
+            # path finds and names the entry
+            report = verify_rows(conn.execute(sql.VERIFY), anchors)
+        if check_index and report.ok:
+            report = trail_index.verified(report, conn, sql.trail_index_check(D), anchors)
+        if not check_content or not report.ok:
+            return report
+        checked, bad, present = 0, [], set()
+        for digest, body in conn.execute("SELECT digest, body FROM content_blobs"):
+            checked += 1
+            present.add(digest)
+            if digest_text(body) != digest:
+                bad.append(digest)
+        report = with_content_check(report, checked, bad)
+        if not check_bodies:
+            return report
+        return with_body_check(report, conn.execute(sql.body_pointers(D)), present,
+                               pruned=bool(anchors))
+    finally:
+        conn.execute("COMMIT")
+
+
+class _transaction:
+    """A write transaction holding SQLite's write lock (``BEGIN IMMEDIATE``)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        self._conn.execute("ROLLBACK" if exc_type is not None else "COMMIT")
 
 
 def _connect(path: str) -> sqlite3.Connection:
@@ -499,17 +557,6 @@ def _wal(conn: sqlite3.Connection) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
         time.sleep(0.005)
-
-
-def _frame(head: Head, at: str, batch: list[Draft], contents: Mapping[str, str] | None,
-           ) -> tuple[Payload, list[Entry]]:
-    """``batch`` chained onto ``head`` as a journal frame's payload (entries, and the
-    bodies keyed as stored), and the entries."""
-    chained, entries, _ = chain(head, at, batch)
-    payload: Payload = {"entries": chained}
-    if contents:
-        payload["contents"] = _keyed(content_rows(head[0] + 1, entries, contents), at)
-    return payload, entries
 
 
 def _keyed(rows: list[tuple[int, str, str]], at: str) -> list[tuple[int, int, str, str, str]]:

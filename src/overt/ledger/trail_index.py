@@ -1,40 +1,34 @@
-"""The trail index: each trail entry's fields, projected once, for reading a whole
-session's trail at once.
+"""The trail index: each trail entry's fields in plain columns, for reading a whole
+session's trail at once, the same table on SQLite and PostgreSQL.
 
 A trail (see :mod:`overt.reasoning.trail`) reads every step, tool call, policy
 decision and approval of the turns in scope, 80,000 entries for a session of
 10,000 turns. Read from the chain, each entry's JSON must be searched for its
-body's digest in SQL and decoded whole in Python, and the body found by a range
-search: about half a second. The index holds, for each such entry, only what
-the trail reads, as a compact record, clustered by session, and the exact
-key of its body in ``content_blobs``; a session's trail is then one range scan
-with one key look-up per body.
+body's digest in SQL and decoded whole in Python. The index holds, for each such
+entry, only the fields the trail reads, one typed column each (``NULL`` where
+its kind has none), clustered by session, with the digest of the body it shows
+and the ``seq`` the body is stored under in ``content_blobs``; a session's trail
+is then one range scan, readable by ``sqlite3`` or ``psql`` as any table is.
 
 It is derived, never a source of truth: written from the chain's entries in the
-transaction that stores them (the SQLite backend's :func:`~overt.ledger.feeder.store`),
-filled from the chain by the migration that created it, and checked against the
-chain by ``verify``, so an index altered behind the ledger's back is reported,
-not believed. It is in the audit tier: identifiers, digests and statuses only,
+transaction that stores them (by each backend's writer), filled from the chain
+by the migration that created it, pruned with the chain, guarded append-only
+like the other tables, and checked against the chain by ``verify``
+(:func:`check`), so an index altered behind the ledger's back is reported, not
+believed. It is in the audit tier: identifiers, digests and statuses only,
 never a body.
-
-A record is the tuple ``(kind, turn_id, session_id, at, *fields)``, the fields
-being :data:`TRAIL_FIELDS` of its kind, in that order (``None`` where the entry
-has none), stored in :mod:`marshal`'s format 4 (the format of Python 3.4 on,
-read by every later one). Not JSON: decoding 80,000 records, and the garbage
-collector's pass over the trail built from them, cost 45 ms more from JSON
-arrays (see benchmarks/README.md). Being derived, the index can always be
-written again from the chain.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import marshal
-from collections.abc import Iterable, Sequence
-from json.scanner import make_scanner
-from typing import Any, cast
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from overt.errors import LedgerError
+from overt.ledger.base import VerifyReport
+from overt.ledger.canonical import canonical_json
 
 TRAIL_FIELDS: dict[str, tuple[str, ...]] = {
     "turn.started": ("source", "model"),
@@ -50,43 +44,60 @@ TRAIL_FIELDS: dict[str, tuple[str, ...]] = {
     "approval.requested": ("request_id", "tool_call_id", "tool_name", "mode", "reason_code"),
     "approval.decided": ("request_id", "decision", "decided_by"),
 }
-"""The entry kinds a trail reads, and the fields of each its record keeps."""
+"""The entry kinds a trail reads, and the fields of each the index keeps."""
 
 TRAIL_KINDS = tuple(TRAIL_FIELDS)
 
 BODY_FIELDS = {"reasoning.step": "content_digest", "turn.started": "message_digest"}
 """The kinds whose body the trail shows (a step's text, a turn's message), and the
-field naming its digest."""
+field naming its digest (kept in the ``body_digest`` column)."""
 
-MARSHAL_VERSION = 4
+INTEGER_FIELDS = frozenset({"step_number"})
+REAL_FIELDS = frozenset({"tool_duration_ms"})
 
-IndexRow = tuple[str, int, int | None, bytes]
-"""(session_id or ``""``, seq, body key or ``None``, record), as inserted."""
+FIELD_COLUMNS: tuple[str, ...] = tuple(dict.fromkeys(
+    f for fields in TRAIL_FIELDS.values() for f in fields if f != "content_digest"))
+"""One column per field the trail reads (a step's ``content_digest`` is ``body_digest``)."""
 
-# Entry data is canonical JSON the ledger wrote: the decoder's C scanner reads it
-# without json.loads' wrappers (see overt.reasoning.trail).
-_scan = make_scanner(cast(Any, json.JSONDecoder()))
+KEY_COLUMNS = ("session_id", "seq", "turn_id", "kind", "at", "body_digest", "body_seq")
+COLUMNS = KEY_COLUMNS + FIELD_COLUMNS
+"""The table's columns, in the order an :data:`IndexRow` holds them."""
+
+READ_COLUMNS = ("seq", "kind", "turn_id", "session_id", "at", "body_digest", *FIELD_COLUMNS)
+"""What a trail reads of each row, in order (then the body itself)."""
+
+POSITION = {name: i for i, name in enumerate(READ_COLUMNS)}
+"""Where each column is in a :data:`~overt.ledger.base.TrailRow`."""
+
+IndexRow = tuple[Any, ...]
+"""One row as inserted: values of :data:`COLUMNS` (a session of none is ``""``)."""
+
+_PICK = {kind: tuple(f if f in fields else None for f in FIELD_COLUMNS)
+         for kind, fields in TRAIL_FIELDS.items()}
 
 
-def fields(kind: str, turn_id: str, session_id: str | None, at: str,
-           data: dict[str, Any]) -> tuple[Any, ...]:
-    """What the index keeps of one entry of a trail kind."""
-    return (kind, turn_id, session_id, at, *[data.get(f) for f in TRAIL_FIELDS[kind]])
+def table_sql(*, postgres: bool) -> str:
+    """``CREATE TABLE trail_index``, typed for the backend."""
+    integer = "BIGINT" if postgres else "INTEGER"
+    real = "DOUBLE PRECISION" if postgres else "REAL"
+    fields = "".join(
+        f",\n    {c} {integer if c in INTEGER_FIELDS else real if c in REAL_FIELDS else 'TEXT'}"
+        for c in FIELD_COLUMNS)
+    return (f"CREATE TABLE trail_index (\n    session_id TEXT NOT NULL,\n"
+            f"    seq {integer} NOT NULL,\n    turn_id TEXT NOT NULL,\n    kind TEXT NOT NULL,\n"
+            f"    at TEXT NOT NULL,\n    body_digest TEXT,\n    body_seq {integer}{fields},\n"
+            f"    PRIMARY KEY (session_id, seq)\n){'' if postgres else ' WITHOUT ROWID'};\n")
 
 
-def record(kind: str, turn_id: str, session_id: str | None, at: str,
-           data: dict[str, Any]) -> bytes:
-    """The index record of one entry of a trail kind, as stored."""
-    return marshal.dumps(fields(kind, turn_id, session_id, at, data), MARSHAL_VERSION)
-
-
-def read(blob: bytes) -> tuple[Any, ...] | None:
-    """A stored record; ``None`` if it is not one (written by hand)."""
-    try:
-        value = marshal.loads(blob)
-    except (EOFError, ValueError, TypeError):
-        return None
-    return value if isinstance(value, tuple) else None
+def _value(field: str, value: Any) -> Any:
+    """A field as its column holds it: numbers in the number columns, text elsewhere."""
+    if field in INTEGER_FIELDS:
+        return value if value.__class__ is int else None
+    if field in REAL_FIELDS:
+        return float(value) if value.__class__ in (int, float) else None
+    if value is None or value.__class__ is str:
+        return value
+    return canonical_json(value)
 
 
 def decode(data_json: str, seq: int | None = None) -> dict[str, Any]:
@@ -96,71 +107,86 @@ def decode(data_json: str, seq: int | None = None) -> dict[str, Any]:
         LedgerError: it is not a JSON object (written by hand), naming entry ``seq``.
     """
     try:
-        value = _scan(data_json, 0)[0]
-    except (StopIteration, TypeError, ValueError):
-        value = None
-    if isinstance(value, dict):
-        return value
-    try:
-        json.loads(data_json)  # the decoder's own words for what is wrong
+        value = json.loads(data_json)
     except (TypeError, ValueError) as exc:
         raise LedgerError(f"entry {seq}'s data is not JSON: {exc}") from exc
-    raise LedgerError(f"entry {seq}'s data is not a JSON object")
+    if not isinstance(value, dict):
+        raise LedgerError(f"entry {seq}'s data is not a JSON object")
+    return value
+
+
+def index_row(seq: int, kind: str, at: str, turn_id: str, session_id: str | None,
+              data: dict[str, Any], body_seq: int | None) -> IndexRow:
+    """One entry's index row, as inserted."""
+    body = BODY_FIELDS.get(kind)
+    digest = data.get(body) if body is not None else None
+    return (session_id or "", seq, turn_id, kind, at,
+            digest if digest.__class__ is str else None, body_seq,
+            *[None if f is None else _value(f, data.get(f)) for f in _PICK[kind]])
 
 
 def index_rows(entries: Iterable[Sequence[Any]],
-               contents: Iterable[Sequence[Any]] | None) -> list[IndexRow]:
+               body_seqs: dict[str, int]) -> list[IndexRow]:
     """The index rows of a batch: ``entries`` as stored (seq, id, kind, at, turn_id,
-    session_id, data, prev_hash, hash), ``contents`` the bodies stored with them
-    (key, seq, digest, body, created_at), whose keys the rows point at."""
+    session_id, data JSON, ...) and the seq each body stored with them is under.
+
+    Raises:
+        LedgerError: an entry's data is not a JSON object.
+    """
     rows: list[IndexRow] = []
-    keys: dict[str, int] | None = None  # digest -> key, once a body is looked for
     for seq, _id, kind, at, turn_id, session_id, data_json, *_ in entries:
         if kind not in TRAIL_FIELDS or turn_id is None:
             continue
         data = decode(data_json, seq)
         body = BODY_FIELDS.get(kind)
         digest = data.get(body) if body is not None else None
-        key = None
-        if digest and contents:
-            if keys is None:
-                keys = {c[2]: c[0] for c in contents}
-            key = keys.get(digest)
-        rows.append(index_row(seq, kind, at, turn_id, session_id, data, key))
+        rows.append(index_row(seq, kind, at, turn_id, session_id, data,
+                              body_seqs.get(digest) if digest.__class__ is str else None))
     return rows
 
 
-def index_row(seq: int, kind: str, at: str, turn_id: str, session_id: str | None,
-              data: dict[str, Any], body_key: int | None) -> IndexRow:
-    """One entry's index row, as inserted (a session of none keyed ``""``)."""
-    return session_id or "", seq, body_key, record(kind, turn_id, session_id, at, data)
-
-
-def check(rows: Iterable[Sequence[Any]], held: int) -> tuple[int | None, str] | None:
+def check(rows: Iterable[Sequence[Any]], held: int,
+          pruned_through: int) -> tuple[int | None, str] | None:
     """What is wrong with the index, if anything: ``(seq, problem)`` for the first
     entry it does not match, ``(None, problem)`` for rows no entry accounts for.
 
     ``rows``: each entry the index should hold, in ``seq`` order, as (seq, kind,
-    at, turn_id, session_id, data, the index's record, its body key, the digest
-    of the body under that key, whether the index holds a row for it); ``held``:
-    the rows the index holds. A body key with no body under it is a body pruned
-    (the trail shows none); one under which another body is stored is wrong.
+    at, turn_id, session_id, data JSON, the seq its body is found under in the
+    content tier or ``None``, then the index's row for it in :data:`COLUMNS`
+    order, all ``None`` when it has none); ``held``: the rows the index holds;
+    ``pruned_through``: the last seq a recorded prune removed. The index must say
+    what the entry says, and show the body the entry names where it is stored (a
+    body pointed to and gone is accounted for only by a prune).
     """
     present = 0
-    for seq, kind, at, turn_id, session_id, data_json, blob, key, digest, found in rows:
-        if not found:
+    width = len(COLUMNS)
+    for seq, kind, at, turn_id, session_id, data_json, found_seq, *indexed in rows:
+        if indexed[1] is None:
             return seq, f"the trail index lacks entry {seq}"
         present += 1
         try:
             data = decode(data_json, seq)
         except LedgerError as exc:
             return seq, str(exc)
-        if read(blob) != fields(kind, turn_id, session_id, at, data):
-            return seq, f"the trail index's record of entry {seq} does not match the entry"
-        body = BODY_FIELDS.get(kind)
-        if key is not None and digest is not None and (
-                body is None or digest != data.get(body)):
-            return seq, f"the trail index points entry {seq} at another entry's body"
+        body_seq = indexed[6]
+        expected = index_row(seq, kind, at, turn_id, session_id, data, body_seq)
+        if tuple(indexed[:width]) != expected:
+            return seq, f"the trail index's row of entry {seq} does not match the entry"
+        if body_seq != found_seq and not (found_seq is None and body_seq is not None
+                                          and body_seq <= pruned_through):
+            return seq, f"the trail index points entry {seq} at another body than its own"
     if held != present:
-        return None, (f"the trail index holds {held - present} rows no entry accounts for")
+        return None, f"the trail index holds {held - present} rows no entry accounts for"
     return None
+
+
+def verified(report: VerifyReport, conn: Any, check_statement: str,
+             anchors: Mapping[int, str]) -> VerifyReport:
+    """``report``, failed if the index does not match the chain, read on ``conn``
+    (either backend's) by ``check_statement`` (:func:`overt.ledger.sql.trail_index_check`)."""
+    held = conn.execute("SELECT count(*) FROM trail_index").fetchone()[0]
+    found = check(conn.execute(check_statement), int(held), max(anchors, default=0))
+    if found is None:
+        return report
+    seq, problem = found
+    return dataclasses.replace(report, ok=False, bad_seq=seq, problem=problem, index_bad=True)

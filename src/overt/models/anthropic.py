@@ -41,7 +41,7 @@ from typing import Any
 
 from overt.errors import ConfigError, ExtraMissingError, ModelError, ModelOutputError, UsageError
 from overt.models.anthropic_wire import ReplayStore, WireReply, from_wire, to_wire
-from overt.models.resolve import ModelOptions
+from overt.models.options import ModelOptions
 from overt.types import ModelRequest, ModelResponse, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"

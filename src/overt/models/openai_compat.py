@@ -58,8 +58,8 @@ from urllib.parse import urlsplit
 
 from overt.errors import ConfigError, ExtraMissingError, ModelError, ModelOutputError, UsageError
 from overt.ids import new_ulid
+from overt.models.options import ModelOptions
 from overt.models.qwen_chat import answer_messages, has_tool_results
-from overt.models.resolve import ModelOptions
 from overt.models.toolcall_parse import parse_tool_calls, split_reasoning
 from overt.tools.shapes import to_openai
 from overt.types import Message, ModelRequest, ModelResponse, ToolCall, Usage

@@ -9,28 +9,12 @@ ready :class:`~overt.models.base.Model`, addressed by its ``name``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 from overt.errors import UsageError
 from overt.models.base import Model
-
-Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True, slots=True)
-class ModelOptions:
-    """What a provider may need to build a model."""
-
-    cache_dir: str | Path | None = None
-    progress: Progress | None = None
-    # Each provider's settings by scheme (API keys, base URLs, timeouts), from config.
-    provider_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-
-    def settings(self, scheme: str) -> Mapping[str, Any]:
-        """The settings of the provider of ``scheme`` (empty if none were given)."""
-        return self.provider_settings.get(scheme, {})
+from overt.models.options import ModelOptions
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,14 +10,14 @@ next to what the call did and who let it through.
 from __future__ import annotations
 
 import gc
-import marshal
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from overt.errors import LedgerError, UsageError
+from overt.errors import UsageError
 from overt.events import REASONING_PHASES
 from overt.ledger.base import Ledger, TrailRow
+from overt.ledger.trail_index import POSITION
 
 
 class Step(NamedTuple):
@@ -193,32 +193,31 @@ async def build_trail(ledger: Ledger, *, session_id: str | None = None,
 
 
 _PHASES = {phase: phase for phase in REASONING_PHASES}
+_P = POSITION
+_STEP = tuple(_P[c] for c in ("step_id", "step_number", "phase", "body_digest",
+                               "tool_call_id", "policy_decision_id", "approval_request_id"))
+_CALL = tuple(_P[c] for c in ("tool_call_id", "tool_name", "tool_status", "tool_duration_ms",
+                               "reason_code", "exc_type"))
+_PHASE, _SOURCE, _MODEL, _STATUS = _P["phase"], _P["source"], _P["model"], _P["status"]
 
 
 def assemble(rows: list[TrailRow], keep: frozenset[str] | None = None) -> list[TurnTrail]:
     """Turns from trail rows (see :data:`~overt.ledger.base.TrailRow`), in ``seq`` order.
 
-    The hot loop of a trail: a record is decoded straight into its named tuple
+    The hot loop of a trail: a row's columns go straight into its named tuple
     (``tuple.__new__``: a named tuple's own ``__new__`` is Python code), the turn
     looked up only when it changes, and the strings many records repeat (a
     commit's time, a phase) shared, not held once per record: fewer objects for
     the garbage collector to walk once the trail is built.
-
-    Raises:
-        LedgerError: a record that is not one (the index was written by hand).
     """
     turns: dict[str, TurnTrail] = {}
-    loads, new, phases = marshal.loads, tuple.__new__, _PHASES
+    new, phases = tuple.__new__, _PHASES
+    step_at, call_at = _STEP, _CALL
     current: str | None = None
     last_at = ""
     turn = TurnTrail("", None, "")
-    for seq, blob, body in rows:
-        try:
-            r = loads(blob)
-        except (EOFError, ValueError, TypeError) as exc:
-            raise LedgerError(f"the trail record of entry {seq} cannot be read ({exc}); "
-                              "`overt ledger verify` tells what else is wrong") from exc
-        kind, turn_id, at = r[0], r[1], r[3]
+    for r in rows:
+        seq, kind, turn_id, at = r[0], r[1], r[2], r[4]
         if at == last_at:
             at = last_at
         else:
@@ -227,39 +226,45 @@ def assemble(rows: list[TrailRow], keep: frozenset[str] | None = None) -> list[T
             current = turn_id
             found = turns.get(turn_id)
             if found is None:
-                found = turns[turn_id] = TurnTrail(turn_id, r[2], at)
+                found = turns[turn_id] = TurnTrail(turn_id, r[3] or None, at)
             turn = found
         if kind == "reasoning.step":
-            # (kind, turn, session, at, step_id, number, phase, digest, call, decision, request)
-            if keep is None or r[6] in keep:
-                turn.steps.append(new(Step, (seq, at, r[4], r[5], phases.get(r[6], r[6]), body,
-                                             r[7], r[8], r[9], r[10])))
+            phase = r[_PHASE]
+            if keep is None or phase in keep:
+                i, n, _, d, c, p, a = step_at
+                turn.steps.append(new(Step, (seq, at, r[i], r[n], phases.get(phase, phase),
+                                             r[-1], r[d], r[c], r[p], r[a])))
         elif kind == "tool_call.completed":
-            turn.tool_calls.append(new(ToolCallRecord, (seq, at, *r[4:10])))
+            turn.tool_calls.append(new(ToolCallRecord, (seq, at, *[r[i] for i in call_at])))
         elif kind == "turn.started":
-            turn.started_at, turn.source, turn.model, turn.message = at, r[4], r[5], body
+            turn.started_at, turn.source, turn.model, turn.message = (
+                at, r[_SOURCE], r[_MODEL], r[-1])
         elif kind == "turn.completed":
-            turn.status, turn.completed_at, turn.paused_on = r[4], at, None
+            turn.status, turn.completed_at, turn.paused_on = r[_STATUS], at, None
         else:
             _approval_record(turn, seq, at, kind, r)
     return list(turns.values())
 
 
 def _approval_record(turn: TurnTrail, seq: int, at: str, kind: str,
-                     r: tuple[Any, ...]) -> None:
-    """The records of the approval path (fields in
-    :data:`~overt.ledger.trail_index.TRAIL_FIELDS` order)."""
+                     r: Sequence[Any]) -> None:
+    """The records of the approval path (columns named in
+    :data:`~overt.ledger.trail_index.POSITION`)."""
+    p = _P
     if kind == "policy.decision":
         turn.decisions = (*turn.decisions, DecisionRecord(
-            seq, at, r[4], r[5], r[6], r[7], r[8], r[9] or "", r[10] or ""))
+            seq, at, r[p["decision_id"]], r[p["tool_call_id"]], r[p["tool_name"]],
+            r[p["effect"]], r[p["reason_code"]], r[p["message"]] or "", r[p["rule"]] or ""))
     elif kind == "approval.requested":
-        turn.approvals = (*turn.approvals,
-                          ApprovalRecord(seq, at, r[4], r[5], r[6], r[7], r[8]))
+        turn.approvals = (*turn.approvals, ApprovalRecord(
+            seq, at, r[p["request_id"]], r[p["tool_call_id"]], r[p["tool_name"]],
+            r[p["mode"]], r[p["reason_code"]]))
     elif kind == "approval.decided":
+        request = r[p["request_id"]]
         turn.approvals = tuple(
-            a._replace(decision=r[5], decided_by=r[6], decided_at=at) if a.request_id == r[4]
-            else a for a in turn.approvals)
+            a._replace(decision=r[p["decision"]], decided_by=r[p["decided_by"]], decided_at=at)
+            if a.request_id == request else a for a in turn.approvals)
     elif kind == "turn.paused":
-        turn.paused_on = r[4]
+        turn.paused_on = r[p["request_id"]]
     elif kind == "turn.resumed":
         turn.paused_on = None

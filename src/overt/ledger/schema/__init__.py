@@ -1,1 +1,23 @@
-"""Numbered migrations, one module per backend, with the same meaning on both."""
+"""Numbered migrations, one module per backend, with the same numbers and meaning on both.
+
+:data:`NAMES` is the one list of what each version does; each backend's module
+pairs a version with the statements that do it there (a step that the other
+backend's layout already satisfies is recorded, and changes nothing). Ledgers
+written before the two lists were one are renumbered on open
+(:func:`overt.ledger.schema.sqlite.renumber`; PostgreSQL's numbers were already
+these).
+"""
+
+NAMES: dict[int, str] = {
+    1: "initial: audit_log chain, content_blobs, append-only guards, views",
+    2: "failures index counts plugin failures (hook.error)",
+    3: "once-only entries: one per (kind, claim)",
+    4: "reasoning steps: index by phase and time, reasoning_steps view",
+    5: "memory: nodes, links, full-text search",
+    6: "indexes that append: kind and time without the high-volume kinds, steps by time",
+    7: "memory search by actor: each actor's nodes together in the index",
+    8: "memory search ranks without per-node lengths (SQLite's index; PostgreSQL's already)",
+    9: "content keyed so a commit appends to one page (SQLite: seq << 20 | n)",
+    10: "prunes only through the sealed path: no row or session setting opens a guard",
+    11: "trail index in plain columns: each session's trail entries together",
+}

@@ -6,12 +6,17 @@ chain hashes its exact bytes (``jsonb`` would reorder and reformat them), and
 queries read fields through ``data::json``. Append-only is enforced by a
 trigger function on every ledger table, for every role, plus a ``TRUNCATE``
 guard. A prune deletes through the ``overt_prune`` function (migration 10),
-owned by the ledger's owner role; no session setting opens a guard.
+owned by the ledger's owner role; no session setting opens a guard. Migrations
+8 and 9 change SQLite's storage layout; PostgreSQL's already had their shape, so
+here they are recorded and change nothing.
 """
 
 from __future__ import annotations
 
-from overt.ledger.schema import memory, memory_search
+from collections.abc import Callable
+from typing import Any
+
+from overt.ledger.schema import NAMES, memory, memory_search
 from overt.ledger.sql import (
     POSTGRES,
     appending_indexes,
@@ -19,7 +24,9 @@ from overt.ledger.sql import (
     failure_condition,
     reasoning_phase_index,
     reasoning_steps_view,
+    trail_index_fill,
 )
+from overt.ledger.trail_index import COLUMNS, decode, index_row, table_sql
 
 FUNCTIONS = """
 CREATE OR REPLACE FUNCTION overt_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -179,20 +186,55 @@ END $$;
 REVOKE ALL ON FUNCTION overt_prune(bigint) FROM PUBLIC;
 """
 
+# The trail index (see overt.ledger.trail_index), filled from the chain by FILLS[11];
+# overt_prune deletes its rows with the entries they index.
+_TRAIL_INDEX_V11 = table_sql(postgres=True) + _guard("trail_index", gated=True) + """
+CREATE OR REPLACE FUNCTION overt_prune(through bigint) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+    head_kind text;
+    removed bigint;
+BEGIN
+    SELECT kind INTO head_kind FROM audit_log ORDER BY seq DESC LIMIT 1;
+    IF head_kind IS DISTINCT FROM 'ledger.pruned' OR overt_sealed_through() <> through THEN
+        RAISE EXCEPTION 'overt_prune: no sealed prune record at the head for seq %', through
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    DELETE FROM content_blobs WHERE seq <= through;
+    DELETE FROM trail_index WHERE seq <= through;
+    DELETE FROM audit_log WHERE seq <= through;
+    GET DIAGNOSTICS removed = ROW_COUNT;
+    RETURN removed;
+END $$;
+REVOKE ALL ON FUNCTION overt_prune(bigint) FROM PUBLIC;
+"""
+
+
+def fill_trail_index(conn: Any) -> None:
+    """Index the trail entries already in the chain (migration 11)."""
+    rows = conn.execute(trail_index_fill(POSTGRES)).fetchall()
+    with conn.cursor() as cur, cur.copy(COPY_TRAIL_INDEX) as copy:
+        for seq, kind, at, turn_id, session_id, data, body_seq in rows:
+            copy.write_row(index_row(seq, kind, at, turn_id, session_id, decode(data, seq),
+                                     body_seq))
+
+
+COPY_TRAIL_INDEX = f"COPY trail_index ({', '.join(COLUMNS)}) FROM STDIN"
+
 MIGRATIONS: list[tuple[int, str, str]] = [
-    (1, "initial: audit_log chain, content_blobs, append-only guards, views", _INITIAL),
-    (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
-    (3, "once-only entries: one per (kind, claim)", _CLAIMS_V3),
-    (4, "reasoning steps: index by phase and time, reasoning_steps view", _REASONING_V4),
-    (5, "memory: nodes, links, full-text search",
-     memory.postgres(lambda t: _guard(t, gated=False))),
-    (6, "indexes that append: kind and time without the high-volume kinds, steps by time",
-     _APPENDING_INDEXES_V6),
-    (7, "memory search by actor: each actor's nodes together in the index",
-     memory_search.postgres()),
-    (8, "memory search ranks without per-node lengths (SQLite's index; nothing changes here)",
-     "SELECT 1"),
-    (9, "content keyed seq << 20 | n (SQLite's table; nothing changes here)", "SELECT 1"),
-    (10, "no session setting opens the guards: prune through overt_prune (SECURITY DEFINER)",
-     _SEALED_PRUNE_V10),
-]
+    (version, NAMES[version], script) for version, script in (
+        (1, _INITIAL),
+        (2, _FAILURES_V2),
+        (3, _CLAIMS_V3),
+        (4, _REASONING_V4),
+        (5, memory.postgres(lambda t: _guard(t, gated=False))),
+        (6, _APPENDING_INDEXES_V6),
+        (7, memory_search.postgres()),
+        (8, "SELECT 1"),
+        (9, "SELECT 1"),
+        (10, _SEALED_PRUNE_V10),
+        (11, _TRAIL_INDEX_V11),
+    )]
+
+FILLS: dict[int, Callable[[Any], None]] = {11: fill_trail_index}
+"""Python steps of a migration, run after its SQL in the same transaction."""

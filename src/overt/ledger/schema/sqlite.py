@@ -6,7 +6,7 @@ by triggers: an ``UPDATE`` or ``DELETE`` on any ledger table is aborted by the
 database itself, whatever code issues it. The one exception is a prune: inside
 its transaction (:func:`pruning`) it drops the delete guards of the tables it
 prunes, deletes through the sealed seq and creates the guards again before
-committing: no row in any table switches a guard off (migration 11 removed the
+committing: no row in any table switches a guard off (migration 10 removed the
 ``overt_prune_gate`` table a single INSERT could open), only DDL inside the
 prune's own transaction does, and a transaction that fails takes its DDL back.
 """
@@ -16,19 +16,19 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from overt.ledger.schema import memory, memory_search
+from overt.ledger.schema import NAMES, memory, memory_search
 from overt.ledger.sql import (
     CONTENT_KEY_SHIFT,
-    INSERT_TRAIL_INDEX,
     SQLITE,
-    TRAIL_INDEX_FILL,
     appending_indexes,
     claims_index,
     failure_condition,
+    insert_trail_index,
     reasoning_phase_index,
     reasoning_steps_view,
+    trail_index_fill,
 )
-from overt.ledger.trail_index import decode, index_row
+from overt.ledger.trail_index import decode, index_row, table_sql
 
 APPEND_ONLY = "overt ledger is append-only"
 
@@ -164,35 +164,29 @@ DROP TABLE content_blobs;
 ALTER TABLE content_blobs_keyed RENAME TO content_blobs;
 """ + _no_update("content_blobs") + _no_delete("content_blobs", gated=True)
 
-# The trail index (see overt.ledger.trail_index): a session's trail records together,
-# filled from the chain by FILLS[10].
-_TRAIL_INDEX_V10 = """
-CREATE TABLE trail_index (
-    session_id TEXT NOT NULL,
-    seq        INTEGER NOT NULL,
-    body_key   INTEGER,
-    record     BLOB NOT NULL,
-    PRIMARY KEY (session_id, seq)
-) WITHOUT ROWID;
-""" + _no_update("trail_index") + _no_delete("trail_index", gated=True)
-
-
-def _fill_trail_index(conn: sqlite3.Connection) -> None:
-    """Index the trail entries already in the chain (migration 10)."""
-    cursor = conn.execute(TRAIL_INDEX_FILL)
-    while rows := cursor.fetchmany(10_000):
-        conn.executemany(INSERT_TRAIL_INDEX, [
-            index_row(seq, kind, at, turn_id, session_id, decode(data, seq), key)
-            for seq, _id, kind, at, turn_id, session_id, data, key in rows])
-
-
 PRUNED_TABLES = ("content_blobs", "trail_index", "audit_log")
 """The tables a prune deletes from, in the order it deletes."""
 
-_NO_GATE_V11 = "".join(f"DROP TRIGGER IF EXISTS {t}_no_delete;\n" for t in PRUNED_TABLES) + """
+# Migration 10 (11 in SQLite's numbering before both backends shared one): no row
+# switches a delete guard off; the guards of the trail index come with its table (11).
+_NO_GATE_V10 = "".join(f"DROP TRIGGER IF EXISTS {t}_no_delete;\n" for t in PRUNED_TABLES) + """
 DROP TRIGGER IF EXISTS overt_prune_gate_no_update;
 DROP TABLE IF EXISTS overt_prune_gate;
-""" + "".join(_no_delete(t, gated=False) for t in PRUNED_TABLES)
+""" + _no_delete("content_blobs", gated=False) + _no_delete("audit_log", gated=False)
+
+# The trail index (see overt.ledger.trail_index) in plain columns, filled from the
+# chain by FILLS[11]; it replaces the table of marshalled records SQLite kept before.
+_TRAIL_INDEX_V11 = ("DROP TABLE IF EXISTS trail_index;\n" + table_sql(postgres=False)
+                    + _append_only("trail_index"))
+
+
+def fill_trail_index(conn: sqlite3.Connection) -> None:
+    """Index the trail entries already in the chain (migration 11)."""
+    cursor = conn.execute(trail_index_fill(SQLITE))
+    while rows := cursor.fetchmany(10_000):
+        conn.executemany(insert_trail_index(SQLITE), [
+            index_row(seq, kind, at, turn_id, session_id, decode(data, seq), body_seq)
+            for seq, kind, at, turn_id, session_id, data, body_seq in rows])
 
 
 def lift_delete_guards(conn: sqlite3.Connection) -> None:
@@ -208,25 +202,44 @@ def restore_delete_guards(conn: sqlite3.Connection) -> None:
         conn.execute(_no_delete(table, gated=False))
 
 
-MIGRATIONS: list[tuple[int, str, str]] = [
-    (1, "initial: audit_log chain, content_blobs, prune gate, views", _INITIAL),
-    (2, "failures index counts plugin failures (hook.error)", _FAILURES_V2),
-    (3, "once-only entries: one per (kind, claim)", _CLAIMS_V3),
-    (4, "reasoning steps: index by phase and time, reasoning_steps view", _REASONING_V4),
-    (5, "memory: nodes, links, full-text search",
-     memory.sqlite(_append_only)),
-    (6, "indexes that append: kind and time without the high-volume kinds, steps by time",
-     _APPENDING_INDEXES_V6),
-    (7, "memory search by actor: each actor's nodes together in the index",
-     memory_search.sqlite(_append_only)),
-    (8, "memory search ranks without per-node lengths (bm25 reads no docsize)",
-     memory_search.sqlite_v8()),
-    (9, "content keyed seq << 20 | n: a commit appends to one page", _CONTENT_KEYED_V9),
-    (10, "trail index: each session's trail records together, bodies by key",
-     _TRAIL_INDEX_V10),
-    (11, "no prune gate: delete guards always abort; a prune lifts them in its transaction",
-     _NO_GATE_V11),
-]
+def renumber(conn: sqlite3.Connection) -> None:
+    """Bring ``overt_migrations`` of a ledger written before both backends shared one
+    numbering to the shared one (the caller holds a write transaction).
 
-FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {10: _fill_trail_index}
+    SQLite's 10 was a trail index of marshalled records, replaced by migration 11;
+    its 11 (no prune gate) is now 10. The table is append-only: its guards are
+    lifted and restored inside the transaction, as a prune does.
+    """
+    rows = dict(conn.execute("SELECT version, name FROM overt_migrations WHERE version >= 10"))
+    if not rows.get(10, "").startswith("trail index: each session's trail records together"):
+        return
+    applied = conn.execute("SELECT applied_at FROM overt_migrations WHERE version = 11"
+                           ).fetchone()
+    conn.execute("DROP TRIGGER overt_migrations_no_update")
+    conn.execute("DROP TRIGGER overt_migrations_no_delete")
+    conn.execute("DELETE FROM overt_migrations WHERE version >= 10")
+    if applied is not None:
+        conn.execute("INSERT INTO overt_migrations VALUES (?, ?, ?)",
+                     (10, NAMES[10], applied[0]))
+    for statement in (_no_update("overt_migrations"), _no_delete("overt_migrations",
+                                                                gated=False)):
+        conn.execute(statement)
+
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (version, NAMES[version], script) for version, script in (
+        (1, _INITIAL),
+        (2, _FAILURES_V2),
+        (3, _CLAIMS_V3),
+        (4, _REASONING_V4),
+        (5, memory.sqlite(_append_only)),
+        (6, _APPENDING_INDEXES_V6),
+        (7, memory_search.sqlite(_append_only)),
+        (8, memory_search.sqlite_v8()),
+        (9, _CONTENT_KEYED_V9),
+        (10, _NO_GATE_V10),
+        (11, _TRAIL_INDEX_V11),
+    )]
+
+FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {11: fill_trail_index}
 """Python steps of a migration, run after its SQL in the same transaction."""

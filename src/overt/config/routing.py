@@ -7,7 +7,7 @@ hand composes the same pieces itself (:class:`~overt.models.fallback.FallbackMod
 
 from __future__ import annotations
 
-from overt.config import Config
+from overt.config.values import Config
 from overt.hooks.manager import PluginHost
 from overt.hooks.router import NAME as ROUTER
 from overt.hooks.router import RouterPlugin

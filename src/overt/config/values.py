@@ -113,7 +113,7 @@ class Config:
 
     ``providers`` holds each model provider's settings by scheme
     (``{"anthropic": {"api_key": ..., "base_url": ...}, "openai": {...}}``);
-    providers read them from :class:`overt.models.resolve.ModelOptions`, never
+    providers read them from :class:`overt.models.options.ModelOptions`, never
     from the environment.
     """
 
@@ -204,7 +204,7 @@ class Config:
     def from_env(cls, env: Mapping[str, str] | None = None, *,
                  file: Mapping[str, object] | None = None, **overrides: object) -> Config:
         """Build from ``OVERT_*`` variables (entry points only) over ``file``'s values
-        (a config file's, see :mod:`overt.config_file`); ``overrides`` win when not None.
+        (a config file's, see :mod:`overt.config.file`); ``overrides`` win when not None.
 
         ``OVERT_DB``, ``OVERT_MODEL``, ``OVERT_ROUTE``, ``OVERT_OPERATOR``, ``OVERT_TRANSCRIPT``,
         ``OVERT_SYSTEM_PROMPT``, ``OVERT_MAX_TOOL_CALLS``, ``OVERT_TOOL_TIMEOUT_S``,

@@ -1,7 +1,7 @@
 """The shape of ``overt.toml``: pydantic models (unknown keys are errors) and the
 cross-references a schema cannot check (a route naming a model that does not exist).
 
-Values here are what the file says; :mod:`overt.config_file` turns them into a
+Values here are what the file says; :mod:`overt.config.file` turns them into a
 :class:`overt.config.Config` with the environment and the command line over them.
 """
 

@@ -24,9 +24,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from overt.channels.settings import EmailSettings, SlackSettings
-from overt.config import Budget, Config, ModelAlias, PolicySettings, Route
-from overt.config_lines import key_lines, line_of
-from overt.config_schema import (
+from overt.config.lines import key_lines, line_of
+from overt.config.schema import (
     BudgetFile,
     ConfigFile,
     Loc,
@@ -36,6 +35,7 @@ from overt.config_schema import (
     allowed_keys,
     reference_problems,
 )
+from overt.config.values import Budget, Config, ModelAlias, PolicySettings, Route
 from overt.errors import ConfigError
 from overt.memory.kinds import MemoryKinds
 from overt.models.router import EscalationRule

@@ -1,0 +1,251 @@
+"""The Live page: turns from every channel as they are recorded, pushed over SSE.
+
+One :class:`LiveHub` per server follows the ledger for every open page: it
+reads the entries appended past the last it saw (``seq >``), and hands each
+batch to the pages' queues. It is woken at once by this process's appends
+(:attr:`Ledger.appended`); another process's (``overt approvals approve`` in a
+terminal, another worker) are read within :attr:`LiveHub.ceiling_s`. It runs
+while at least one page is open, and stops with the last.
+
+A page's stream first sends the newest turns it may see (so a reconnect
+starts from a true picture), then, for each batch, each turn it touched,
+re-rendered: a turn already on the page replaces itself (``hx-swap-oob``), a new
+one goes on top. A turn folded from its entries is shared by every page (one
+read per turn per batch, not one per page).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from overt.errors import OvertError
+from overt.ledger.base import Entry, Ledger
+from overt.ledger.chain import ENTRY_COLUMNS, row_to_entry
+from overt.ledger.notify import Backoff
+from overt.sessions.access import SessionAccess
+from overt.web.auth import Login
+from overt.web.render import fragment, page
+from overt.web.turns import TurnView, fold
+from overt.web.viewer import Viewer
+
+log = logging.getLogger("overt.web.live")
+
+RECENT_TURNS = 40
+BATCH = 1000
+KEEPALIVE_S = 15.0
+STREAM_LIFETIME_S = 900.0
+CACHE = 2048
+BACKLOG = 256
+"""Batches a page may fall behind by before it is reset instead."""
+
+
+def sse_event(event: str, data: str) -> str:
+    """One SSE event; each line of ``data`` its own ``data:`` field."""
+    lines = "\n".join(f"data: {line}" for line in data.splitlines() or [""])
+    return f"event: {event}\n{lines}\n\n"
+
+
+def _hand(queue: asyncio.Queue[list[Entry]], batch: list[Entry]) -> None:
+    """Queue ``batch`` for a page; a page too far behind (its connection stalled) is
+    handed one empty batch instead of all it missed: it then starts again from what
+    is recorded (a reset), as on a reconnect."""
+    try:
+        queue.put_nowait(batch)
+    except asyncio.QueueFull:
+        while not queue.empty():
+            queue.get_nowait()
+        queue.put_nowait([])
+
+
+class LiveHub:
+    """Follows the ledger for the open pages of one server (see the module docstring)."""
+
+    def __init__(self, ledger: Ledger, access: Callable[[], SessionAccess], *,
+                 ceiling_s: float = 0.5) -> None:
+        self.ledger, self.access, self.ceiling_s = ledger, access, ceiling_s
+        self._queues: set[asyncio.Queue[list[Entry]]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._views: OrderedDict[str, asyncio.Future[TurnView | None]] = OrderedDict()
+        self._owners: dict[str, str | None] = {}
+        self._bodies: OrderedDict[str, str | None] = OrderedDict()
+        self._placeholder = "?"
+
+    @property
+    def listeners(self) -> int:
+        return len(self._queues)
+
+    @asynccontextmanager
+    async def subscribe(self) -> AsyncIterator[asyncio.Queue[list[Entry]]]:
+        """A queue of the entry batches appended from now on, while the block runs."""
+        queue: asyncio.Queue[list[Entry]] = asyncio.Queue(BACKLOG)
+        self._queues.add(queue)
+        if self._task is None or self._task.done():
+            start = await self.head()
+            self._task = asyncio.get_running_loop().create_task(self._follow(start))
+        try:
+            yield queue
+        finally:
+            self._queues.discard(queue)
+            if not self._queues and self._task is not None:
+                self._task.cancel()
+                self._task = None
+                self._views.clear()
+
+    async def head(self) -> int:
+        rows = await self._select("SELECT max(seq) FROM audit_log", ())
+        return int(rows[0][0] or 0) if rows else 0
+
+    async def after(self, seq: int, limit: int = BATCH) -> list[Entry]:
+        """The entries appended past ``seq``, oldest first (at most ``limit``)."""
+        rows = await self._select(f"SELECT {ENTRY_COLUMNS} FROM audit_log WHERE seq > "
+                                  f"{self._ph()} ORDER BY seq LIMIT {int(limit)}", (seq,))
+        return [row_to_entry(r) for r in rows]
+
+    def _ph(self) -> str:
+        return "?" if getattr(self.ledger, "backend", "sqlite") == "sqlite" else "%s"
+
+    async def _select(self, statement: str, params: tuple[Any, ...]) -> list[Any]:
+        select = getattr(self.ledger, "select", None)
+        if select is None:
+            raise OvertError(f"{type(self.ledger).__name__} offers no reads: the cockpit "
+                             "needs the SQLite or PostgreSQL ledger")
+        rows: list[Any] = await select(statement, params)
+        return rows
+
+    async def _follow(self, last: int) -> None:
+        wait = Backoff(floor_s=0.05, ceiling_s=self.ceiling_s)
+        while True:
+            seen = self.ledger.appended.seq
+            try:
+                batch = await self.after(last)
+            except OvertError as exc:  # recorded in the log, and tried again
+                log.error("the live feed could not read the ledger: %s", exc)
+                batch = []
+            if batch:
+                last = batch[-1].seq
+                wait.reset()
+                for turn_id in {e.turn_id for e in batch if e.turn_id}:
+                    self._views.pop(turn_id, None)
+                for queue in self._queues:
+                    _hand(queue, batch)
+                continue
+            await self.ledger.appended.wait(seen, wait.next())
+
+    # -- shared reads ---------------------------------------------------------
+
+    async def turn(self, turn_id: str) -> TurnView | None:
+        """The turn folded from its entries (shared by every page until it changes,
+        while the hub follows the ledger)."""
+        if self._task is None:  # nobody follows the ledger: nothing would say it changed
+            return await self._fold(turn_id)
+        found = self._views.get(turn_id)
+        if found is None:
+            found = asyncio.ensure_future(self._fold(turn_id))
+            self._views[turn_id] = found
+            while len(self._views) > CACHE:
+                self._views.popitem(last=False)
+        return await asyncio.shield(found)
+
+    async def _fold(self, turn_id: str) -> TurnView | None:
+        return fold(await self.ledger.entries(turn_id=turn_id))
+
+    async def owner(self, session_id: str | None) -> str | None:
+        """Who started ``session_id`` (it never changes, so it is kept)."""
+        if session_id is None:
+            return None
+        if session_id not in self._owners:
+            self._owners[session_id] = await self.access().owner_of(session_id)
+        return self._owners[session_id]
+
+    async def body(self, digest: str | None, seq: int | None = None) -> str | None:
+        if not digest:
+            return None
+        if digest not in self._bodies:
+            self._bodies[digest] = await self.ledger.content(digest, seq=seq)
+            while len(self._bodies) > CACHE:
+                self._bodies.popitem(last=False)
+        return self._bodies[digest]
+
+    async def visible(self, viewer: Viewer, view: TurnView | None) -> bool:
+        return view is not None and viewer.sees_session(await self.owner(view.session_id))
+
+    async def recent(self, viewer: Viewer, limit: int = RECENT_TURNS) -> list[TurnView]:
+        """The newest turns ``viewer`` may see, newest first."""
+        found: list[TurnView] = []
+        for summary in await self.ledger.recent_turns(limit * 4 if not viewer.reads_any
+                                                      else limit):
+            view = await self.turn(summary.turn_id)
+            if view is not None and await self.visible(viewer, view):
+                found.append(view)
+            if len(found) >= limit:
+                break
+        return found
+
+    async def render(self, view: TurnView, viewer: Viewer, *, oob: bool = False) -> str:
+        """One turn's article for ``viewer`` (bodies only when it may read content)."""
+        message = reply = None
+        if viewer.reads_content:
+            message = await self.body(view.message_digest)
+            reply = await self.body(view.reply_digest, view.last_seq)
+        return fragment("_turn.html", turn=view, message=message, reply=reply, oob=oob,
+                        viewer=viewer)
+
+
+async def live_page(hub: LiveHub, request: Request, viewer: Viewer, login: Login) -> Response:
+    turns = [await hub.render(v, viewer) for v in await hub.recent(viewer)]
+    return page("live.html", viewer, login, active="live", turns=turns)
+
+
+async def live_stream(hub: LiveHub, request: Request, viewer: Viewer,
+                      login: Login) -> Response:
+    return StreamingResponse(_turn_events(hub, viewer), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+async def _turn_events(hub: LiveHub, viewer: Viewer) -> AsyncIterator[str]:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    yield "retry: 1000\n\n"
+    async with hub.subscribe() as queue:
+        known: set[str] = set()
+        reset = True
+        while loop.time() - started < STREAM_LIFETIME_S:
+            if reset:  # the start, or a page that fell behind: what is recorded now
+                shown = await hub.recent(viewer)
+                known = {v.turn_id for v in shown}
+                articles = "".join([await hub.render(v, viewer) for v in shown])
+                yield sse_event("turns",
+                                f'<div id="turns" hx-swap-oob="innerHTML">{articles}</div>')
+                reset = False
+            try:
+                batch = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+            while batch and not queue.empty():
+                more = queue.get_nowait()
+                batch = batch + more if more else []
+            if not batch:
+                reset = True
+                continue
+            parts = []
+            for turn_id in dict.fromkeys(e.turn_id for e in batch if e.turn_id):
+                view = await hub.turn(turn_id)
+                if view is None or not await hub.visible(viewer, view):
+                    continue
+                if turn_id in known:
+                    parts.append(await hub.render(view, viewer, oob=True))
+                else:
+                    known.add(turn_id)
+                    parts.append(f'<div hx-swap-oob="afterbegin:#turns">'
+                                 f'{await hub.render(view, viewer)}</div>')
+            if parts:
+                yield sse_event("turns", "".join(parts))

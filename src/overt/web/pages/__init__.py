@@ -1,0 +1,1 @@
+"""The cockpit's pages, one module each."""

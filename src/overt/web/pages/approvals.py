@@ -1,0 +1,163 @@
+"""The Approvals page: the calls the gate held, and deciding them.
+
+Listed as the API lists them (``approvals.read``; the requests of sessions the
+viewer may reach): the tool, the rule that held it and why, the time left, the
+arguments for a viewer that may read content. Approving or denying (a form
+with a reason, ``approvals.decide``, CSRF-checked) goes through the runtime as
+``POST /v1/approvals/{id}/approve`` does: the paused turn then answers, and the
+Live page shows it. The list is pushed again over SSE whenever an approval is
+requested or decided, here or in any process, so a decision taken elsewhere
+shows at once (a reason being typed survives the list being pushed again:
+``hx-preserve``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response, StreamingResponse
+
+from overt.errors import ApprovalError, NotFoundError
+from overt.policy.approvals import ApprovalRequest
+from overt.runtime import Runtime
+from overt.sessions.access import SessionAccess
+from overt.web.auth import Login
+from overt.web.live import KEEPALIVE_S, STREAM_LIFETIME_S, LiveHub, sse_event
+from overt.web.render import fragment, page
+from overt.web.viewer import APPROVALS_DECIDE, APPROVALS_READ, Viewer
+
+KINDS = ("approval.requested", "approval.decided", "turn.resumed")
+RECENT_DECIDED = 10
+MAX_REASON = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """One request as the page shows it."""
+
+    request: ApprovalRequest
+    rule: str
+    message: str
+    arguments: str | None
+    left: str
+
+
+def time_left(expires_at: str, now: datetime | None = None) -> str:
+    """``12m`` / ``3h 05m`` / ``expired``: how long a request still waits."""
+    try:
+        end = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
+    except ValueError:
+        return expires_at
+    seconds = int((end - (now or datetime.now(UTC))).total_seconds())
+    if seconds <= 0:
+        return "expired"
+    if seconds < 60:
+        return "under a minute"
+    hours, minutes = divmod(seconds // 60, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m"
+
+
+class Approvals:
+    def __init__(self, runtime: Runtime, hub: LiveHub) -> None:
+        self.runtime, self.hub = runtime, hub
+
+    @property
+    def access(self) -> SessionAccess:
+        return SessionAccess(self.runtime.ledger, self.runtime.gate.capabilities)
+
+    async def held(self, viewer: Viewer) -> tuple[list[Held], list[ApprovalRequest]]:
+        """The pending requests ``viewer`` may see, and the newest decided ones."""
+        requests = await self.access.visible_approvals(viewer.actor,
+                                                       await self.runtime.approvals.list())
+        pending = [r for r in requests if r.status == "pending"]
+        decided = [r for r in requests if r.status != "pending"][-RECENT_DECIDED:][::-1]
+        return [await self._held(r, viewer) for r in pending], decided
+
+    async def _held(self, r: ApprovalRequest, viewer: Viewer) -> Held:
+        rule, message = r.reason_code, ""
+        if r.turn_id:
+            for e in await self.runtime.ledger.entries(turn_id=r.turn_id,
+                                                       kinds=["policy.decision"]):
+                if e.data.get("decision_id") == r.decision_id:
+                    rule, message = str(e.data.get("rule", "")), str(e.data.get("message", ""))
+        arguments = None
+        if viewer.reads_content:
+            body = await self.runtime.ledger.content(r.args_sha256, seq=r.requested_seq)
+            arguments = _pretty(body) if body is not None else "(arguments pruned)"
+        return Held(r, rule, message, arguments, time_left(r.expires_at))
+
+    async def list_html(self, viewer: Viewer, csrf: str) -> str:
+        pending, decided = await self.held(viewer)
+        return fragment("_approvals.html", pending=pending, decided=decided, viewer=viewer,
+                        csrf=csrf, decides=viewer.may(APPROVALS_DECIDE))
+
+    async def page(self, request: Request, viewer: Viewer, login: Login) -> Response:
+        if not viewer.may(APPROVALS_READ):
+            return page("denied.html", viewer, login, active="approvals", status=403,
+                        capability=APPROVALS_READ)
+        return page("approvals.html", viewer, login, active="approvals",
+                    listing=await self.list_html(viewer, login.csrf),
+                    notice=request.query_params.get("notice", ""))
+
+    async def stream(self, request: Request, viewer: Viewer, login: Login) -> Response:
+        if not viewer.may(APPROVALS_READ):
+            return Response("approvals.read is needed", status_code=403)
+        return StreamingResponse(self._events(viewer, login.csrf),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})
+
+    async def _events(self, viewer: Viewer, csrf: str) -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        yield "retry: 1000\n\n"
+        async with self.hub.subscribe() as queue:
+            last = await self.list_html(viewer, csrf)
+            yield sse_event("approvals", last)
+            while loop.time() - started < STREAM_LIFETIME_S:
+                try:
+                    batch = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+                except TimeoutError:
+                    batch = []  # the time left moves on: look again
+                if batch and not any(e.kind in KINDS for e in batch):
+                    continue
+                now = await self.list_html(viewer, csrf)
+                if now != last:
+                    last = now
+                    yield sse_event("approvals", now)
+                elif not batch:
+                    yield ": keep-alive\n\n"
+
+    async def decide(self, request: Request, viewer: Viewer, login: Login) -> Response:
+        request_id = request.path_params["request_id"]
+        approve = request.path_params["decision"] == "approve"
+        form = await request.form()
+        reason = form.get("reason")
+        text = reason.strip()[:MAX_REASON] if isinstance(reason, str) and reason.strip() \
+            else None
+        try:
+            await self.access.approval(viewer.actor, self.runtime.approvals, request_id,
+                                       surface="web:POST /approvals/{id}")
+            decide = self.runtime.approve if approve else self.runtime.deny
+            resumed = await decide(request_id, by=viewer.actor, reason=text)
+        except NotFoundError:
+            return page("denied.html", viewer, login, active="approvals", status=404,
+                        capability=None, message="no such approval request")
+        except ApprovalError as exc:  # not this viewer's to decide (recorded), or decided
+            status = 409 if viewer.may(APPROVALS_DECIDE) else 403
+            return page("denied.html", viewer, login, active="approvals", status=status,
+                        capability=None, message=str(exc))
+        notice = quote(f"{request_id} {resumed.request.status}")
+        return RedirectResponse(f"/approvals?notice={notice}", status_code=303)
+
+
+def _pretty(body: str) -> str:
+    try:
+        return json.dumps(json.loads(body), ensure_ascii=False, indent=2, sort_keys=True)
+    except ValueError:
+        return body

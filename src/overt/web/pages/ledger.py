@@ -1,0 +1,113 @@
+"""The Ledger page: how many entries, the last ``verify`` and its result, a button to
+run it again.
+
+A verify recomputes the whole chain (and every body against its digest), which
+on a large ledger takes seconds. It runs as one job per server, off the event
+loop (both backends read on threads or connections of their own), and the page
+follows it until the report comes. The ledger's verify reports no progress of
+its own, so the page says how long it has been running, and how far it is
+likely to be at the pace of the last verify this server ran (an estimate, shown
+as one). The last result is kept by this process (a restart forgets it;
+``overt ledger verify`` answers from a terminal). Signed checkpoints are shown
+once the ledger keeps them; until then the section says there are none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from overt.clock import now_iso
+from overt.errors import OvertError
+from overt.ledger.base import VerifyReport
+from overt.runtime import Runtime
+from overt.web.auth import Login
+from overt.web.render import fragment, page
+from overt.web.viewer import LEDGER, Viewer
+
+log = logging.getLogger("overt.web.ledger")
+
+
+@dataclass(slots=True)
+class VerifyJob:
+    """One run of verify: when it started, by whom, and (once done) its report."""
+
+    by: str
+    started_at: str
+    started: float
+    entries: int
+    report: VerifyReport | None = None
+    error: str | None = None
+    finished_at: str | None = None
+    seconds: float | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.report is None and self.error is None
+
+
+class LedgerPage:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.job: VerifyJob | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.rate: float | None = None
+        """Entries verified per second by the last verify that passed here: what a
+        running one's progress is estimated by (none before the first)."""
+
+    async def _count(self) -> tuple[int, int]:
+        select = getattr(self.runtime.ledger, "select", None)
+        if select is None:
+            return 0, 0
+        rows: list[Any] = await select("SELECT count(*), max(seq) FROM audit_log")
+        return int(rows[0][0] or 0), int(rows[0][1] or 0)
+
+    async def page(self, request: Request, viewer: Viewer, login: Login) -> Response:
+        if not viewer.may(LEDGER):
+            return page("denied.html", viewer, login, active="ledger", status=403,
+                        capability=LEDGER)
+        count, head = await self._count()
+        return page("ledger.html", viewer, login, active="ledger", count=count, head=head,
+                    backend=getattr(self.runtime.ledger, "backend", "?"),
+                    status_html=self._status())
+
+    def _status(self) -> str:
+        job = self.job
+        elapsed = time.monotonic() - job.started if job is not None and job.running else None
+        share = None
+        if job is not None and elapsed is not None and self.rate:
+            share = min(elapsed * self.rate / max(job.entries, 1), 0.99)
+        return fragment("_verify.html", job=job, elapsed=elapsed, share=share)
+
+    async def status(self, request: Request, viewer: Viewer, login: Login) -> Response:
+        if not viewer.may(LEDGER):
+            return Response("runtime.read is needed", status_code=403)
+        return Response(self._status(), media_type="text/html")
+
+    async def start(self, request: Request, viewer: Viewer, login: Login) -> Response:
+        if not viewer.may(LEDGER):
+            return page("denied.html", viewer, login, active="ledger", status=403,
+                        capability=LEDGER)
+        if self.job is None or not self.job.running:
+            count, _ = await self._count()
+            self.job = VerifyJob(viewer.name, now_iso(), time.monotonic(), count)
+            self._task = asyncio.get_running_loop().create_task(self._run(self.job))
+        return RedirectResponse("/ledger", status_code=303)
+
+    async def _run(self, job: VerifyJob) -> None:
+        ledger = self.runtime.ledger
+        try:
+            job.report = await ledger.verify()
+        except OvertError as exc:  # shown on the page, and logged
+            log.error("verify from the cockpit failed: %s", exc)
+            job.error = str(exc)
+        job.finished_at = now_iso()
+        job.seconds = time.monotonic() - job.started
+        if job.report is not None and job.report.ok and job.seconds > 0:
+            self.rate = job.report.entries / job.seconds

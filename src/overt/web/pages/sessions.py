@@ -1,0 +1,177 @@
+"""The Sessions pages: the list (searchable) and one session read as a conversation.
+
+A session reads as its messages with the reasoning between them: each turn's
+question, then its records in ledger order (reasoning steps, policy decisions
+with the rule that fired, approvals, tool calls with their arguments and
+results), then its answer. Step labels follow ``overt export`` (``[思考]`` … or
+``[thinking]`` …, ``?labels=ja|en``), and the page links the same Markdown
+``overt export SESSION --labels …`` writes. Bodies are shown only to a viewer
+that may read content (:mod:`overt.web.viewer`); the export is content, so it
+needs that right too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from overt.errors import NotFoundError
+from overt.reasoning.export import markdown
+from overt.reasoning.parse import LABELS
+from overt.reasoning.trail import (
+    ApprovalRecord,
+    DecisionRecord,
+    Step,
+    ToolCallRecord,
+    TurnTrail,
+    build_trail,
+)
+from overt.runtime import Runtime
+from overt.sessions import list_sessions, session_history, title
+from overt.sessions.access import NO_SESSION, SessionAccess
+from overt.types import Message
+from overt.web.auth import Login
+from overt.web.render import page
+from overt.web.viewer import Viewer
+
+LISTED = 200
+SCANNED = 1000
+
+
+@dataclass(slots=True)
+class CallBodies:
+    arguments: str | None = None
+    result: str | None = None
+    is_error: bool = False
+
+
+@dataclass(slots=True)
+class TurnBodies:
+    """What a turn's history holds that the trail does not: its answer, each call's
+    arguments and result."""
+
+    answer: str | None = None
+    calls: dict[str, CallBodies] = field(default_factory=dict)
+
+
+def bodies(messages: tuple[Message, ...]) -> TurnBodies:
+    out = TurnBodies()
+    for m in messages:
+        if m.role == "assistant" and m.tool_calls:
+            for c in m.tool_calls:
+                out.calls.setdefault(c.id, CallBodies()).arguments = _json(dict(c.arguments))
+        elif m.role == "tool" and m.tool_call_id is not None:
+            call = out.calls.setdefault(m.tool_call_id, CallBodies())
+            call.result, call.is_error = m.content, m.is_error
+        elif m.role == "assistant":
+            out.answer = m.content
+    return out
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+class Sessions:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    @property
+    def access(self) -> SessionAccess:
+        return SessionAccess(self.runtime.ledger, self.runtime.gate.capabilities)
+
+    async def listing(self, request: Request, viewer: Viewer, login: Login) -> Response:
+        q = request.query_params
+        channel, owner = q.get("channel", "").strip(), q.get("owner", "").strip()
+        since, until, text = q.get("since", "").strip(), q.get("until", "").strip(), \
+            q.get("q", "").strip()
+        found = await list_sessions(self.runtime.ledger,
+                                    owner=None if viewer.reads_any else viewer.name,
+                                    source=channel or None, limit=SCANNED)
+        rows = []
+        for info in found:
+            if owner and info.owner != owner:
+                continue
+            if since and info.last_at < since:
+                continue
+            if until and info.started_at >= until:
+                continue
+            name = await title(self.runtime.ledger, info) if viewer.reads_content else None
+            if text and (name is None or text.lower() not in name.lower()):
+                continue
+            rows.append((info, name))
+            if len(rows) >= LISTED:
+                break
+        return page("sessions.html", viewer, login, active="sessions", rows=rows,
+                    channel=channel, owner=owner, since=since, until=until, text=text)
+
+    async def _trail(self, request: Request, viewer: Viewer) -> tuple[str, Any]:
+        session_id = request.path_params["session_id"]
+        await self.access.session(viewer.actor, session_id, surface="web:GET /sessions/{id}")
+        trail = await build_trail(self.runtime.ledger, session_id=session_id)
+        if not trail.turns:
+            raise NotFoundError(NO_SESSION)
+        return session_id, trail
+
+    async def session(self, request: Request, viewer: Viewer, login: Login) -> Response:
+        labels = _labels(request)
+        try:
+            session_id, trail = await self._trail(request, viewer)
+        except NotFoundError:
+            return page("denied.html", viewer, login, active="sessions", status=404,
+                        capability=None, message=NO_SESSION)
+        history: dict[str, TurnBodies] = {}
+        if viewer.reads_content:
+            for turn in await session_history(self.runtime.ledger, session_id):
+                history[turn.turn_id] = bodies(turn.messages)
+        turns = [_turn(t, history.get(t.turn_id, TurnBodies())) for t in trail.turns]
+        return page("session.html", viewer, login, active="sessions", session_id=session_id,
+                    turns=turns, labels=labels, names=LABELS[labels],
+                    content=viewer.reads_content)
+
+    async def export(self, request: Request, viewer: Viewer, login: Login) -> Response:
+        """The Markdown ``overt export SESSION --labels L`` writes."""
+        if not viewer.reads_content:
+            return PlainTextResponse("trail.read is needed to export content",
+                                     status_code=403)
+        try:
+            session_id, trail = await self._trail(request, viewer)
+        except NotFoundError:
+            return PlainTextResponse(NO_SESSION, status_code=404)
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", session_id)[:100]
+        return PlainTextResponse(
+            markdown(trail, _labels(request)), media_type="text/markdown; charset=utf-8",
+            headers={"Content-Disposition": f'attachment; filename="{name}.md"'})
+
+
+def _labels(request: Request) -> str:
+    wanted = request.query_params.get("labels", "en")
+    return wanted if wanted in LABELS else "en"
+
+
+@dataclass(slots=True)
+class Shown:
+    """One turn as the session page lays it out."""
+
+    trail: TurnTrail
+    records: list[tuple[str, Any, CallBodies | None]]
+    answer: str | None
+
+
+def _turn(turn: TurnTrail, found: TurnBodies) -> Shown:
+    records: list[tuple[str, Any, CallBodies | None]] = []
+    for r in turn.records():
+        if isinstance(r, Step):
+            records.append(("step", r, None))
+        elif isinstance(r, ToolCallRecord):
+            records.append(("call", r, found.calls.get(r.tool_call_id)))
+        elif isinstance(r, DecisionRecord):
+            records.append(("decision", r, None))
+        elif isinstance(r, ApprovalRecord):
+            records.append(("approval", r, None))
+    return Shown(turn, records, found.answer)

@@ -1,0 +1,74 @@
+"""Templates: Jinja2 with autoescape on, loaded from the package.
+
+Everything a template prints is escaped unless marked safe, and nothing
+recorded is ever marked safe: a message holding ``<script>`` shows as text.
+The only markup built in Python is the SVG of :mod:`overt.web.svg`, which
+escapes every label itself.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from overt.errors import ExtraMissingError
+from overt.reasoning.parse import LABELS
+
+try:
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ExtraMissingError("server", "jinja2") from exc
+
+from starlette.responses import HTMLResponse
+
+from overt.web.auth import Login
+from overt.web.viewer import Viewer
+
+NAV = (("live", "Live"), ("approvals", "Approvals"), ("sessions", "Sessions"),
+       ("usage", "Usage"), ("memory", "Memory"), ("ledger", "Ledger"))
+
+
+def money(value: float | None) -> str:
+    """Dollars as the CLI prints them: four decimals under a cent, else two."""
+    if value is None:
+        return "–"
+    return f"${value:,.4f}" if 0 < abs(value) < 0.01 else f"${value:,.2f}"
+
+
+def duration(ms: float | None) -> str:
+    if ms is None:
+        return "–"
+    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
+def clock(at: str | None) -> str:
+    """A ledger time shortened to ``YYYY-MM-DD HH:MM:SS``."""
+    return "–" if not at else at[:19].replace("T", " ")
+
+
+def label(phase: str, language: str = "en") -> str:
+    return LABELS.get(language, LABELS["en"]).get(phase, phase)  # type: ignore[call-overload, no-any-return]
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    env = Environment(loader=PackageLoader("overt.web", "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                      auto_reload=False)
+    env.filters.update(money=money, duration=duration, clock=clock, label=label)
+    env.globals["NAV"] = NAV
+    return env
+
+
+def fragment(template: str, **context: Any) -> str:
+    """A template rendered to text (a part of a page, an SSE event's data)."""
+    return environment().get_template(template).render(**context)
+
+
+def page(template: str, viewer: Viewer | None, login: Login | None, *, active: str = "",
+         status: int = 200, **context: Any) -> HTMLResponse:
+    """A whole page: the layout with its navigation, for ``viewer``."""
+    body = fragment(template, viewer=viewer, csrf=login.csrf if login else "",
+                    active=active, **context)
+    return HTMLResponse(body, status_code=status)

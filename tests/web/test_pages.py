@@ -1,0 +1,181 @@
+"""The cockpit's pages over the ASGI app, on both backends: who reaches what, and
+what a page does with a request it cannot honour."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import httpx2 as httpx
+
+from overt.channels.http import create_app
+from overt.ids import new_ulid
+from overt.ledger.base import Ledger
+from overt.memory.store import Writer, store_for
+from overt.models.fake import FunctionModel
+from overt.policy.actors import Actor
+from overt.policy.capabilities import Capabilities
+from overt.policy.engine import Policy
+from overt.policy.gate import Gate
+from overt.reasoning.export import markdown
+from overt.reasoning.trail import build_trail
+from overt.runtime import Runtime
+from overt.types import IncomingMessage
+from overt.web import cockpit_routes
+from overt.web.pages.approvals import time_left
+from overt.web.pages.ledger import LedgerPage, VerifyJob
+from tests.conftest import run
+from tests.web.conftest import AUDITOR, GRANTS, OPERATOR, RULE, TOKENS, reply
+from tests.web.test_auth import log_in
+
+
+def setup(ledger: Ledger) -> tuple[Runtime, httpx.AsyncClient]:
+    runtime = Runtime(model=FunctionModel(reply), ledger=ledger,
+                      gate=Gate(Policy([RULE]), Capabilities(GRANTS)))
+    app = create_app(runtime, TOKENS, close_on_shutdown=False,
+                     extra_routes=cockpit_routes(runtime, TOKENS))
+    return runtime, httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                      base_url="http://cockpit")
+
+
+async def ask(rt: Runtime, text: str, session_id: str, actor: str) -> Any:
+    return await rt.respond(IncomingMessage("email", text, {"request_id": new_ulid()}),
+                            session_id=session_id, actor=Actor.parse(actor), history=())
+
+
+def test_a_session_whose_id_holds_a_slash_and_brackets_reads_and_exports(
+        ledger: Ledger) -> None:
+    session = "email:<a/b@example.org>"
+
+    async def main() -> tuple[str, str, str]:
+        rt, c = setup(ledger)
+        async with c:
+            await ask(rt, "hello by mail", session, "operator:alice")
+            await log_in(c)
+            quoted = httpx.URL(f"/sessions/{session}").raw_path.decode()
+            page = await c.get(quoted)
+            exported = await c.get(quoted + "/export.md?labels=en")
+            expected = markdown(await build_trail(ledger, session_id=session), "en")
+            return page.text, exported.text, expected
+    page, exported, expected = run(main())
+    assert "hello by mail" in page and "re: hello by mail" in page
+    assert exported == expected and "[thinking]" in exported
+
+
+def test_another_actors_session_is_answered_as_missing_and_the_refusal_recorded(
+        ledger: Ledger) -> None:
+    async def main() -> tuple[int, str]:
+        rt, c = setup(ledger)
+        async with c:
+            await ask(rt, "mine alone", "http:private", "mcp_client:claude-code")
+            await log_in(c, "ovt_client-token")
+            other = await c.get("/sessions/http:private")
+            await ask(rt, "alice's", "http:alices", "operator:alice")
+            refused = await c.get("/sessions/http:alices")
+            return refused.status_code, other.text
+    status, own = run(main())
+    assert status == 404 and "mine alone" in own
+    refusals = run(ledger.entries(kinds=["capability.checked"]))
+    assert refusals[-1].data["actor"] == "mcp_client:claude-code"
+    assert refusals[-1].data["reason_code"] == "not_owner"
+    assert refusals[-1].data["subject"].startswith("web:GET /sessions/{id} session:")
+
+
+def test_the_session_list_hides_titles_from_a_viewer_without_content_rights(
+        ledger: Ledger) -> None:
+    async def main() -> tuple[str, str]:
+        rt, c = setup(ledger)
+        async with c:
+            await ask(rt, "a title worth hiding", "http:titled", "operator:alice")
+            await log_in(c, AUDITOR)
+            audited = (await c.get("/sessions")).text
+        _, c = setup(ledger)
+        async with c:
+            await log_in(c, OPERATOR)
+            return audited, (await c.get("/sessions?q=worth")).text
+    audited, found = run(main())
+    assert "http:titled" in audited and "a title worth hiding" not in audited
+    assert "a title worth hiding" in found
+
+
+def test_memory_another_actor_wrote_is_hidden_without_cross_actor_reads(
+        ledger: Ledger) -> None:
+    async def main() -> tuple[str, int, str]:
+        store = store_for(ledger)
+        node = await store.create_node("Note", "the agent's private note", "body",
+                                       Writer("agent:default"))
+        _, c = setup(ledger)
+        async with c:
+            await log_in(c, AUDITOR)  # memory.read, not memory.read_cross_actor
+            listed = (await c.get("/memory")).text
+            direct = (await c.get(f"/memory/{node.id}")).status_code
+        _, c = setup(ledger)
+        async with c:
+            await log_in(c, OPERATOR)
+            return listed, direct, (await c.get(f"/memory/{node.id}")).text
+    listed, direct, operator = run(main())
+    assert "private note" not in listed and direct == 404
+    assert "the agent&#39;s private note" in operator
+
+
+def test_deciding_a_request_already_decided_says_so(ledger: Ledger) -> None:
+    async def main() -> tuple[int, str]:
+        rt, c = setup(ledger)
+        async with c:
+            held = await ask(rt, "usage figures", "http:held", "operator:alice")
+            await rt.deny(held.awaiting_approval, by=Actor.operator(), reason="no")
+            await log_in(c)
+            page = await c.get("/approvals")
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+            assert csrf is not None
+            again = await c.post(f"/approvals/{held.awaiting_approval}/approve",
+                                 data={"csrf": csrf.group(1), "reason": "late"})
+            return again.status_code, again.text
+    status, text = run(main())
+    assert status == 409 and "already denied" in text
+
+
+def test_a_request_shows_the_time_it_still_waits() -> None:
+    from datetime import UTC, datetime
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    assert time_left("2026-01-01T12:30:00Z", now) == "30m"
+    assert time_left("2026-01-01T15:05:00Z", now) == "3h 05m"
+    assert time_left("2026-01-01T12:00:30Z", now) == "under a minute"
+    assert time_left("2026-01-01T11:00:00Z", now) == "expired"
+
+
+def test_an_actor_that_may_not_decide_is_refused_even_with_a_valid_form(
+        ledger: Ledger) -> None:
+    async def main() -> tuple[int, str]:
+        rt, c = setup(ledger)
+        async with c:
+            held = await ask(rt, "usage figures", "http:audited", "operator:alice")
+            await log_in(c, AUDITOR)
+            page = await c.get("/approvals")
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+            assert csrf is not None and "Approve" not in page.text
+            forged = await c.post(f"/approvals/{held.awaiting_approval}/approve",
+                                  data={"csrf": csrf.group(1)})
+            return forged.status_code, (await rt.approvals.get(held.awaiting_approval)).status
+    assert run(main()) == (403, "pending")
+    refused = run(ledger.entries(kinds=["capability.checked"]))[-1].data
+    assert (refused["actor"], refused["capability"], refused["granted"]) == (
+        "operator:auditor", "approvals.decide", False)
+
+
+def test_a_verify_run_reports_the_chain_and_paces_the_next_ones_progress(
+        ledger: Ledger) -> None:
+    async def main() -> str:
+        rt, _ = setup(ledger)
+        await ask(rt, "something to verify", "http:verified", "operator:alice")
+        page = LedgerPage(rt)
+        job = VerifyJob("operator:alice", "now", time.monotonic(), 10)
+        await page._run(job)
+        assert job.report is not None and job.report.ok and page.rate
+        page.rate = 1000.0  # entries a second: the next run of 10,000 takes ten
+        page.job = VerifyJob("operator:alice", "now", time.monotonic() - 2.0, 10_000)
+        return page._status()
+    running = run(main())
+    assert re.search(r"about (19|20|21) %", running) and 'hx-get="/ledger/verify/status"' \
+        in running
