@@ -16,7 +16,7 @@ Every run uses its own ledger in a temporary directory. Figures on a shared
 Skips, saying so, when the embedded model is not prepared
 (``overt model prepare local``).
 
-Run alone: ``python benchmarks/bench_answer.py [RUNS]`` (default 3).
+Run alone: ``python -m benchmarks.bench_answer [RUNS]`` (default 3).
 """
 
 from __future__ import annotations
@@ -105,5 +105,4 @@ def main(runs: int = RUNS) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     main(int(sys.argv[1]) if len(sys.argv) > 1 else RUNS)
