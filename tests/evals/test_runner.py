@@ -131,3 +131,25 @@ def test_the_latency_quantiles_are_nearest_rank() -> None:
     assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 0.5) == 3.0
     assert percentile([float(n) for n in range(1, 21)], 0.95) == 19.0
     assert percentile([], 0.5) == 0.0
+
+
+class _Closing:
+    name = "closing"
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    async def complete(self, request: ModelRequest) -> Any:
+        from overt.types import ModelResponse
+
+        return ModelResponse(text="Hello.")
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+def test_the_model_stays_open_between_cases_for_the_caller_to_close(tmp_path: Path) -> None:
+    model = _Closing()
+    ask = {"question": "Hi", "expect": {"tool": None}}
+    run(run_suite(model, _cases({"id": "a", **ask}, {"id": "b", **ask}), _config(tmp_path)))
+    assert model.closed == 0

@@ -50,6 +50,10 @@ class RecordingModel:
     def close(self) -> None:
         """Kept open between cases: :func:`run_suite`'s caller closes the model."""
 
+    async def aclose(self) -> None:
+        """As :meth:`close` (a runtime closes ``aclose`` first, which would otherwise
+        reach the model's own through ``__getattr__``)."""
+
     def calls(self) -> list[Call]:
         """The tool calls made, each with the result the model was sent for it."""
         results: dict[str, str] = {}
