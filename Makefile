@@ -37,7 +37,9 @@ test: install-dev
 	$(BIN)/overt model prepare local
 	$(BIN)/python -m pytest
 
+# bench_ledger and bench_load need the PostgreSQL driver, overt serve and an HTTP client.
 bench: install
+	$(PIP) install -q -e '.[postgres,server]' 'aiohttp>=3.9,<4'
 	$(BIN)/python benchmarks/run.py
 
 # The eval suite on the embedded default: per-case lines, accuracy, invented figures,

@@ -13,9 +13,11 @@ from benchmarks import (
     bench_cockpit,
     bench_hooks,
     bench_ledger,
+    bench_load,
     bench_machine,
     bench_memory,
     bench_policy,
+    bench_proofs,
     bench_reasoning,
     bench_router,
     bench_sessions,
@@ -27,8 +29,8 @@ def main() -> None:
     print(f"overt benchmarks on {platform.machine()}, Python {platform.python_version()}, "
           f"{__import__('os').cpu_count()} CPUs\n")
     for module in (bench_machine, bench_turn, bench_ledger, bench_hooks, bench_router, bench_policy,
-                   bench_memory, bench_reasoning, bench_sessions, bench_cockpit,
-                   bench_answer):
+                   bench_memory, bench_reasoning, bench_sessions, bench_cockpit, bench_load,
+                   bench_proofs, bench_answer):
         module.main()
         print()
 

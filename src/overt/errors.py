@@ -25,7 +25,8 @@ Catch by type, never by message::
         ├── LedgerIntegrityError  `verify` found an entry that does not match
         ├── MigrationError        the schema could not be brought up to date
         ├── NotFoundError         a turn, session or entry id that does not exist
-        └── LedgerConflict        a once-only record (a claim) is already on the record
+        ├── LedgerConflict        a once-only record (a claim) is already on the record
+        └── EventDecodeError      an entry cannot be read back as its typed event
 
 A :class:`ToolError` becomes an ``is_error`` tool result the model reads; the
 turn goes on. A :class:`ModelError` ends the turn with ``ResponseResult.error``
@@ -141,6 +142,15 @@ class LedgerConflict(LedgerError):
         super().__init__(f"{kind} {claim!r} is already on the record")
         self.kind = kind
         self.claim = claim
+
+
+class EventDecodeError(LedgerError):
+    """An entry cannot be read back as its typed event: no event class has its
+    kind, it lacks a field the class requires, or it is not the kind asked for."""
+
+    def __init__(self, message: str, *, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class ApprovalError(UsageError):

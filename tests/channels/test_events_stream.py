@@ -206,3 +206,19 @@ def test_a_signal_remembers_the_last_appends_of_a_bounded_number_of_turns() -> N
         signal.notify(seq, [turn])
     assert run(signal.wait(0, 0, turn_id="C")) is True
     assert run(signal.wait(0, 0, turn_id="A")) is False  # forgotten: the next look finds it
+
+
+def test_a_stream_whose_ledger_cannot_be_read_ends_asking_the_client_to_reconnect(
+        ledger: Ledger, tmp_path: Path) -> None:
+    async def main() -> list[str]:
+        rt = make_runtime(ledger, tmp_path, [USAGE_CALL])
+        turn_id, _ = await paused_turn(rt)
+        chunks: list[str] = []
+        stream = turn_events(ledger, turn_id, backoff=Backoff(floor_s=0.01, ceiling_s=0.01))
+        await read_until(stream, "turn.paused", chunks)
+        await ledger.close()  # the database went away
+        chunks.extend([c async for c in stream])
+        return chunks
+    chunks = run(main())
+    assert parsed(chunks)[-1][1] == "turn.paused"
+    assert chunks[-1].startswith(": the ledger cannot be read now: reconnect")

@@ -161,3 +161,17 @@ def test_an_unknown_id_is_404(ledger: Ledger, tmp_path: Path, path: str) -> None
         async with client(make_runtime(ledger, tmp_path, [])) as c:
             return (await c.get(path, headers=auth(OPERATOR))).status_code
     assert run(main()) == 404
+
+
+def test_a_turn_the_ledger_cannot_record_is_503_ledger_unavailable_not_an_answer(
+        ledger: Any, tmp_path: Path) -> None:
+    runtime = make_runtime(ledger, tmp_path, ["never sent"])
+
+    async def main() -> httpx.Response:
+        async with client(runtime) as c:
+            await ledger.close()  # the database went away under the server
+            return await c.post("/v1/messages", json={"text": "hi"}, headers=auth(CLIENT))
+    r = run(main())
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"
+    assert r.json()["error"]["code"] == "ledger_unavailable"  # whether a read or an append
+    assert "never sent" not in r.text  # refused, never answered

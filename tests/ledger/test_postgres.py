@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from overt.errors import UsageError
-from overt.ledger.postgres import _safe, parse_url
+from overt.ledger import open_ledger
+from overt.ledger.postgres import DEFAULT_POOL_SIZE, _safe, parse_url, url_pool_size
+from tests.conftest import run
 
 
 def test_the_schema_parameter_is_overts_and_is_not_passed_to_libpq() -> None:
     assert parse_url("postgresql://h:5432/db?schema=audit&sslmode=disable") == (
         "postgresql://h:5432/db?sslmode=disable", "audit")
     assert parse_url("postgresql://h/db") == ("postgresql://h/db", "public")
+
+
+def test_the_pool_size_parameter_is_overts_and_sizes_the_read_pool() -> None:
+    url = "postgresql://h/db?pool_size=12&schema=audit&sslmode=disable"
+    assert parse_url(url) == ("postgresql://h/db?sslmode=disable", "audit")
+    assert url_pool_size(url) == 12
+    assert url_pool_size("postgresql://h/db") == DEFAULT_POOL_SIZE
+
+
+@pytest.mark.parametrize("size", ["0", "-1", "many", "1001", ""])
+def test_a_pool_size_that_is_not_a_whole_number_in_range_is_refused(size: str) -> None:
+    with pytest.raises(UsageError, match="invalid ledger pool_size"):
+        url_pool_size(f"postgresql://h/db?pool_size={size}")
 
 
 def test_a_schema_name_that_is_not_a_plain_identifier_is_refused() -> None:
@@ -30,3 +48,18 @@ def test_an_unreachable_server_is_a_clear_ledger_error_without_the_password() ->
     with pytest.raises(LedgerError, match="Connection refused") as excinfo:
         open_ledger("postgresql://u:hunter2@127.0.0.1:1/x")
     assert "hunter2" not in str(excinfo.value) and "u:***@" in str(excinfo.value)
+
+
+def test_a_ledger_opened_with_a_pool_size_reads_on_at_most_that_many_connections(
+        tmp_path: Path) -> None:
+    from tests import backends
+    if not backends.pg_available():
+        pytest.skip(f"PostgreSQL is not reachable at {backends.PG_BASE}")
+    url = backends.new_url("postgres", tmp_path)
+    ledger: Any = open_ledger(f"{url}&pool_size=2")
+    try:
+        assert ledger._pool.max_size == 2
+        assert run(ledger.entries()) == []
+    finally:
+        ledger.close_sync()
+        backends.drop(url)

@@ -72,7 +72,8 @@ def test_prune_never_touches_a_turn_still_waiting_on_something(ledger: Any) -> N
     from overt.events import RuntimeStarted
 
     _record_turns(ledger, "done-before")
-    run(ledger.record(_turn("waiting", completed=False)))
+    run(ledger.record(_turn("waiting", completed=False),  # its message stored, as a turn's is
+                      {digest_text("body of waiting"): "body of waiting"}))
 
     class TurnPaused(RuntimeStarted):
         kind = "turn.paused"

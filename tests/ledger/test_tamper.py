@@ -2,8 +2,9 @@
 and how each attempt is prevented (the database refuses it) or detected
 (``overt ledger verify`` exits 3). The README's "Tamper matrix" table is this file.
 
-Cases that need signed checkpoints (a truncated tail, a re-hashed chain, a forged
-prune) are the proofs helper's, beside its checkpoint tests.
+Cases the chain cannot catch on its own (a truncated tail, a re-hashed chain, a
+forged prune) are detected against signed checkpoints kept outside the database
+(``overt ledger verify --checkpoints DIR --key PUB`` exits 3).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 
 from overt.cli.main import main
 from overt.errors import LedgerError
+from overt.ledger.canonical import chain_hash, entry_payload
 from overt.ledger.export import export_jsonl
 from overt.models.fake import ScriptedModel
 from overt.tools.base import tool
@@ -142,6 +144,44 @@ def test_a_body_gone_with_a_recorded_prune_is_not_a_failure(
     run(ledger.prune(now_iso()))
     one_turn(make_runtime)
     assert run(ledger.verify()).ok
+
+
+def test_after_a_prune_a_deleted_body_of_a_later_turn_is_still_detected(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    from overt.clock import now_iso
+
+    one_turn(make_runtime)
+    run(ledger.prune(now_iso()))
+    one_turn(make_runtime)
+    (result,) = [e.data["result_digest"]
+                 for e in run(ledger.entries(kinds=["tool_call.completed"]))]
+    raw.drop_guards().execute(f"DELETE FROM content_blobs WHERE digest = '{result}'")
+    code, out = verify_exit(ledger_url, capsys)
+    assert code == EXIT_VERIFY and "is missing" in out
+
+
+def test_a_body_of_a_turn_a_prune_cut_in_two_may_have_gone_with_it(ledger: Any) -> None:
+    from overt.clock import now_iso
+    from overt.events import ToolCallCompleted, ToolCallStarted, TurnStarted
+    from overt.ledger.canonical import digest_text
+
+    message, args, result = "hello", "{}", "the result"
+    common = {"turn_id": "t1", "session_id": "s1", "caller_session_id": "s1"}
+    run(ledger.record([TurnStarted(source="cli", message_digest=digest_text(message),
+                                   model="m", route="r", max_tool_calls=5, **common),
+                       ToolCallStarted(tool_call_id="c1", tool_name="lookup", triggered_by="cli",
+                                       args_sha256=digest_text(args), **common)],
+                      {digest_text(message): message, digest_text(args): args}))
+    cutoff = now_iso()
+    run(ledger.record([ToolCallCompleted(
+        tool_call_id="c1", tool_name="lookup", triggered_by="cli", tool_status="ok",
+        tool_duration_ms=1.0, exc_type=None, args_sha256=digest_text(args),
+        result_digest=digest_text(result), **common)], {digest_text(result): result}))
+    assert run(ledger.prune(cutoff)).through_seq == 2
+    report = run(ledger.verify())
+    assert report.ok, report.problem  # the arguments went with the turn's first half
 
 
 # -- a read error while verifying or exporting: never ok on a partial ledger ----------
@@ -280,3 +320,148 @@ def test_a_ledger_with_the_old_gate_loses_it_on_migration(
                                 ).fetchall()
     finally:
         conn.close()
+
+
+# -- against signed checkpoints: what someone who can rewrite the database does -------
+
+
+class Witnessed:
+    """A key pair and a witness directory holding one checkpoint of the ledger, made
+    through the CLI as an operator would."""
+
+    def __init__(self, ledger_url: str, tmp_path: Any) -> None:
+        self.url = ledger_url
+        self.private, self.public = tmp_path / "ledger.key", tmp_path / "ledger.key.pub"
+        self.dir = tmp_path / "witness"
+        assert main(["--db", ledger_url, "ledger", "keygen", "--private", str(self.private),
+                     "--public", str(self.public)]) == 0
+        assert main(["--db", ledger_url, "ledger", "checkpoint", "--key", str(self.private),
+                     "--witness-dir", str(self.dir)]) == 0
+
+    def verify(self, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+        capsys.readouterr()
+        code = main(["--db", self.url, "ledger", "verify", "--checkpoints", str(self.dir),
+                     "--key", str(self.public)])
+        return code, capsys.readouterr().out
+
+
+def checkpointed(make_runtime: RuntimeFactory, ledger_url: str, tmp_path: Any) -> Witnessed:
+    one_turn(make_runtime)
+    witnessed = Witnessed(ledger_url, tmp_path)
+    one_turn(make_runtime)
+    return witnessed
+
+
+def rechain(raw: Raw, rows: list[tuple[Any, ...]], prev: str) -> None:
+    """Write ``rows`` (the nine columns) back with every hash re-computed from ``prev``."""
+    for seq, entry_id, kind, at, turn_id, session_id, data, _, _ in rows:
+        digest = chain_hash(prev, entry_payload(seq, entry_id, kind, at, turn_id, session_id,
+                                                data))
+        raw.execute("UPDATE audit_log SET id = ?, prev_hash = ?, hash = ? WHERE seq = ?",
+                    (entry_id, prev, digest, seq))
+        prev = digest
+
+
+COLUMNS = "seq, id, kind, at, turn_id, session_id, data, prev_hash, hash"
+
+
+def test_a_checkpointed_ledger_verifies_against_its_checkpoints_with_exit_0(
+    make_runtime: RuntimeFactory, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    code, out = witnessed.verify(capsys)
+    assert code == 0 and "ok: against 1 signed checkpoints" in out
+
+
+def test_truncate_the_tail_is_detected_against_the_checkpoint(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    (size,) = raw.query("SELECT min(seq) FROM audit_log WHERE kind = 'ledger.checkpoint'")[0]
+    raw.drop_guards().execute(f"DELETE FROM audit_log WHERE seq >= {size - 2}")
+    raw.execute(f"DELETE FROM trail_index WHERE seq >= {size - 2}")
+    assert verify_exit(ledger_url, capsys)[0] == 0  # the chain alone cannot tell
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and "its tail was cut" in out
+
+
+def test_rehash_the_whole_chain_is_detected_against_the_checkpoint(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    rows = raw.query(f"SELECT {COLUMNS} FROM audit_log ORDER BY seq")
+    first = list(rows[0])
+    first[1] = first[1][:-1] + ("A" if first[1][-1] != "A" else "B")  # a changed entry
+    raw.drop_guards()
+    rechain(raw, [tuple(first), *rows[1:]], "sha256:" + "0" * 64)
+    assert verify_exit(ledger_url, capsys)[0] == 0  # the chain alone cannot tell
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and "re-computed" in out
+
+
+def test_forge_a_prune_is_detected_against_the_checkpoint(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    cut = seq_of(raw, "tool_call.completed")
+    (sealed,) = raw.query(f"SELECT hash FROM audit_log WHERE seq = {cut}")[0]
+    raw.drop_guards()
+    for table in ("content_blobs", "audit_log", "trail_index"):
+        raw.execute(f"DELETE FROM {table} WHERE seq <= {cut}")
+    head, head_hash = raw.query("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")[0]
+    data = ('{"cutoff":"2999-01-01T00:00:00.000000Z","first_removed_seq":1,'
+            f'"held_back_by_turn":null,"last_removed_hash":"{sealed}","removed_content":0,'
+            f'"removed_entries":{cut},"removed_from_at":null,"removed_to_at":null,'
+            f'"through_seq":{cut}}}')
+    raw.execute(f"INSERT INTO audit_log ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (head + 1, "01FORGED00000000000000000", "ledger.pruned",
+                 "2999-01-01T00:00:00.000000Z", None, None, data, head_hash, "x"))
+    rechain(raw, raw.query(f"SELECT {COLUMNS} FROM audit_log WHERE seq = {head + 1}"),
+            head_hash)
+    assert verify_exit(ledger_url, capsys)[0] == 0  # the chain alone cannot tell
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and "a forged prune" in out
+
+
+def test_change_a_checkpointed_entry_is_detected_against_the_checkpoint(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    raw.drop_guards().execute("UPDATE audit_log SET hash = 'sha256:' || upper(substr(hash, 8)) "
+                              "WHERE seq = 2")
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and "the chain itself fails" in out
+
+
+def test_a_real_prune_signed_by_overt_ledger_prune_verifies_against_the_checkpoints(
+    make_runtime: RuntimeFactory, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    config = tmp_path / "overt.toml"
+    config.write_text(f"[checkpoints]\nprivate_key = {str(witnessed.private)!r}\n"
+                      f"witness_dir = {str(witnessed.dir)!r}\n")
+    code = main(["--db", ledger_url, "--config", str(config), "ledger", "prune",
+                 "--older-than", "2999-01-01T00:00:00Z"])
+    out = capsys.readouterr().out
+    assert code == 0 and "signed checkpoint of" in out
+    code, out = witnessed.verify(capsys)
+    assert code == 0, out
+
+
+def test_rewrite_the_stored_merkle_tree_is_refused_and_detected_against_the_checkpoint(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    statement = "UPDATE merkle_nodes SET hash = ? WHERE level = 0"
+    with pytest.raises(raw.append_only_error):
+        raw.execute(statement, ("00" * 32,))
+    raw.drop_guards().execute(statement, ("00" * 32,))
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and "FAILED against the signed checkpoints" in out

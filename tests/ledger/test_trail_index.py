@@ -17,8 +17,8 @@ from overt.ledger.trail_index import (
     READ_COLUMNS,
     TRAIL_FIELDS,
     check,
+    decode,
     index_row,
-    index_rows,
 )
 from overt.reasoning.trail import TurnTrail, assemble
 from tests.backends import Raw
@@ -177,10 +177,9 @@ def test_verify_catches_rows_no_entry_accounts_for(ledger: Any, raw: Raw) -> Non
 
 
 def test_entry_data_that_is_not_a_json_object_is_a_ledger_error_naming_it() -> None:
-    entry = (7, "id", "turn.completed", "2026-01-01T00:00:00Z", "T", "s", "not json", "p", "h")
     with pytest.raises(LedgerError, match="entry 7's data is not JSON"):
-        index_rows([entry], {})
+        decode("not json", 7)
     with pytest.raises(LedgerError, match="entry 7's data is not a JSON object"):
-        index_rows([(*entry[:6], "[1, 2]", "p", "h")], {})
+        decode("[1, 2]", 7)
     found = check([(7, "turn.completed", "at", "T", "s", "{", None, *COLUMNS)], 1, 0)
     assert found is not None and found[0] == 7 and "entry 7's data is not JSON" in found[1]

@@ -3,7 +3,7 @@
 The server (stdlib ``http.server`` on 127.0.0.1, a random port) answers from a
 script, in the documented wire format: message JSON, error JSON
 (``{"type": "error", "error": {...}}``) with ``request-id`` and
-``retry-after`` headers, and server-sent events for streams. It records every
+``retry-after-ms`` headers, and server-sent events for streams. It records every
 request body it received, so the tests read what the SDK actually sent.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from overt.errors import ConfigError, ExtraMissingError, ModelError, UsageError
-from overt.models.anthropic import AnthropicAPIError, AnthropicModel, build, retry_after
+from overt.models.anthropic import AnthropicAPIError, AnthropicModel, build
 from overt.models.options import ModelOptions
 from overt.models.resolve import ModelCatalog, builtin_providers
 from overt.tools.builtin import builtin_tools
@@ -91,19 +91,7 @@ def api() -> Iterator[FakeAnthropic]:
     fake.server.server_close()
 
 
-class Sleeps:
-    """Records the waits between retries instead of waiting."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
-
-
 def model(api: FakeAnthropic, **options: Any) -> AnthropicModel:
-    options.setdefault("backoff_s", 0.001)
-    options.setdefault("backoff_max_s", 0.004)
     return AnthropicModel(MODEL, api_key=KEY, base_url=api.url, **options)
 
 
@@ -283,35 +271,23 @@ def test_cache_tokens_go_into_info_and_priced_models_cost_money(api: FakeAnthrop
 # -- retries ----------------------------------------------------------------------
 
 
-def test_a_429_is_retried_after_the_wait_the_api_asks_for(api: FakeAnthropic) -> None:
-    api.script(error(429, "rate_limit_error", "Number of requests exceeded", **{
-        "retry-after": "7"}), Reply(message(text("ok"))))
-    sleeps = Sleeps()
-    response = run(model(api, sleep=sleeps).complete(ask()))
-    assert response.text == "ok" and response.info["attempts"] == 2
-    assert len(api.received) == 2 and sleeps.delays == [7.0]
+# The SDK retries; each error asks for a 1 ms wait (retry-after-ms), which it honours.
+SOON = {"retry-after-ms": "1"}
 
 
-def test_a_429_with_a_tiny_real_backoff_is_retried(api: FakeAnthropic) -> None:
-    api.script(error(429, "rate_limit_error", "slow down", **{"retry-after-ms": "5"}),
-               error(429, "rate_limit_error", "slow down"), Reply(message(text("ok"))))
-    response = run(model(api).complete(ask()))
-    assert response.info["attempts"] == 3 and len(api.received) == 3
-
-
-def test_529_overloaded_is_retried_with_jittered_exponential_backoff(
-        api: FakeAnthropic) -> None:
-    api.script(error(529, "overloaded_error", "Overloaded"),
-               error(529, "overloaded_error", "Overloaded"), Reply(message(text("ok"))))
-    sleeps = Sleeps()
-    response = run(model(api, sleep=sleeps, backoff_s=0.5, backoff_max_s=8).complete(ask()))
-    assert response.info["attempts"] == 3 and len(api.received) == 3
-    first, second = sleeps.delays
-    assert 0.375 <= first <= 0.5 and 0.75 <= second <= 1.0
+def test_a_429_a_529_and_a_500_are_retried_by_the_sdk(api: FakeAnthropic) -> None:
+    api.script(error(429, "rate_limit_error", "Number of requests exceeded", **SOON),
+               error(529, "overloaded_error", "Overloaded", **SOON),
+               error(500, "api_error", "Internal server error", **SOON),
+               Reply(message(text("ok"))))
+    response = run(model(api, max_retries=3).complete(ask()))
+    assert response.text == "ok" and response.info["attempts"] == 4
+    assert [h["x-stainless-retry-count"] for h in api.headers] == ["0", "1", "2", "3"]
+    assert len({json.dumps(body, sort_keys=True) for body in api.received}) == 1
 
 
 def test_retries_are_bounded_and_end_in_a_clear_model_error(api: FakeAnthropic) -> None:
-    api.script(*[error(529, "overloaded_error", "Overloaded")] * 3)
+    api.script(*[error(529, "overloaded_error", "Overloaded", **SOON)] * 3)
     with pytest.raises(AnthropicAPIError) as caught:
         run(model(api, max_retries=2).complete(ask()))
     exc = caught.value
@@ -321,12 +297,11 @@ def test_retries_are_bounded_and_end_in_a_clear_model_error(api: FakeAnthropic) 
                         "(request req_529); after 3 attempts")
 
 
-def test_a_wait_longer_than_allowed_is_not_waited_for(api: FakeAnthropic) -> None:
-    api.script(error(429, "rate_limit_error", "daily limit", **{"retry-after": "3600"}))
-    sleeps = Sleeps()
-    with pytest.raises(AnthropicAPIError, match="asks to wait 3600 s") as caught:
-        run(model(api, sleep=sleeps).complete(ask()))
-    assert caught.value.attempts == 1 and sleeps.delays == []
+def test_no_retries_are_made_when_max_retries_is_zero(api: FakeAnthropic) -> None:
+    api.script(error(429, "rate_limit_error", "slow down", **SOON))
+    with pytest.raises(AnthropicAPIError, match="not retried") as caught:
+        run(model(api, max_retries=0).complete(ask()))
+    assert caught.value.attempts == 1 and len(api.received) == 1
 
 
 def test_a_response_that_says_do_not_retry_is_not_retried(api: FakeAnthropic) -> None:
@@ -340,15 +315,13 @@ def test_a_refused_connection_is_retried_then_ends_in_a_clear_model_error() -> N
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    sleeps = Sleeps()
     claude = AnthropicModel(MODEL, api_key=KEY, base_url=f"http://127.0.0.1:{port}",
-                            max_retries=2, sleep=sleeps)
+                            max_retries=1)
     with pytest.raises(AnthropicAPIError) as caught:
         run(claude.complete(ask()))
     exc = caught.value
-    assert len(sleeps.delays) == 2 and exc.attempts == 3
-    assert (exc.status, exc.error_type) == (None, "connection_error")
-    assert f"127.0.0.1:{port}" in str(exc) and "after 3 attempts" in str(exc)
+    assert exc.attempts == 2 and (exc.status, exc.error_type) == (None, "connection_error")
+    assert f"127.0.0.1:{port}" in str(exc) and "after 2 attempts" in str(exc)
     assert KEY not in str(exc)
 
 
@@ -376,13 +349,6 @@ def test_an_api_message_that_echoes_the_key_is_scrubbed(api: FakeAnthropic) -> N
     with pytest.raises(AnthropicAPIError) as caught:
         run(model(api).complete(ask()))
     assert KEY not in str(caught.value) and "[api key]" in str(caught.value)
-
-
-def test_retry_after_reads_milliseconds_seconds_and_dates() -> None:
-    assert retry_after({"retry-after-ms": "250"}) == 0.25
-    assert retry_after({"retry-after": "2.5"}) == 2.5
-    assert retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # past
-    assert retry_after({"retry-after": "soon"}) is None and retry_after({}) is None
 
 
 # -- streaming ----------------------------------------------------------------------
@@ -441,11 +407,20 @@ def test_a_streamed_reply_in_the_sse_event_format_reads_like_a_whole_one(
     assert api.received[0]["stream"] is True
 
 
-def test_an_overloaded_error_event_inside_a_stream_is_retried(api: FakeAnthropic) -> None:
+def test_an_error_event_inside_a_stream_is_a_model_error_and_not_retried(
+        api: FakeAnthropic) -> None:
     start = message()
     broken = sse({"type": "message_start", "message": {**start, "content": []}},
                  {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
     api.script(Reply(broken), Reply(streamed_tool_call()))
+    with pytest.raises(AnthropicAPIError, match="in the stream: overloaded_error") as caught:
+        run(model(api, stream=True).complete(ask()))
+    assert caught.value.error_type == "overloaded_error" and len(api.received) == 1
+
+
+def test_a_streamed_reply_after_a_429_counts_its_attempts(api: FakeAnthropic) -> None:
+    api.script(error(429, "rate_limit_error", "slow down", **SOON),
+               Reply(streamed_tool_call()))
     response = run(model(api, stream=True).complete(ask()))
     assert response.info["attempts"] == 2 and response.text == "Let me check."
 

@@ -107,3 +107,59 @@ def test_resume_runs_an_interrupted_call_of_an_idempotent_tool_again_once(
     assert run(later.resume_pending()) == []
     assert log.read_text().splitlines() == ["7", "7"]
     assert run(ledger.verify()).ok
+
+
+def test_a_paused_turn_whose_interrupted_call_ran_again_is_closed_as_interrupted(
+        ledger: Ledger, tmp_path: Path) -> None:
+    log = tmp_path / "values"
+    request_id = interrupted(ledger, log, idempotent=True)
+    later = runtime(ledger, [store(log, idempotent=True, die=False)], ["done"])
+    (again,) = run(later.resume_pending())
+    turn_id = again.request.turn_id
+    (completed,) = run(ledger.entries(turn_id=turn_id, kinds=["turn.completed"]))
+    assert completed.data["status"] == "interrupted"
+    assert completed.data["tools_used"] == ["set_value"]
+    assert run(later.resume_pending()) == []
+    (request,) = [r for r in run(later.approvals.list()) if r.request_id == request_id]
+    assert request.call_completed
+    assert run(ledger.verify()).ok
+
+
+def test_an_approval_taken_up_whose_call_never_started_is_visible_as_such(
+        ledger: Ledger, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from overt.engine.record import resumption
+    from overt.policy.actors import Actor
+
+    log = tmp_path / "values"
+    rt = runtime(ledger, [store(log, idempotent=False, die=False), *builtin_tools()], [SET])
+    result = ask(rt)
+    request_id = str(result.awaiting_approval)
+    run(rt.approvals.decide(request_id, "approved", by=Actor.operator("default")))
+    # the process that took it up stopped right after its claim, before the tool ran
+    run(ledger.record([resumption(result.turn_id, result.session_id, request_id, "approved",
+                                  "operator:default")]))
+    (request,) = [r for r in run(rt.approvals.list()) if r.request_id == request_id]
+    assert request.unstarted and not request.interrupted
+    assert not log.exists()
+
+    class Args:
+        approvals_command, all, json = "list", False, False
+
+    assert run(approvals_cmd.run(Args(), rt)) == 0  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert request_id in out and "its call never started" in out
+    state = json.loads(run(rt.call_tool("get_operational_state", {})).content)
+    assert state["unstarted_approved_calls"] == [
+        {"request_id": request_id, "tool_name": "set_value",
+         "taken_up_seq": request.taken_up_seq}]
+
+
+def test_an_approval_taken_up_and_finished_is_not_unstarted(
+        ledger: Ledger, tmp_path: Path) -> None:
+    log = tmp_path / "values"
+    rt = runtime(ledger, [store(log, idempotent=False, die=False)], [SET, "done"])
+    request_id = str(ask(rt).awaiting_approval)
+    run(rt.approve(request_id))
+    (request,) = [r for r in run(rt.approvals.list()) if r.request_id == request_id]
+    assert request.taken_up_seq is not None
+    assert not request.unstarted and not request.interrupted

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from overt.engine.resume import Resumed
 from overt.errors import LedgerConflict
-from overt.events import ChannelReplied
-from overt.ledger.base import Entry, Ledger
+from overt.events import ChannelReplied, TurnCompleted
+from overt.ledger.base import Ledger
 from overt.types import ResponseResult, Usage
 
 if TYPE_CHECKING:
@@ -58,13 +58,15 @@ async def record_reply(ledger: Ledger, result: ResponseResult, *, claim: str, so
         awaiting_approval=result.awaiting_approval, resumed_from=resumed_from)], contents)
 
 
-async def paused_reply(ledger: Ledger, request_id: str, turn_id: str | None) -> Entry | None:
-    """The ``channel.replied`` entry that told the sender the turn awaits ``request_id``."""
+async def paused_reply(ledger: Ledger, request_id: str,
+                       turn_id: str | None) -> ChannelReplied | None:
+    """The reply that told the sender the turn awaits ``request_id``."""
     if turn_id is None:
         return None
     for entry in await ledger.entries(turn_id=turn_id, kinds=[ChannelReplied.kind]):
-        if entry.data.get("awaiting_approval") == request_id:
-            return entry
+        reply = entry.event(ChannelReplied)
+        if reply.awaiting_approval == request_id:
+            return reply
     return None
 
 
@@ -85,14 +87,14 @@ async def deliver_resumed(resumed: Resumed, ledger: Ledger,
     first = await paused_reply(ledger, request.request_id, request.turn_id)
     if first is None:
         return None
-    source = str(first.data["source"])
+    source = first.source
     replier = repliers.get(source)
     if replier is None:
         return None
-    claim = f"{first.data['claim']}:resumed:{request.request_id}"
+    claim = f"{first.claim}:resumed:{request.request_id}"
     if await ledger.claimed(ChannelReplied.kind, claim) is not None:
         return None
-    target = {str(k): str(v) for k, v in first.data["target"].items()}
+    target = {str(k): str(v) for k, v in first.target.items()}
     reply_ids = await replier.send_reply(target, result.text, key=claim)
     try:
         await record_reply(ledger, result, claim=claim, source=source, target=target,
@@ -114,22 +116,22 @@ async def deliver_pending(runtime: Runtime,
     """
     ledger = runtime.ledger
     delivered: list[dict[str, str]] = []
-    replies = await ledger.entries(kinds=[ChannelReplied.kind])
-    done = {e.data["claim"] for e in replies if e.data.get("resumed_from")}
+    replies = [e.event(ChannelReplied)
+               for e in await ledger.entries(kinds=[ChannelReplied.kind])]
+    done = {reply.claim for reply in replies if reply.resumed_from}
     for first in replies:
-        request_id = first.data.get("awaiting_approval")
-        if not request_id or first.data.get("source") not in repliers \
-                or f"{first.data['claim']}:resumed:{request_id}" in done:
+        request_id = first.awaiting_approval
+        if not request_id or first.source not in repliers \
+                or f"{first.claim}:resumed:{request_id}" in done:
             continue  # not paused, not ours to deliver, or delivered already
-        request = await runtime.approvals.get(str(request_id))
-        completed = await ledger.entries(turn_id=first.turn_id, kinds=["turn.completed"])
+        request = await runtime.approvals.get(request_id)
+        completed = await ledger.entries(turn_id=first.turn_id, kinds=[TurnCompleted.kind])
         if not request.resumed or not completed:
             continue
-        end = completed[-1]
-        text = await ledger.content(end.data["reply_digest"], seq=end.seq) or ""
-        result = ResponseResult(text, end.data["tools_used"],
-                                Usage(end.data["input_tokens"], end.data["output_tokens"],
-                                      end.data["cost_usd"]),
+        seq, end = completed[-1].seq, completed[-1].event(TurnCompleted)
+        text = (await ledger.content(end.reply_digest, seq=seq) if end.reply_digest else "") or ""
+        result = ResponseResult(text, end.tools_used,
+                                Usage(end.input_tokens, end.output_tokens, end.cost_usd),
                                 None, end.session_id or "", end.turn_id or "")
         ids = await deliver_resumed(Resumed(request, result=result), ledger, repliers)
         if ids is not None:

@@ -17,18 +17,24 @@ about once every two seconds, not ten times a second.
 A stream ends after ``turn.completed`` (at once, when the turn had completed
 before the stream started), with ``follow=False`` after what is recorded, and
 in any case after ``lifetime_s``: the client reconnects with ``Last-Event-ID``
-to go on. A comment line is sent when nothing was for ``keepalive_s``, so
-proxies do not close an idle connection.
+to go on. A ledger that cannot be read (PostgreSQL restarting) ends the stream
+the same way, with a comment saying so, rather than breaking the connection.
+A comment line is sent when nothing was for ``keepalive_s``, so proxies do not
+close an idle connection.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
+from overt.errors import LedgerError
 from overt.ledger.base import Entry, Ledger
 from overt.ledger.notify import Backoff
+
+log = logging.getLogger("overt.channels.events_stream")
 
 DEFAULT_LIFETIME_S = 900.0
 """How long one stream lives at most (the client reconnects with Last-Event-ID)."""
@@ -71,7 +77,12 @@ async def turn_events(ledger: Ledger, turn_id: str, *, follow: bool = True,
     yield f"retry: {RETRY_MS}\n\n"
     while True:
         seen = ledger.appended.seq  # before the read: an append after it wakes the wait
-        entries = await ledger.entries(turn_id=turn_id)
+        try:
+            entries = await ledger.entries(turn_id=turn_id)
+        except LedgerError as exc:  # the database went away (a restart): the client
+            log.warning("stream of turn %s ended: %s", turn_id, exc)  # comes back
+            yield ": the ledger cannot be read now: reconnect with Last-Event-ID\n\n"
+            return
         completed = False
         for entry in entries:
             completed = completed or entry.kind == "turn.completed"

@@ -38,7 +38,14 @@ from overt.channels import openapi
 from overt.channels.auth import Tokens
 from overt.channels.events_stream import DEFAULT_LIFETIME_S, last_event_id, turn_events
 from overt.channels.turns import turn_state, wait_for_answer
-from overt.errors import ApprovalError, ExtraMissingError, NotFoundError, OvertError, UsageError
+from overt.errors import (
+    ApprovalError,
+    ExtraMissingError,
+    LedgerError,
+    NotFoundError,
+    OvertError,
+    UsageError,
+)
 from overt.events import CapabilityChecked
 from overt.ids import new_ulid
 from overt.policy.actors import Actor
@@ -70,6 +77,9 @@ DEFAULT_MAX_BODY_BYTES = 1_000_000
 MAX_WAIT_S = 300.0
 DEFAULT_SESSIONS = 50
 MAX_SESSIONS = 1000
+LEDGER_FAILED = "ledger_error:"
+"""How a turn's ``error`` begins when the ledger refused its records (the engine's
+``ledger_failed``): answered 503, not as a reply."""
 
 CAPABILITIES: dict[tuple[str, str], str] = {
     ("POST", "/v1/messages"): "agent.ask",
@@ -98,7 +108,8 @@ class ApiError(Exception):
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else \
+        {"Retry-After": "1"} if status == 503 else None
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status,
                         headers=headers)
 
@@ -217,6 +228,9 @@ class _Api:
             return _error(409, "already_decided", str(exc))
         except UsageError as exc:
             return _error(422, "invalid", str(exc))
+        except LedgerError as exc:  # the database went away (a restart): retry shortly
+            log.error("%s %s failed: %s", request.method, request.url.path, exc)
+            return _error(503, "ledger_unavailable", str(exc))
         except OvertError as exc:
             log.error("%s %s failed: %s", request.method, request.url.path, exc)
             return _error(503, "backend_error", str(exc))
@@ -274,6 +288,13 @@ class _Api:
             message, session_id=session_id or message.caller_session_id, actor=actor,
             history=None if session_id is not None else (),
             channel_ids={"http_request_id": request_id})
+        if result.error is not None and result.error.startswith(LEDGER_FAILED):
+            # the turn stopped before its next effect and the record may not hold
+            # its end: the client must not read this as an answer (a PostgreSQL
+            # restart: retry shortly)
+            raise ApiError(503, "ledger_unavailable",
+                           f"turn {result.turn_id} stopped before its next step: "
+                           f"{result.error.removeprefix(LEDGER_FAILED).strip()}")
         reply: dict[str, Any] = {**result.to_dict(), "request_id": request_id,
                                  "caller_session_id": message.caller_session_id}
         if result.awaiting_approval is not None and wait_s:

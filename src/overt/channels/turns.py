@@ -10,10 +10,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from overt.events import TurnCompleted, TurnPaused, TurnResumed, TurnStarted
 from overt.ledger.base import Ledger
 from overt.ledger.notify import Backoff
 
-TURN_KINDS = ("turn.started", "turn.paused", "turn.resumed", "turn.completed")
+TURN_KINDS = (TurnStarted.kind, TurnPaused.kind, TurnResumed.kind, TurnCompleted.kind)
 
 
 async def turn_state(ledger: Ledger, turn_id: str) -> dict[str, Any] | None:
@@ -27,29 +28,27 @@ async def turn_state(ledger: Ledger, turn_id: str) -> dict[str, Any] | None:
     started = next((e for e in entries if e.kind == "turn.started"), None)
     if started is None:
         return None
+    began = started.event(TurnStarted)
     state: dict[str, Any] = {
         "turn_id": turn_id, "session_id": started.session_id,
-        "source": started.data.get("source"),
-        "caller_session_id": started.data.get("caller_session_id"),
+        "source": began.source, "caller_session_id": began.caller_session_id,
         "started_at": started.at, "status": "running", "awaiting_approval": None,
         "text": None, "tools_used": None, "error": None,
         "usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0},
         "completed_at": None,
     }
     last = entries[-1]
-    if last.kind == "turn.paused":
-        state["status"] = "awaiting_approval"
-        state["awaiting_approval"] = last.data.get("request_id")
-    elif last.kind == "turn.completed":
-        d = last.data
-        digest = d.get("reply_digest")
-        state.update(
-            status=d.get("status"), tools_used=d.get("tools_used"),
-            text=await ledger.content(digest) if digest else None,
-            error=d.get("error_type"), completed_at=last.at,
-            usage={"input_tokens": d.get("input_tokens", 0),
-                   "output_tokens": d.get("output_tokens", 0),
-                   "cost_usd": d.get("cost_usd", 0.0)})
+    match last.event():
+        case TurnPaused(request_id=request_id):
+            state["status"] = "awaiting_approval"
+            state["awaiting_approval"] = request_id
+        case TurnCompleted() as done:
+            state.update(
+                status=done.status, tools_used=done.tools_used,
+                text=await ledger.content(done.reply_digest) if done.reply_digest else None,
+                error=done.error_type, completed_at=last.at,
+                usage={"input_tokens": done.input_tokens, "output_tokens": done.output_tokens,
+                       "cost_usd": done.cost_usd})
     return state
 
 

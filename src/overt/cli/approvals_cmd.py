@@ -53,7 +53,7 @@ async def run(args: argparse.Namespace, runtime: Runtime) -> int:
     if command == "list":
         await runtime.expire_due(answer=False)
         requests = [r for r in await runtime.approvals.list()
-                    if args.all or r.status == "pending" or r.interrupted]
+                    if args.all or r.status == "pending" or r.interrupted or r.unstarted]
         requests.sort(key=lambda r: (r.status != "pending", r.requested_at))
         _out(args, [_dict(r) for r in requests], _table(requests))
         return EXIT_OK
@@ -83,7 +83,8 @@ def _out(args: argparse.Namespace, data: Any, text: str) -> None:
 
 
 def _dict(r: ApprovalRequest) -> dict[str, Any]:
-    return {**{name: getattr(r, name) for name in r.__slots__}, "interrupted": r.interrupted}
+    return {**{name: getattr(r, name) for name in r.__slots__}, "interrupted": r.interrupted,
+            "unstarted": r.unstarted}
 
 
 def _table(requests: list[ApprovalRequest]) -> str:
@@ -97,6 +98,10 @@ def _table(requests: list[ApprovalRequest]) -> str:
         if r.interrupted:
             lines.append(f"{'':26}  ^ approved and started (entry {r.call_started_seq}), no "
                          "result recorded: `overt approvals resume` takes it up")
+        if r.unstarted:
+            lines.append(f"{'':26}  ^ approved and taken up (entry {r.taken_up_seq}), but its "
+                         "call never started: the process that took it up stopped first "
+                         "(nothing ran)")
     return "\n".join(lines)
 
 

@@ -31,6 +31,7 @@ from overt.cli import (
     eval_cmd,
     export_cmd,
     memory_cmd,
+    proofs_cmd,
     render,
     serve_cmd,
     sessions_cmd,
@@ -115,6 +116,8 @@ def _parser() -> argparse.ArgumentParser:
     lsub = ledger.add_subparsers(dest="ledger_command", required=True, metavar="COMMAND")
     verify = lsub.add_parser("verify", help="recompute the hash chain")
     verify.add_argument("--json", action="store_true")
+    proofs_cmd.add_verify_flags(verify)
+    proofs_cmd.add_parsers(lsub)
     export_cmd.add_parser(lsub)
     lsub.add_parser("migrate", help="create or update the ledger's schema (idempotent)")
     prune = lsub.add_parser("prune", help="remove entries and content older than a threshold")
@@ -203,6 +206,11 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
             return run_sync(_prune(config, args.older_than, args.json))
         if args.ledger_command == "setup-roles":
             return _setup_roles(config, args.owner, args.writer)
+        if args.ledger_command in ("keygen", "check-proof"):
+            return proofs_cmd.run_offline(args, config)
+        if args.ledger_command in proofs_cmd.COMMANDS or (
+                args.ledger_command == "verify" and args.checkpoints):
+            return run_sync(_proofs(config, args))
         return run_sync(_verify(config, args.json))
     if command == "model":
         return _prepare(config, args.name)
@@ -405,6 +413,11 @@ async def _verify(config: Config, as_json: bool) -> int:
     return EXIT_OK if report.ok else EXIT_VERIFY
 
 
+async def _proofs(config: Config, args: argparse.Namespace) -> int:
+    async with _opened(config) as ledger:
+        return await proofs_cmd.run(args, config, ledger)
+
+
 async def _export(config: Config, args: argparse.Namespace) -> int:
     async with _opened(config) as ledger:
         return await export_cmd.run(args, ledger)
@@ -441,6 +454,8 @@ async def _prune(config: Config, older_than: str, as_json: bool) -> int:
         raise UsageError("--older-than needs an age or a time, not 'all'")
     async with _opened(config) as ledger:
         record = await ledger.prune(cutoff)
+        signed = await proofs_cmd.make_after_prune(config, ledger) if record.removed_entries \
+            else None
     if as_json:
         print(json.dumps(record.data(), indent=2))
     elif record.removed_entries:
@@ -450,6 +465,8 @@ async def _prune(config: Config, older_than: str, as_json: bool) -> int:
         print(f"sealed: entry {record.through_seq} had hash {record.last_removed_hash}")
     else:
         print(f"nothing older than {cutoff} to prune")
+    if signed and not as_json:
+        print(signed)
     if record.held_back_by_turn:
         print(f"kept from turn {record.held_back_by_turn} on: it is still waiting")
     return EXIT_OK

@@ -4,6 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from overt.errors import EventDecodeError
+from overt.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Event,
+    HookBlocked,
+    HookError,
+    HookProvided,
+    HookReissued,
+    HookRequestRewritten,
+    HookToolsNarrowed,
+    HookTransformed,
+    InferenceRecorded,
+    PolicyDecided,
+    ReasoningStepRecorded,
+    ToolCallCompleted,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnPaused,
+    TurnResumed,
+    TurnStarted,
+)
 from overt.hooks.manager import PluginInfo
 from overt.ledger.base import Entry, TurnSummary, UsageRow, VerifyReport
 
@@ -28,90 +50,97 @@ def turn_record(entries: list[Entry], contents: dict[str, str | None]) -> str:
     """The full record of one turn; ``contents`` maps digests to bodies when asked for."""
     out: list[str] = []
 
-    def body(label: str, digest: Any) -> None:
-        if digest in contents:
+    def body(label: str, digest: str | None) -> None:
+        if digest is not None and digest in contents:
             text = contents[digest]
             shown = "(pruned or never stored)" if text is None else text
             out.append(f"    {label}: {shown}")
 
+    started = {e.event(ToolCallStarted).tool_call_id for e in entries
+               if e.kind == ToolCallStarted.kind}
     for e in entries:
-        d = e.data
-        if e.kind == "turn.started":
-            out.append(f"turn {e.turn_id}")
-            out.append(f"  session      {e.session_id}")
-            out.append(f"  source       {d['source']} ({d['caller_session_id']})")
-            out.append(f"  model        {d['model']}  route {d['route']}  "
-                       f"max tool calls {d['max_tool_calls']}")
-            out.append(f"  started      {e.at}")
-            body("message", d.get("message_digest"))
-        elif e.kind == "inference":
-            status = f"error {d['error_type']}" if d.get("error_type") else d["stop_reason"]
-            out.append(f"  [{e.seq}] inference #{d['iteration']}  {d['model']}  {status}  "
-                       f"in {d['input_tokens']} / out {d['output_tokens']} tokens  "
-                       f"${d['cost_usd']:.6f}  {_ms(d['duration_ms'])}")
-            offered = ", ".join(d["tools_offered"]) or "(none)"
-            out.append(f"        tools offered: {offered}; tool calls asked: "
-                       f"{d['tool_calls_requested']}")
-            info = d.get("info") or {}
-            if info:
-                out.append("        " + "  ".join(f"{k}={v}" for k, v in sorted(info.items())))
-            body("response", d.get("response_digest"))
-        elif e.kind == "tool_call.started":
-            out.append(f"  [{e.seq}] tool call {d['tool_call_id']} {d['tool_name']} started  "
-                       f"args {d['args_sha256'][:19]}…")
-            body("arguments", d.get("args_sha256"))
-        elif e.kind == "tool_call.completed":
-            exc = f" ({d['exc_type']})" if d.get("exc_type") else ""
-            reason = f" [{d['reason_code']}]" if d.get("reason_code") else ""
-            by = f"  provided by plugin {d['provided_by']}" if d.get("provided_by") else ""
-            out.append(f"  [{e.seq}] tool call {d['tool_call_id']} {d['tool_name']} -> "
-                       f"{d['tool_status']}{exc}{reason}  {_ms(d['tool_duration_ms'])}{by}")
-            if d["tool_status"] != "ok" or not any(
-                x.kind == "tool_call.started" and x.data.get("tool_call_id") == d["tool_call_id"]
-                for x in entries
-            ):
-                body("arguments", d.get("args_sha256"))
-            body("result", d.get("result_digest"))
-        elif e.kind == "turn.completed":
-            tools = d["tools_used"]
-            used = "(absent)" if tools is None else (", ".join(tools) or "[]")
-            out.append(f"  [{e.seq}] turn {d['status']}  {_ms(d['duration_ms'])}  "
-                       f"model calls {d['model_calls']}  tool calls {d['tool_calls']}  "
-                       f"tokens in {d['input_tokens']} / out {d['output_tokens']}  "
-                       f"${d['cost_usd']:.6f}")
-            out.append(f"        tools used: {used}")
-            body("reply", d.get("reply_digest"))
-        elif e.kind == "reasoning.step":
-            links = "".join(f"  {name} {d[key]}" for name, key in (
-                ("call", "tool_call_id"), ("decision", "policy_decision_id"),
-                ("approval", "approval_request_id")) if d.get(key))
-            out.append(f"  [{e.seq}] step {d['step_number']} {d['phase']}{links}")
-            body("text", d.get("content_digest"))
-        elif e.kind == "policy.decision":
-            cap = "" if d["capability_granted"] else f"  lacks {d['capability']}"
-            out.append(f"  [{e.seq}] policy {d['effect']} {d['tool_name']} "
-                       f"({d['tool_call_id']}) [{d['reason_code']}] rule {d['rule']}  "
-                       f"actor {d['actor']}  path {d['path']}{cap}")
-            out.append(f"        rules evaluated: {', '.join(d['rules_evaluated'])}")
-        elif e.kind == "approval.requested":
-            out.append(f"  [{e.seq}] approval requested {d['request_id']} ({d['mode']}) for "
-                       f"{d['tool_name']}  expires {d['expires_at']}")
-        elif e.kind == "approval.decided":
-            out.append(f"  [{e.seq}] approval {d['request_id']} {d['decision']} by "
-                       f"{d['decided_by']}")
-            body("reason", d.get("reason_digest"))
-        elif e.kind == "turn.paused":
-            out.append(f"  [{e.seq}] turn paused, waiting for approval {d['request_id']}")
-        elif e.kind == "turn.resumed":
-            out.append(f"  [{e.seq}] turn resumed ({d['decision']}) by {d['resumed_by']} "
-                       f"in pid {d['pid']} on {d['host']}")
-        elif e.kind.startswith("hook."):
-            out.append(f"  [{e.seq}] {e.kind} by plugin {d.get('plugin')} in {d.get('hook')}"
-                       + _details(d, skip=("plugin", "hook")))
-            for key in ("context_digest", "error_digest", "after_digest"):
-                body(key.removesuffix("_digest"), d.get(key))
-        else:
-            out.append(f"  [{e.seq}] {e.kind}" + _details(d))
+        try:
+            event: Event | None = e.event()
+        except EventDecodeError:
+            event = None  # a kind or shape this version does not know: shown field by field
+        match event:
+            case TurnStarted() as d:
+                out.append(f"turn {e.turn_id}")
+                out.append(f"  session      {e.session_id}")
+                out.append(f"  source       {d.source} ({d.caller_session_id})")
+                out.append(f"  model        {d.model}  route {d.route}  "
+                           f"max tool calls {d.max_tool_calls}")
+                out.append(f"  started      {e.at}")
+                body("message", d.message_digest)
+            case InferenceRecorded() as d:
+                status = f"error {d.error_type}" if d.error_type else d.stop_reason
+                out.append(f"  [{e.seq}] inference #{d.iteration}  {d.model}  {status}  "
+                           f"in {d.input_tokens} / out {d.output_tokens} tokens  "
+                           f"${d.cost_usd:.6f}  {_ms(d.duration_ms)}")
+                offered = ", ".join(d.tools_offered) or "(none)"
+                out.append(f"        tools offered: {offered}; tool calls asked: "
+                           f"{d.tool_calls_requested}")
+                if d.info:
+                    out.append("        " + "  ".join(f"{k}={v}"
+                                                      for k, v in sorted(d.info.items())))
+                body("response", d.response_digest)
+            case ToolCallStarted() as d:
+                out.append(f"  [{e.seq}] tool call {d.tool_call_id} {d.tool_name} started  "
+                           f"args {d.args_sha256[:19]}…")
+                body("arguments", d.args_sha256)
+            case ToolCallCompleted() as d:
+                exc = f" ({d.exc_type})" if d.exc_type else ""
+                reason = f" [{d.reason_code}]" if d.reason_code else ""
+                by = f"  provided by plugin {d.provided_by}" if d.provided_by else ""
+                out.append(f"  [{e.seq}] tool call {d.tool_call_id} {d.tool_name} -> "
+                           f"{d.tool_status}{exc}{reason}  {_ms(d.tool_duration_ms)}{by}")
+                if d.tool_status != "ok" or d.tool_call_id not in started:
+                    body("arguments", d.args_sha256)
+                body("result", d.result_digest)
+            case TurnCompleted() as d:
+                used = "(absent)" if d.tools_used is None else (", ".join(d.tools_used) or "[]")
+                out.append(f"  [{e.seq}] turn {d.status}  {_ms(d.duration_ms)}  "
+                           f"model calls {d.model_calls}  tool calls {d.tool_calls}  "
+                           f"tokens in {d.input_tokens} / out {d.output_tokens}  "
+                           f"${d.cost_usd:.6f}")
+                out.append(f"        tools used: {used}")
+                body("reply", d.reply_digest)
+            case ReasoningStepRecorded() as d:
+                links = "".join(f"  {name} {value}" for name, value in (
+                    ("call", d.tool_call_id), ("decision", d.policy_decision_id),
+                    ("approval", d.approval_request_id)) if value)
+                out.append(f"  [{e.seq}] step {d.step_number} {d.phase}{links}")
+                body("text", d.content_digest)
+            case PolicyDecided() as d:
+                cap = "" if d.capability_granted else f"  lacks {d.capability}"
+                out.append(f"  [{e.seq}] policy {d.effect} {d.tool_name} "
+                           f"({d.tool_call_id}) [{d.reason_code}] rule {d.rule}  "
+                           f"actor {d.actor}  path {d.path}{cap}")
+                out.append(f"        rules evaluated: {', '.join(d.rules_evaluated)}")
+            case ApprovalRequested() as d:
+                out.append(f"  [{e.seq}] approval requested {d.request_id} ({d.mode}) for "
+                           f"{d.tool_name}  expires {d.expires_at}")
+            case ApprovalDecided() as d:
+                out.append(f"  [{e.seq}] approval {d.request_id} {d.decision} by "
+                           f"{d.decided_by}")
+                body("reason", d.reason_digest)
+            case TurnPaused() as d:
+                out.append(f"  [{e.seq}] turn paused, waiting for approval {d.request_id}")
+            case TurnResumed() as d:
+                out.append(f"  [{e.seq}] turn resumed ({d.decision}) by {d.resumed_by} "
+                           f"in pid {d.pid} on {d.host}")
+            case (HookBlocked() | HookProvided() | HookRequestRewritten() | HookToolsNarrowed()
+                  | HookReissued() | HookTransformed() | HookError()) as d:
+                out.append(f"  [{e.seq}] {e.kind} by plugin {d.plugin} in {d.hook}"
+                           + _details(e.data, skip=("plugin", "hook")))
+                if isinstance(d, HookReissued):
+                    body("context", d.context_digest)
+                elif isinstance(d, HookError):
+                    body("error", d.error_digest)
+                elif isinstance(d, HookTransformed):
+                    body("after", d.after_digest)
+            case _:
+                out.append(f"  [{e.seq}] {e.kind}" + _details(e.data))
     return "\n".join(out)
 
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import sys
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,18 +84,31 @@ def _serve(config: Config, tokens: object, args: argparse.Namespace) -> int:
     from overt.runtime import Runtime
     assert isinstance(tokens, Tokens)
     runtime = Runtime.from_config(config)
-    mcp_app = mcp_lifespan = None
+    mcp_app = None
+    mcp_lifespan: Callable[[], AbstractAsyncContextManager[Any]] | None = None
     if not args.no_mcp:
         from overt.channels.mcp_server import create_server
         server = create_server(runtime)
         mcp_app = server.streamable_http_app(streamable_http_path="/mcp", host=args.host,
                                              max_request_body_size=args.max_body_bytes)
         mcp_lifespan = server.session_manager.run
+    if config.checkpoints is not None:  # signed checkpoints while serving
+        from overt.ledger.checkpointer import with_checkpoints
+        from overt.ledger.signing import read_private
+        mcp_lifespan = with_checkpoints(runtime.ledger,
+                                        read_private(Path(config.checkpoints.private_key)),
+                                        config.checkpoints, mcp_lifespan)
     from overt.web import cockpit_routes
     routes = [*_channels(config, runtime),
               *cockpit_routes(runtime, tokens, budget=config.effective_budget)]
     app = create_app(runtime, tokens, max_body_bytes=args.max_body_bytes, mcp=mcp_app,
                      mcp_lifespan=mcp_lifespan, extra_routes=routes)
+    # What start-up built (modules, the runtime, its plugins) lives as long as the
+    # process: frozen, it is left out of the full collections that otherwise scan
+    # it every few hundred requests under load (20-60 ms each, a stall every
+    # request and /healthz waits out; benchmarks/bench_load.py shows it).
+    gc.collect()
+    gc.freeze()
     # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests finish
     # (a turn ends recorded, or paused and resumable) before the lifespan closes the ledger.
     uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose

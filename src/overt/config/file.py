@@ -37,6 +37,7 @@ from overt.config.schema import (
 )
 from overt.config.values import Budget, Config, ModelAlias, PolicySettings, Route
 from overt.errors import ConfigError
+from overt.ledger.checkpoints import CheckpointSettings
 from overt.memory.kinds import MemoryKinds
 from overt.models.router import EscalationRule
 from overt.policy.rules import rule_from_mapping
@@ -204,6 +205,12 @@ def values(cfg: ConfigFile, base: Path | None = None,
     if cfg.email is not None:
         out["email"] = EmailSettings(**{**cfg.email.model_dump(),
                                         "allowed_senders": tuple(cfg.email.allowed_senders)})
+    if cfg.checkpoints is not None:
+        c = cfg.checkpoints
+        out["checkpoints"] = CheckpointSettings(
+            private_key=_path(c.private_key, base), witness_dir=_path(c.witness_dir, base),
+            commands=tuple(tuple(command) for command in c.commands if command),
+            urls=tuple(c.urls), every_entries=c.every_entries, every_seconds=c.every_seconds)
     return out
 
 

@@ -207,6 +207,18 @@ class EmailFile(_Strict):
     poll_interval_s: Annotated[float, Field(gt=0)] = 60.0
 
 
+class CheckpointsFile(_Strict):
+    """``[checkpoints]``: signed checkpoints of the ledger (see
+    :class:`overt.ledger.checkpoints.CheckpointSettings`); the key stays in its file."""
+
+    private_key: str
+    witness_dir: str
+    commands: list[list[str]] = Field(default_factory=list)
+    urls: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(default_factory=list)
+    every_entries: Annotated[int, Field(ge=1)] = 10_000
+    every_seconds: Annotated[float, Field(gt=0)] = 300.0
+
+
 class ConfigFile(_Strict):
     """The whole of ``overt.toml``."""
 
@@ -231,6 +243,7 @@ class ConfigFile(_Strict):
     agent: str | None = None
     slack: SlackFile | None = None
     email: EmailFile | None = None
+    checkpoints: CheckpointsFile | None = None
 
 
 def allowed_keys(loc: Loc) -> list[str] | None:

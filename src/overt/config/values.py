@@ -12,6 +12,7 @@ import platformdirs
 
 from overt.channels.settings import EmailSettings, SlackSettings
 from overt.errors import ConfigError
+from overt.ledger.checkpoints import CheckpointSettings
 from overt.memory.kinds import MemoryKinds
 from overt.models.router import EscalationRule
 from overt.policy.gate import DEFAULT_APPROVAL_TTL_S
@@ -145,6 +146,8 @@ class Config:
     mcp_servers: tuple[McpServerSpec, ...] = ()  # [mcp_servers.NAME]: their tools join ours
     slack: SlackSettings | None = None  # [slack]: the Slack DM channel, when configured
     email: EmailSettings | None = None  # [email]: the email channel, when configured
+    # [checkpoints]: signed checkpoints of the ledger (key, witnesses, how often serve signs)
+    checkpoints: CheckpointSettings | None = None
     # Node kinds and link rules of the memory graph ([memory] adds to the built-in ones).
     memory: MemoryKinds = field(default_factory=MemoryKinds.builtin)
     config_file: str | None = None  # the overt.toml this came from, if any

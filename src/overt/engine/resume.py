@@ -18,7 +18,7 @@ from overt.engine.direct import DirectResult, run_direct
 from overt.engine.loop import Engine
 from overt.engine.record import canonical_or_repr, resumption
 from overt.errors import LedgerIntegrityError, UsageError
-from overt.events import ApprovalDecision
+from overt.events import ApprovalDecision, TurnCompleted, TurnPaused
 from overt.ledger.base import Entry
 from overt.ledger.canonical import digest_text
 from overt.ledger.chain import clean_text
@@ -48,13 +48,15 @@ async def load_checkpoint(engine: Engine, request: ApprovalRequest) -> Checkpoin
         LedgerIntegrityError: no checkpoint, or it holds another call than the
             one the request was made for (tool or arguments differ).
     """
-    paused = [e for e in await engine.ledger.entries(turn_id=request.turn_id,
-                                                      kinds=["turn.paused"])
-              if e.data.get("request_id") == request.request_id]
-    if not paused:
+    paused = [(e.seq, e.event(TurnPaused))
+              for e in await engine.ledger.entries(turn_id=request.turn_id,
+                                                   kinds=[TurnPaused.kind])]
+    held = [(seq, pause) for seq, pause in paused if pause.request_id == request.request_id]
+    if not held:
         raise LedgerIntegrityError(f"turn {request.turn_id} has no pause for request "
                                    f"{request.request_id}")
-    body = await engine.ledger.content(paused[0].data["checkpoint_digest"], seq=paused[0].seq)
+    seq, pause = held[0]
+    body = await engine.ledger.content(pause.checkpoint_digest, seq=seq)
     if body is None:
         raise LedgerIntegrityError(f"the checkpoint of turn {request.turn_id} is not held "
                                    "(pruned or redacted); it cannot be resumed")
@@ -121,7 +123,22 @@ async def take_up_interrupted(engine: Engine, request: ApprovalRequest, *,
                        str(by))
     await engine.ledger.record([replace(
         claim, claim=f"rerun:{request.request_id}:{request.call_started_seq}")])
-    return await _run_held(engine, request, "the call cannot run again")
+    resumed = await _run_held(engine, request, "the call cannot run again")
+    if request.pauses_turn:
+        await _close_interrupted_turn(engine, request)
+    return resumed
+
+
+async def _close_interrupted_turn(engine: Engine, request: ApprovalRequest) -> None:
+    """The turn whose call was re-run ends ``interrupted``: the model that asked for the
+    call is not asked again (its process died mid-turn), so the turn is closed on the
+    record with the re-run as its one tool call, not left in progress."""
+    if await engine.ledger.entries(turn_id=request.turn_id, kinds=["turn.completed"]):
+        return
+    await engine.ledger.record([TurnCompleted(
+        turn_id=request.turn_id, session_id=request.session_id, status="interrupted",
+        reply_digest=None, tools_used=[request.tool_name], tool_calls=1, model_calls=0,
+        input_tokens=0, output_tokens=0, cost_usd=0.0, duration_ms=0.0)])
 
 
 async def _run_held(engine: Engine, request: ApprovalRequest, what: str) -> Resumed:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, overload
 
-from overt.events import Event, LedgerPruned
+from overt.events import AnyEvent, Event, LedgerPruned, from_entry
 from overt.ledger.notify import AppendSignal
+
+E = TypeVar("E", bound=Event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,22 @@ class Entry:
             "turn_id": self.turn_id, "session_id": self.session_id, "data": self.data,
             "prev_hash": self.prev_hash, "hash": self.hash,
         }
+
+    @overload
+    def event(self) -> AnyEvent: ...
+
+    @overload
+    def event(self, expect: type[E]) -> E: ...
+
+    def event(self, expect: type[Event] | None = None) -> Event:
+        """The typed event this entry recorded; ``expect``: the class the caller reads.
+
+        Raises:
+            EventDecodeError: no event class has this kind, it is not ``expect``'s,
+                or the entry lacks a field the class requires.
+        """
+        return from_entry(self.kind, self.data, turn_id=self.turn_id,
+                          session_id=self.session_id, expect=expect)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from overt.errors import LedgerConflict
@@ -195,20 +195,39 @@ body is present). Memory's ``title_digest``/``body_digest`` name rows of the mem
 tables, not bodies, and an unknown tool's digested name points to nothing."""
 
 
+def turn_started_before(ph: str) -> str:
+    """Whether the turn of entry ``seq`` (the parameter) has no ``turn.started`` on
+    record: it began in a range a prune removed (one row, or none)."""
+    return (f"SELECT 1 FROM audit_log e WHERE e.seq = {ph} AND e.turn_id IS NOT NULL "
+            "AND NOT EXISTS (SELECT 1 FROM audit_log s WHERE s.turn_id = e.turn_id "
+            "AND s.kind = 'turn.started')")
+
+
+def began_pruned_on(conn: Any, ph: str) -> Callable[[int], bool]:
+    """``began_pruned`` for :func:`with_body_check`, asking ``conn`` (either backend's)."""
+    return lambda seq: bool(conn.execute(turn_started_before(ph), (seq,)).fetchone())
+
+
 def with_body_check(report: VerifyReport, pointers: Iterable[Sequence[Any]],
-                    present: set[str], pruned: bool) -> VerifyReport:
+                    present: set[str], pruned: bool,
+                    began_pruned: Callable[[int], bool] | None = None) -> VerifyReport:
     """``report``, failed at the first entry pointing to a body that is not stored.
 
     ``pointers`` are (seq, one value per :data:`BODY_FIELDS`) rows in ``seq``
     order; ``present`` the digests the content tier holds. When the ledger was
-    pruned (``pruned``), a body an entry after the prune still points to may
-    have gone with the pruned range: it is counted as pruned, not failed.
+    pruned (``pruned``), a body may have gone with the pruned range only if the
+    entry pointing to it belongs to a turn that began there (a turn a prune cut
+    in two, whose later entries name bodies stored with its earlier ones):
+    ``began_pruned(seq)`` says so (:func:`turn_started_before`). Any other
+    missing body fails.
     """
     if not report.ok:
         return report
     for seq, *digests in pointers:
         for digest in digests:
-            if digest is None or digest in present or pruned:
+            if digest is None or digest in present:
+                continue
+            if pruned and began_pruned is not None and began_pruned(int(seq)):
                 continue
             return dataclasses.replace(
                 report, ok=False, bad_seq=int(seq),

@@ -15,9 +15,16 @@ still never acts before its records are committed; concurrent turns just share
 the commit. A batch that fails on bad data is retried one record set at a
 time, so one bad set cannot fail the others.
 
-The URL is libpq's (``postgresql://user@host:5432/db``) plus an optional
-``schema=NAME`` query parameter: the schema overt's tables live in (created if
-missing; default ``public``).
+The URL is libpq's (``postgresql://user@host:5432/db``) plus two optional
+query parameters of overt's own: ``schema=NAME``, the schema overt's tables live
+in (created if missing; default ``public``), and ``pool_size=N``, how many
+connections this process reads on at most (default 4; the writer holds one more).
+
+When the server goes away (a restart, a failover), appends and reads in flight
+fail with :class:`LedgerError` and nothing half-written stays: a group is one
+transaction. The writer opens a new connection for the next group, and the pool
+replaces the connections it finds broken, so the process goes on without a
+restart once the server is back.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import logging
 import queue
 import re
 import threading
@@ -42,7 +50,7 @@ from overt.errors import (
     UsageError,
 )
 from overt.events import Event, LedgerPruned
-from overt.ledger import retention, sql, trail_index
+from overt.ledger import retention, sql, trail_index, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -57,6 +65,7 @@ from overt.ledger.chain import (
     Draft,
     Row,
     batch_claims,
+    began_pruned_on,
     chain,
     content_rows,
     drafts,
@@ -77,11 +86,15 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg_pool = None  # type: ignore[assignment]
 
 T = TypeVar("T")
+log = logging.getLogger("overt.ledger.postgres")
 
 CHAIN_LOCK = 0x6F76657274  # "overt": the advisory lock that serializes the chain head
 MIGRATE_LOCK = 0x6F76657275
 MAX_BATCH = 512
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_OVERT_PARAMS = ("schema", "pool_size")
+DEFAULT_POOL_SIZE = 4
+"""Read connections per process unless the URL says ``pool_size=N``."""
 
 
 # Round trip 1 of an append: the chain lock, then the head it guards.
@@ -104,8 +117,24 @@ def parse_url(url: str) -> tuple[str, str]:
     schema = next((v for k, v in params if k == "schema"), "public")
     if not _SCHEMA_NAME.match(schema):
         raise UsageError(f"invalid ledger schema name {schema!r}: use [a-z_][a-z0-9_]*")
-    rest = urlencode([(k, v) for k, v in params if k != "schema"])
+    rest = urlencode([(k, v) for k, v in params if k not in _OVERT_PARAMS])
     return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), schema
+
+
+def url_pool_size(url: str) -> int:
+    """The read pool's size the URL's ``pool_size`` names (:data:`DEFAULT_POOL_SIZE`
+    without one).
+
+    Raises:
+        UsageError: it is not a whole number from 1 to 1000.
+    """
+    params = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    raw = next((v for k, v in params if k == "pool_size"), None)
+    if raw is None:
+        return DEFAULT_POOL_SIZE
+    if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+        raise UsageError(f"invalid ledger pool_size {raw!r}: a whole number, 1 to 1000")
+    return int(raw)
 
 
 @dataclass(slots=True)
@@ -135,17 +164,22 @@ class PostgresLedger:
         """Signalled after each append of this process (readers that follow the ledger)."""
 
     @classmethod
-    def open(cls, url: str, *, migrate: bool = True, pool_size: int = 4) -> PostgresLedger:
+    def open(cls, url: str, *, migrate: bool = True,
+             pool_size: int | None = None) -> PostgresLedger:
         """Connect, create the schema if needed and bring it up to date.
+
+        ``pool_size``: read connections at most (default: the URL's ``pool_size``).
 
         Raises:
             ExtraMissingError: psycopg is not installed (``overt[postgres]``).
+            UsageError: the URL's schema or pool_size is not valid.
             LedgerError: the server cannot be reached.
             MigrationError: the schema could not be migrated.
         """
         if psycopg is None or psycopg_pool is None:
             raise ExtraMissingError("postgres", "psycopg")
         conninfo, schema = parse_url(url)
+        pool_size = pool_size or url_pool_size(url)
         ledger = cls(url, conninfo, schema)
         try:
             if migrate:
@@ -267,9 +301,8 @@ class PostgresLedger:
     def _commit_group(self, conn: Any, group: list[_Pending]) -> Any:
         """Commit ``group`` in one transaction; on bad data, each set on its own."""
         try:
-            if conn is None or conn.closed:
-                conn = self._connect(autocommit=True)
-            results = self._append(conn, group)
+            conn, head = self._begin(conn)
+            results = self._append(conn, group, head)
         except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError) as exc:
             if len(group) == 1:
                 group[0].future.set_exception(
@@ -297,20 +330,38 @@ class PostgresLedger:
             self.appended.notify(last, turns)
         return conn
 
-    def _append(self, conn: Any, group: list[_Pending]) -> list[list[Entry] | LedgerConflict]:
-        """One transaction: lock and read the head (one round trip); claims; copy; commit.
+    def _begin(self, conn: Any) -> tuple[Any, tuple[int, str]]:
+        """Begin a group's transaction: take the chain lock, read the head it guards
+        (one round trip); the connection it began on, and the head.
+
+        A connection kept from an earlier group may have died since (the server
+        restarted): it fails here, before anything of this group was sent, so it
+        is replaced and the group begins once more on a new one.
+        """
+        if conn is not None and not conn.closed:
+            try:
+                return conn, _lock_head(conn)
+            except psycopg.OperationalError as exc:
+                log.warning("ledger %s: the writer's connection was lost (%s); reconnecting",
+                            _safe(self.url), str(exc).strip())
+                conn.close()
+        conn = self._connect(autocommit=True)
+        try:
+            return conn, _lock_head(conn)
+        except BaseException:
+            conn.close()
+            raise
+
+    def _append(self, conn: Any, group: list[_Pending],
+                head: tuple[int, str]) -> list[list[Entry] | LedgerConflict]:
+        """In the transaction :meth:`_begin` opened at ``head``: claims; copy; commit.
 
         A record set whose claim is taken (on the record, or earlier in the
         group) is left out of the transaction and answered with the conflict.
         """
         at = now_iso()
         results: list[list[Entry] | LedgerConflict] = []
-        cur = conn.execute(_BEGIN_LOCK_HEAD)
-        cur.nextset()
-        cur.nextset()
-        row = cur.fetchone()
         try:
-            head: tuple[int, str] = (int(row[0]), row[1]) if row else (0, GENESIS)
             entry_rows: list[Row] = []
             index_rows: list[trail_index.IndexRow] = []
             bodies: list[tuple[int, str, bytes, str]] = []
@@ -333,7 +384,7 @@ class PostgresLedger:
                         bodies.append((seq, digest, body.encode("utf-8"), at))
                         body_seqs[digest] = seq
                 entry_rows.extend(rows)
-                index_rows.extend(trail_index.index_rows(rows, body_seqs))
+                index_rows.extend(trail_index.index_rows(entries, body_seqs))
                 results.append(entries)
             with conn.cursor() as copy_cur:
                 if bodies:
@@ -372,6 +423,7 @@ class PostgresLedger:
                 rows, _, _ = chain(head, now_iso(), drafts([record]))
                 conn.execute(sql.insert_entries(D), rows[0])
                 if record.removed_entries:
+                    tree.store_prune_rows(conn, D, record.through_seq)  # stand-ins for them
                     # the record sealing the range is the head now: the owner's
                     # SECURITY DEFINER function deletes through it, and nothing else can
                     conn.execute("SELECT overt_prune(%s)", (record.through_seq,))
@@ -385,6 +437,17 @@ class PostgresLedger:
         if self._closed:
             raise LedgerError(f"ledger {_safe(self.url)} is closed")
         try:
+            with self._pool.connection() as conn:
+                try:
+                    return work(conn)
+                except psycopg.OperationalError:
+                    if not conn.closed:
+                        raise
+            # The connection had died (the server restarted since it was last used):
+            # the pool drops it; drop the other dead ones it holds, and read again.
+            log.warning("ledger %s: a read connection was lost; reading again",
+                        _safe(self.url))
+            self._pool.check()
             with self._pool.connection() as conn:
                 return work(conn)
         except psycopg.Error as exc:
@@ -501,7 +564,8 @@ class PostgresLedger:
                 with conn.cursor(name="overt_verify_pointers") as cur:
                     cur.itersize = 10_000
                     cur.execute(sql.body_pointers(D))
-                    return with_body_check(report, cur, present, pruned=bool(anchors))
+                    return with_body_check(report, cur, present, pruned=bool(anchors),
+                                           began_pruned=began_pruned_on(conn, D.ph))
         except psycopg.Error as exc:
             raise LedgerError(f"cannot read ledger {_safe(self.url)}: {exc}") from exc
 
@@ -517,6 +581,14 @@ class PostgresLedger:
             self._writer.join(timeout=60)
         if self._pool is not None:
             self._pool.close()
+
+
+def _lock_head(conn: Any) -> tuple[int, str]:
+    cur = conn.execute(_BEGIN_LOCK_HEAD)
+    cur.nextset()
+    cur.nextset()
+    row = cur.fetchone()
+    return (int(row[0]), row[1]) if row else (0, GENESIS)
 
 
 if psycopg is not None:

@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 from overt.clock import now_iso
 from overt.errors import LedgerConflict, LedgerError, MigrationError
 from overt.events import Event, LedgerPruned
-from overt.ledger import legacy_journal, retention, sql, trail_index
+from overt.ledger import legacy_journal, retention, sql, trail_index, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -53,6 +53,7 @@ from overt.ledger.base import (
 from overt.ledger.canonical import GENESIS, digest_text
 from overt.ledger.chain import (
     batch_claims,
+    began_pruned_on,
     chain,
     content_rows,
     drafts,
@@ -234,7 +235,7 @@ class SqliteLedger:
                     body_seqs = {digest: seq for seq, digest, _ in bodies}
                     conn.executemany(sql.insert_content(D), _keyed(bodies, at))
                 conn.executemany(sql.insert_entries(D), entry_rows)
-                indexed = trail_index.index_rows(entry_rows, body_seqs)
+                indexed = trail_index.index_rows(entries, body_seqs)
                 if indexed:
                     conn.executemany(sql.insert_trail_index(D), indexed)
             for statement, values in inserts:
@@ -286,18 +287,23 @@ class SqliteLedger:
                 row = conn.execute(sql.HEAD).fetchone()
                 head: Head = (int(row[0]), row[1]) if row else (0, GENESIS)
                 at = now_iso()
+                shared = len(group) > 1  # a batch alone needs no savepoint: it is the transaction
                 for pending in group:
-                    conn.execute("SAVEPOINT batch")
+                    if shared:
+                        conn.execute("SAVEPOINT batch")
                     try:
                         result, head = pending.work(conn, head, at)
                     except Exception as exc:  # noqa: BLE001  this batch alone fails, answered with it
-                        conn.execute("ROLLBACK TO batch")
-                        conn.execute("RELEASE batch")
+                        conn.execute("ROLLBACK TO batch" if shared else "ROLLBACK")
+                        if shared:
+                            conn.execute("RELEASE batch")
                         results.append((False, self._error(exc)))
                         continue
-                    conn.execute("RELEASE batch")
+                    if shared:
+                        conn.execute("RELEASE batch")
                     results.append((True, result))
-                conn.execute("COMMIT")
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -346,6 +352,7 @@ class SqliteLedger:
             conn.executemany(sql.insert_entries(D), entry_rows)
             if record.removed_entries:
                 through = record.through_seq
+                tree.store_prune_rows(conn, D, through)  # the tree's stand-ins for them
                 lift_delete_guards(conn)  # DDL in this transaction: a failure takes it back
                 conn.execute(sql.delete_content_through(D), (through,))
                 conn.execute(sql.delete_trail_index_through(D), (through,))
@@ -503,7 +510,7 @@ def _verify(conn: sqlite3.Connection, check_content: bool, check_index: bool,
         if not check_bodies:
             return report
         return with_body_check(report, conn.execute(sql.body_pointers(D)), present,
-                               pruned=bool(anchors))
+                               pruned=bool(anchors), began_pruned=began_pruned_on(conn, D.ph))
     finally:
         conn.execute("COMMIT")
 

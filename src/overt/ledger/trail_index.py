@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from overt.errors import LedgerError
-from overt.ledger.base import VerifyReport
+from overt.ledger.base import Entry, VerifyReport
 from overt.ledger.canonical import canonical_json
 
 TRAIL_FIELDS: dict[str, tuple[str, ...]] = {
@@ -125,22 +125,16 @@ def index_row(seq: int, kind: str, at: str, turn_id: str, session_id: str | None
             *[None if f is None else _value(f, data.get(f)) for f in _PICK[kind]])
 
 
-def index_rows(entries: Iterable[Sequence[Any]],
-               body_seqs: dict[str, int]) -> list[IndexRow]:
-    """The index rows of a batch: ``entries`` as stored (seq, id, kind, at, turn_id,
-    session_id, data JSON, ...) and the seq each body stored with them is under.
-
-    Raises:
-        LedgerError: an entry's data is not a JSON object.
-    """
+def index_rows(entries: Iterable[Entry], body_seqs: dict[str, int]) -> list[IndexRow]:
+    """The index rows of a batch: its entries, and the seq each body stored with
+    them is under."""
     rows: list[IndexRow] = []
-    for seq, _id, kind, at, turn_id, session_id, data_json, *_ in entries:
-        if kind not in TRAIL_FIELDS or turn_id is None:
+    for e in entries:
+        if e.kind not in TRAIL_FIELDS or e.turn_id is None:
             continue
-        data = decode(data_json, seq)
-        body = BODY_FIELDS.get(kind)
-        digest = data.get(body) if body is not None else None
-        rows.append(index_row(seq, kind, at, turn_id, session_id, data,
+        body = BODY_FIELDS.get(e.kind)
+        digest = e.data.get(body) if body is not None else None
+        rows.append(index_row(e.seq, e.kind, e.at, e.turn_id, e.session_id, e.data,
                               body_seqs.get(digest) if digest.__class__ is str else None))
     return rows
 

@@ -7,15 +7,11 @@
 
 How the conversation maps onto the wire is :mod:`overt.models.anthropic_wire`.
 
-Retries. The SDK's own retries are off; this adapter retries, so that every
-attempt is counted (``info["attempts"]``) and the waits are bounded and
-testable. Retried: 429, 529 and other 5xx, 408, an ``error`` event inside a
-stream that says rate limit or overload, connection errors and timeouts;
-never when the response says ``x-should-retry: false``. The wait is what the
-response asks for (``retry-after-ms`` or ``retry-after``) or else jittered
-exponential backoff, ``backoff_s * 2**n`` capped at ``backoff_max_s``, less up
-to a quarter. A request the API asks to delay past ``max_retry_after_s`` is
-given up at once rather than retried early.
+Retries are the SDK's, configured as for every hosted model
+(:mod:`overt.models.retries`): ``max_retries`` and ``timeout_s``. 429, 529 and
+other 5xx, 408, dropped connections and timeouts are retried, waiting what the
+API asks for or backing off; ``info["attempts"]`` says how many requests a
+reply took. An ``error`` event inside a stream is not retried.
 
 Errors. Anything the API or the connection does wrong ends as
 :class:`AnthropicAPIError` (a :class:`~overt.errors.ModelError`): its message
@@ -33,27 +29,22 @@ the model (USD per million input and output tokens; cache writes are priced at
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import random
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from overt.errors import ConfigError, ExtraMissingError, ModelError, ModelOutputError, UsageError
 from overt.models.anthropic_wire import ReplayStore, WireReply, from_wire, to_wire
 from overt.models.options import ModelOptions
+from overt.models.retries import DEFAULT_MAX_RETRIES, attempts, check, client_options
 from overt.types import ModelRequest, ModelResponse, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-_RETRY_ERROR_TYPES = frozenset({"rate_limit_error", "overloaded_error", "api_error"})
 _HINTS = {
     400: "the API refused the request as malformed",
     401: "check the API key (ANTHROPIC_API_KEY)",
     403: "the API key may not use this model or feature",
     404: "check the model name",
 }
-
-Sleep = Callable[[float], Awaitable[None]]
 
 
 class AnthropicAPIError(ModelError):
@@ -83,7 +74,7 @@ class AnthropicModel:
     toward ``max_tokens``, so a limit no larger than the budget is raised by
     the budget. ``temperature`` is sent only when set. ``stream`` reads the
     reply as server-sent events (for long replies; the result is the same).
-    ``sleep`` waits between retries (replace it in tests).
+    ``max_retries`` and ``timeout_s`` go to the SDK client (:mod:`overt.models.retries`).
 
     Raises:
         ExtraMissingError: the ``anthropic`` package is not installed.
@@ -100,14 +91,10 @@ class AnthropicModel:
         temperature: float | None = None,
         thinking: Mapping[str, Any] | None = None,
         timeout_s: float = 600.0,
-        max_retries: int = 3,
-        backoff_s: float = 0.5,
-        backoff_max_s: float = 8.0,
-        max_retry_after_s: float = 60.0,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         stream: bool = False,
         prices: Mapping[str, tuple[float, float]] | None = None,
         name: str | None = None,
-        sleep: Sleep = asyncio.sleep,
     ) -> None:
         try:
             import anthropic
@@ -118,9 +105,9 @@ class AnthropicModel:
         if not api_key:
             raise ConfigError(f"anthropic:{model} needs an API key: set ANTHROPIC_API_KEY, "
                               "or api_key in the anthropic provider settings")
-        if max_tokens < 1 or max_retries < 0 or timeout_s <= 0 or backoff_s < 0:
-            raise ConfigError("anthropic: max_tokens and timeout_s must be positive, "
-                              "max_retries and backoff_s not negative")
+        check("anthropic", max_retries, timeout_s)
+        if max_tokens < 1:
+            raise ConfigError("anthropic: max_tokens must be positive")
         if thinking is not None and thinking.get("type") == "enabled" and not (
                 isinstance(thinking.get("budget_tokens"), int)
                 and thinking["budget_tokens"] >= 1024):
@@ -135,13 +122,9 @@ class AnthropicModel:
         self.thinking = dict(thinking) if thinking is not None else None
         self.timeout_s = timeout_s
         self.max_retries = max_retries
-        self.backoff_s = backoff_s
-        self.backoff_max_s = backoff_max_s
-        self.max_retry_after_s = max_retry_after_s
         self.stream = stream
         self.prices = dict(prices or {})
         self._api_key = api_key
-        self._sleep = sleep
         self._replay = ReplayStore()
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
@@ -150,7 +133,7 @@ class AnthropicModel:
         return f"AnthropicModel({self.model!r}, base_url={self.base_url!r})"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Ask the Messages API, retrying transient failures.
+        """Ask the Messages API (the SDK retries transient failures).
 
         Raises:
             AnthropicAPIError: the API refused the request, or it kept failing
@@ -202,54 +185,30 @@ class AnthropicModel:
         if client is not None:
             await client.close()
 
-    # -- sending, with retries ----------------------------------------------
+    # -- sending ----------------------------------------------------------------
 
     async def _send(self, params: dict[str, Any]) -> tuple[Any, str | None, int]:
-        sdk, client = self._sdk, self._connection()
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                if self.stream:
-                    return (*await self._streamed(client, params), attempt)
-                message = await client.messages.create(**params)
-                return message, getattr(message, "_request_id", None), attempt
-            except sdk.APIStatusError as exc:
-                failure: Exception = exc
-            except sdk.APIConnectionError as exc:
-                failure = exc
-            except sdk.AnthropicError as exc:
-                raise self._error(exc, attempt) from exc
-            delay = self._retry_delay(failure, attempt)
-            if delay is None:
-                raise self._error(failure, attempt) from failure
-            await self._sleep(delay)
+        client = self._connection()
+        try:
+            if self.stream:
+                return await self._streamed(client, params)
+            raw = await client.messages.with_raw_response.create(**params)
+            return await raw.parse(), raw.request_id, attempts(raw.http_request)
+        except self._sdk.AnthropicError as exc:
+            raise self._error(exc) from exc
 
-    async def _streamed(self, client: Any, params: dict[str, Any]) -> tuple[Any, str | None]:
+    async def _streamed(self, client: Any, params: dict[str, Any]) -> tuple[Any, str | None, int]:
         async with client.messages.stream(**params) as stream:
             try:
-                return await stream.get_final_message(), stream.request_id
+                message = await stream.get_final_message()
             except ValueError as exc:  # the SDK's word for a tool input that is not JSON
                 raise ModelOutputError(f"{self.name}: the streamed reply could not be "
                                        f"read: {exc}") from exc
+            return message, stream.request_id, attempts(stream.response.request)
 
-    def _retry_delay(self, exc: Exception, attempt: int) -> float | None:
-        """Seconds to wait before attempt ``attempt + 1``; ``None``: give up."""
-        if attempt > self.max_retries:
-            return None
-        if isinstance(exc, self._sdk.APIStatusError):
-            headers = exc.response.headers
-            verdict = headers.get("x-should-retry")
-            if verdict == "false" or (verdict != "true" and not _retryable(exc)):
-                return None
-            asked = retry_after(headers)
-            if asked is not None:
-                return asked if asked <= self.max_retry_after_s else None
-        backoff = min(self.backoff_max_s, self.backoff_s * 2.0 ** (attempt - 1))
-        return backoff * (1 - 0.25 * random.random())  # jitter: spread out the retries
-
-    def _error(self, exc: Exception, attempts: int) -> AnthropicAPIError:
-        tries = f"after {attempts} attempts" if attempts > 1 else "not retried"
+    def _error(self, exc: Exception) -> AnthropicAPIError:
+        sent = attempts(getattr(exc, "request", None))
+        tries = f"after {sent} attempts" if sent > 1 else "not retried"
         sdk = self._sdk
         if isinstance(exc, sdk.APIStatusError):
             status, kind = exc.status_code, exc.type or "unknown_error"
@@ -258,10 +217,6 @@ class AnthropicModel:
             text = f"{self.name}: {where}{kind}: {exc.api_message or exc.message}"
             if request_id:
                 text += f" (request {request_id})"
-            asked = retry_after(exc.response.headers)
-            if asked is not None and asked > self.max_retry_after_s:
-                tries += (f"; the API asks to wait {asked:g} s, more than "
-                          f"max_retry_after_s={self.max_retry_after_s:g}")
             hint = _HINTS.get(status)
             text += f"; {tries}" + (f": {hint}" if hint else "")
         else:
@@ -274,7 +229,7 @@ class AnthropicModel:
         if len(self._api_key) >= 8:
             text = text.replace(self._api_key, "[api key]")
         return AnthropicAPIError(text, status=status, error_type=kind, request_id=request_id,
-                                 attempts=attempts)
+                                 attempts=sent)
 
     def _connection(self) -> Any:
         # An HTTP connection pool belongs to the event loop that opened it, and
@@ -282,8 +237,8 @@ class AnthropicModel:
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
             self._client = self._sdk.AsyncAnthropic(
-                api_key=self._api_key, base_url=self.base_url, max_retries=0,
-                timeout=self._sdk.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0)))
+                api_key=self._api_key, base_url=self.base_url,
+                **client_options(self._sdk, self.max_retries, self.timeout_s))
             self._client_loop = loop
         return self._client
 
@@ -298,36 +253,12 @@ class AnthropicModel:
         return round(tokens / 1_000_000, 10)
 
 
-def _retryable(exc: Any) -> bool:
-    status: int = exc.status_code
-    if status in (408, 429) or status >= 500:
-        return True
-    return status < 400 and exc.type in _RETRY_ERROR_TYPES  # an error event in a stream
-
-
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """The wait a response asks for, in seconds: ``retry-after-ms``, then ``retry-after``
-    (seconds or an HTTP date); ``None`` when it asks for none."""
-    for key, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        raw = headers.get(key)
-        if raw is None:
-            continue
-        try:
-            return max(0.0, float(raw) * scale)
-        except ValueError:
-            parsed = email.utils.parsedate_tz(raw) if key == "retry-after" else None
-            if parsed is not None:
-                return max(0.0, email.utils.mktime_tz(parsed) - time.time())
-    return None
-
-
 # -- the provider --------------------------------------------------------------
 
 _SETTINGS: dict[str, tuple[type, ...]] = {
     "api_key": (str,), "base_url": (str,), "max_tokens": (int,), "temperature": (int, float),
     "thinking": (Mapping,), "timeout_s": (int, float), "max_retries": (int,),
-    "backoff_s": (int, float), "backoff_max_s": (int, float),
-    "max_retry_after_s": (int, float), "stream": (bool,), "prices": (Mapping,),
+    "stream": (bool,), "prices": (Mapping,),
     "api_key_env": (str,),  # resolved into api_key by the entry points; named when missing
 }
 
@@ -337,8 +268,7 @@ def build(arg: str, options: ModelOptions) -> AnthropicModel:
 
     Settings are the keyword arguments of :class:`AnthropicModel`: ``api_key``
     (required), ``base_url``, ``max_tokens``, ``temperature``, ``thinking``,
-    ``timeout_s``, ``max_retries``, ``backoff_s``, ``backoff_max_s``,
-    ``max_retry_after_s``, ``stream``, ``prices``. ``api_key_env`` (which the
+    ``timeout_s``, ``max_retries``, ``stream``, ``prices``. ``api_key_env`` (which the
     entry points resolve into ``api_key``) is only named when the key is missing.
 
     Raises:

@@ -35,15 +35,17 @@ one user message, no tools. The same question then took two inferences and
 was answered "The token usage today is 735 tokens." Off by default: models
 that handle tool messages natively lose the structure that way.
 
-Failures. The SDK retries 408, 409, 429, 5xx and connection errors with
-backoff (honouring ``retry-after``), ``max_retries`` times. What is left
-becomes a :class:`~overt.errors.ModelError` naming the HTTP status and the
-server's message, with the API key (and anything shaped like one) removed.
+Failures. Retries are the SDK's, configured as for every hosted model
+(:mod:`overt.models.retries`): ``max_retries`` and ``timeout_s``; 408, 409,
+429, 5xx and connection errors are retried with backoff (honouring
+``retry-after``). What is left becomes a :class:`~overt.errors.ModelError`
+naming the HTTP status, the server's message and the attempts made, with the
+API key (and anything shaped like one) removed.
 
 ``info`` holds identifiers and numbers only: the endpoint (without
 credentials), response id, served model, system fingerprint, finish reason,
 where the calls came from, how many tools were sent, whether the tool round
-was folded, and the sampling parameters sent.
+was folded, the sampling parameters sent, and how many requests it took.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from overt.errors import ConfigError, ExtraMissingError, ModelError, ModelOutput
 from overt.ids import new_ulid
 from overt.models.options import ModelOptions
 from overt.models.qwen_chat import answer_messages, has_tool_results
+from overt.models.retries import DEFAULT_MAX_RETRIES, attempts, check, client_options
 from overt.models.toolcall_parse import parse_tool_calls, split_reasoning
 from overt.tools.shapes import to_openai
 from overt.types import Message, ModelRequest, ModelResponse, ToolCall, Usage
@@ -182,15 +185,15 @@ class OpenAICompatModel:
     """
 
     def __init__(self, model: str, *, base_url: str = DEFAULT_BASE_URL,
-                 api_key: str | None = None, max_retries: int = 2, timeout_s: float = 60.0,
+                 api_key: str | None = None, max_retries: int = DEFAULT_MAX_RETRIES,
+                 timeout_s: float = 60.0,
                  temperature: float | None = None, seed: int | None = None,
                  max_tokens: int | None = None,
                  prices: Mapping[str, tuple[float, float]] | None = None,
                  fold_tool_results: bool = False, name: str | None = None) -> None:
         if not model:
             raise UsageError("name the model the server serves: --model openai:NAME")
-        if max_retries < 0 or timeout_s <= 0:
-            raise ConfigError("openai: timeout_s must be positive, max_retries not negative")
+        check("openai", max_retries, timeout_s)
         self.model = model
         self.name = name or f"openai:{model}"
         self.base_url = base_url
@@ -218,7 +221,8 @@ class OpenAICompatModel:
         client = self._clients.get(loop)
         if client is None:
             client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self._api_key,
-                                        max_retries=self.max_retries, timeout=self.timeout_s)
+                                        **client_options(openai, self.max_retries,
+                                                         self.timeout_s))
             self._clients[loop] = client
         return client
 
@@ -263,22 +267,23 @@ class OpenAICompatModel:
         body = self.request_body(request)
         where = _endpoint(self.base_url)
         try:
-            response = await client.chat.completions.create(**body)
-        except openai.APIStatusError as exc:
-            raise ModelError(f"{self.name}: HTTP {exc.status_code} from {where}: "
-                             f"{self._scrub(_message(exc))}") from None
-        except openai.APITimeoutError:
-            raise ModelError(f"{self.name}: no reply from {where} within {self.timeout_s:g} s "
-                             f"(after {self.max_retries} retries)") from None
-        except openai.APIConnectionError as exc:
-            raise ModelError(f"{self.name}: cannot reach {where} (after {self.max_retries} "
-                             f"retries): {self._scrub(str(exc))}") from None
+            raw = await client.chat.completions.with_raw_response.create(**body)
+            response = raw.parse()
         except openai.OpenAIError as exc:
-            raise ModelError(f"{self.name}: {type(exc).__name__}: {self._scrub(str(exc))}"
-                             ) from None
+            made = attempts(getattr(exc, "request", None))
+            tries = f"after {made} attempts" if made > 1 else "not retried"
+            if isinstance(exc, openai.APIStatusError):
+                problem = f"HTTP {exc.status_code} from {where}: {_message(exc)}"
+            elif isinstance(exc, openai.APITimeoutError):
+                problem = f"no reply from {where} within {self.timeout_s:g} s"
+            elif isinstance(exc, openai.APIConnectionError):
+                problem = f"cannot reach {where}: {exc}"
+            else:
+                problem = f"{type(exc).__name__}: {exc}"
+            raise ModelError(f"{self.name}: {self._scrub(problem)} ({tries})") from None
         sent = [t["function"]["name"] for t in body.get("tools", ())]
         folded = self.fold_tool_results and has_tool_results(request.messages)
-        return self._response(response, sent, body, folded)
+        return self._response(response, sent, body, folded, attempts(raw.http_request))
 
     def _scrub(self, text: str) -> str:
         if self._api_key != NO_KEY:
@@ -286,7 +291,7 @@ class OpenAICompatModel:
         return _KEY_LIKE.sub("***", text)
 
     def _response(self, response: Any, sent: list[str], body: Mapping[str, Any],
-                  folded: bool) -> ModelResponse:
+                  folded: bool, tries: int) -> ModelResponse:
         choices = getattr(response, "choices", None) or []
         if not choices:
             raise ModelOutputError(f"{self.name}: the reply holds no choices")
@@ -319,6 +324,7 @@ class OpenAICompatModel:
             "tools_sent": len(sent),
             "folded_tool_results": folded,
             "sampling": {k: body.get(k) for k in ("temperature", "seed", "max_tokens")},
+            "attempts": tries,
         }
         return ModelResponse(text=text, tool_calls=calls, model=self.name, stop_reason=stop,
                              reasoning=reasoning, usage=Usage(tokens_in, tokens_out, cost),

@@ -16,7 +16,17 @@ from typing import Literal
 
 from overt.clock import now_iso
 from overt.errors import ApprovalError, LedgerConflict, NotFoundError
-from overt.events import ApprovalDecided, ApprovalDecision, CapabilityChecked, Event
+from overt.events import (
+    ApprovalDecided,
+    ApprovalDecision,
+    ApprovalRequested,
+    CapabilityChecked,
+    Event,
+    ToolCallCompleted,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnResumed,
+)
 from overt.ledger.base import Entry, Ledger
 from overt.ledger.canonical import digest_text
 from overt.policy.actors import Actor
@@ -53,6 +63,11 @@ class ApprovalRequest:
     """The ``tool_call.started`` entry of the call this request released, if one."""
     call_completed: bool = False
     """Whether that call recorded its ``tool_call.completed``."""
+    taken_up_seq: int | None = None
+    """The ``turn.resumed`` entry that took the decision up, if one."""
+    ended_after_taken_up: bool = False
+    """Whether anything ended after it was taken up: the call recorded a result, or
+    (a paused turn) the turn was completed."""
 
     @property
     def interrupted(self) -> bool:
@@ -61,6 +76,15 @@ class ApprovalRequest:
         ``approvals list`` and ``approvals resume``."""
         return (self.status == "approved" and self.resumed
                 and self.call_started_seq is not None and not self.call_completed)
+
+    @property
+    def unstarted(self) -> bool:
+        """Approved and taken up (``turn.resumed`` claimed), and since then neither its
+        call started nor anything ended: the process that took it up died before the
+        tool ran (or is about to run it). Nothing ran; ``approvals list`` and
+        ``get_operational_state`` show it."""
+        return (self.status == "approved" and self.taken_up_seq is not None
+                and self.call_started_seq is None and not self.ended_after_taken_up)
 
     def overdue(self, now: str | None = None) -> bool:
         """Pending past its expiry (expired, though not yet on the record)."""
@@ -73,17 +97,18 @@ class ApprovalRequest:
 
 
 def _request(entry: Entry, decided: Entry | None, resumed: bool) -> ApprovalRequest:
-    d = entry.data
-    status: ApprovalStatus = decided.data["decision"] if decided is not None else "pending"
+    d = entry.event(ApprovalRequested)
+    verdict = decided.event(ApprovalDecided) if decided is not None else None
     return ApprovalRequest(
-        request_id=d["request_id"], mode=d["mode"], status=status, turn_id=entry.turn_id,
-        session_id=entry.session_id, tool_name=d["tool_name"], tool_call_id=d["tool_call_id"],
-        args_sha256=d["args_sha256"], actor=d["actor"], source=d["source"],
-        reason_code=d["reason_code"], decision_id=d["decision_id"], requested_at=entry.at,
-        requested_seq=entry.seq, expires_at=d["expires_at"],
-        decided_by=decided.data["decided_by"] if decided is not None else None,
+        request_id=d.request_id, mode=d.mode,
+        status=verdict.decision if verdict is not None else "pending",
+        turn_id=entry.turn_id, session_id=entry.session_id, tool_name=d.tool_name,
+        tool_call_id=d.tool_call_id, args_sha256=d.args_sha256, actor=d.actor,
+        source=d.source, reason_code=d.reason_code, decision_id=d.decision_id,
+        requested_at=entry.at, requested_seq=entry.seq, expires_at=d.expires_at,
+        decided_by=verdict.decided_by if verdict is not None else None,
         decided_at=decided.at if decided is not None else None,
-        reason_digest=decided.data.get("reason_digest") if decided is not None else None,
+        reason_digest=verdict.reason_digest if verdict is not None else None,
         resumed=resumed)
 
 
@@ -109,30 +134,43 @@ class ApprovalBook:
         """Every request, oldest first (only ``statuses`` when given)."""
         entries = await self.ledger.entries(
             kinds=["approval.requested", "approval.decided", "turn.resumed",
-                   "tool_call.started", "tool_call.completed"])
+                   "tool_call.started", "tool_call.completed", "turn.completed"])
         decided: dict[str, Entry] = {}
-        resumed: set[str] = set()
+        resumed: dict[str, int] = {}
         started: dict[str, int] = {}
         completed: set[str] = set()
+        ended: dict[str, int] = {}  # call id or turn id -> seq of its last ending
+        requested: list[tuple[Entry, str]] = []
         for e in entries:
-            if e.kind == "approval.decided":
-                decided[e.data["request_id"]] = e
-            elif e.kind == "turn.resumed":
-                resumed.add(e.data["request_id"])
-            elif e.kind == "tool_call.started":
-                started[e.data["tool_call_id"]] = e.seq
-            elif e.kind == "tool_call.completed" and e.data["tool_call_id"] in started:
-                completed.add(e.data["tool_call_id"])
+            match e.event():
+                case ApprovalDecided(request_id=request_id):
+                    decided[request_id] = e
+                case TurnResumed(request_id=request_id):
+                    resumed.setdefault(request_id, e.seq)
+                case ToolCallStarted(tool_call_id=call_id):
+                    started[call_id] = e.seq
+                case ToolCallCompleted(tool_call_id=call_id):
+                    ended[call_id] = e.seq
+                    if call_id in started:
+                        completed.add(call_id)
+                case TurnCompleted() if e.turn_id is not None:
+                    ended[e.turn_id] = e.seq
+                case ApprovalRequested(request_id=request_id):
+                    requested.append((e, request_id))
         out = []
-        for e in entries:
-            if e.kind != "approval.requested":
-                continue
-            request = _request(e, decided.get(e.data["request_id"]),
-                               e.data["request_id"] in resumed)
+        for e, request_id in requested:
+            taken_up = resumed.get(request_id)
+            request = _request(e, decided.get(request_id), taken_up is not None)
             call = request.tool_call_id
             if call in started and started[call] > request.requested_seq:
                 request = replace(request, call_started_seq=started[call],
                                   call_completed=call in completed)
+            if taken_up is not None:
+                after = [ended.get(call, 0)]
+                if request.pauses_turn and request.turn_id is not None:
+                    after.append(ended.get(request.turn_id, 0))
+                request = replace(request, taken_up_seq=taken_up,
+                                  ended_after_taken_up=max(after) > taken_up)
             out.append(request)
         return [r for r in out if statuses is None or r.status in statuses]
 

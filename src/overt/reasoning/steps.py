@@ -133,4 +133,4 @@ async def next_step_number(ledger: Ledger, turn_id: str) -> int:
     """The number the next step of ``turn_id`` takes: one past the last recorded
     (0 for a turn without steps). For a turn resumed in another process."""
     entries = await ledger.entries(turn_id=turn_id, kinds=[ReasoningStepRecorded.kind])
-    return max((int(e.data["step_number"]) for e in entries), default=-1) + 1
+    return max((e.event(ReasoningStepRecorded).step_number for e in entries), default=-1) + 1

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from overt.errors import LedgerError, UsageError
+from overt.events import TurnStarted, from_entry
 from overt.ledger.sql import POSTGRES, SQLITE, Dialect
 from overt.sessions import queries
 from overt.types import Message, ToolCall
@@ -94,11 +95,11 @@ def _text(body: Any) -> str | None:
 
 
 def _info(row: Sequence[Any], legacy_owner: str) -> SessionInfo:
-    data = _data(row[5])
-    return SessionInfo(session_id=row[0], source=str(data.get("source", "")),
-                       owner=str(data.get("actor") or legacy_owner), turns=int(row[1]),
+    first = from_entry(TurnStarted.kind, _data(row[5]), session_id=row[0], expect=TurnStarted)
+    return SessionInfo(session_id=row[0], source=first.source,
+                       owner=first.actor or legacy_owner, turns=int(row[1]),
                        started_at=row[2], last_at=row[3],
-                       title_digest=data.get("message_digest"), first_seq=int(row[4]))
+                       title_digest=first.message_digest, first_seq=int(row[4]))
 
 
 async def session_info(ledger: object, session_id: str, *,

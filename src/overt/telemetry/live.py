@@ -144,8 +144,7 @@ class OtelEventExporter:
                             self._max_open_turns, oldest)
             builder = self._turns[event.turn_id] = TurnSpans(event.turn_id,
                                                               self._service_name)
-        spans = builder.add(EntryRecord(event.kind, observed_ns, event.turn_id, event.session_id,
-                                    event.data()))
+        spans = builder.add(EntryRecord(event, observed_ns))
         if builder.completed is not None:
             del self._turns[event.turn_id]
         return spans

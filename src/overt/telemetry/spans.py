@@ -30,7 +30,7 @@ import asyncio
 import functools
 import hashlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -38,6 +38,14 @@ from typing import TYPE_CHECKING, Any
 from overt import __version__
 from overt.clock import parse_iso
 from overt.errors import ExtraMissingError
+from overt.events import (
+    Event,
+    InferenceRecorded,
+    ToolCallCompleted,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnStarted,
+)
 from overt.ledger.base import Entry, Ledger
 
 log = logging.getLogger("overt.telemetry")
@@ -80,20 +88,24 @@ def require_sdk() -> None:
 
 @dataclass(frozen=True, slots=True)
 class EntryRecord:
-    """An audit entry or a live event, as the span builder reads it."""
+    """An audit entry or a live event, as the span builder reads it: the typed event
+    and where it sits (its time, and on the record its ``seq`` and hash)."""
 
-    kind: str
+    event: Event
     at_ns: int
-    turn_id: str
-    session_id: str | None
-    data: Mapping[str, Any]
     seq: int | None = None
     hash: str | None = None
 
+    @property
+    def kind(self) -> str:
+        return self.event.kind
+
     @classmethod
     def of_entry(cls, entry: Entry) -> EntryRecord:
-        return cls(entry.kind, at_ns(entry.at), entry.turn_id or "", entry.session_id,
-                   entry.data, entry.seq, entry.hash)
+        """Raises:
+            EventDecodeError: the entry cannot be read back as its event.
+        """
+        return cls(entry.event(), at_ns(entry.at), entry.seq, entry.hash)
 
 
 def at_ns(at: str) -> int:
@@ -156,12 +168,15 @@ class TurnSpans:
     turn_id: str
     service_name: str
     started: EntryRecord | None = None
+    began: TurnStarted | None = None
     completed: EntryRecord | None = None
+    done: TurnCompleted | None = None
     session_id: str | None = None
     first_ns: int | None = None
     last_ns: int = 0
     last: EntryRecord | None = None
-    open_tools: dict[str, list[EntryRecord]] = field(default_factory=dict)
+    open_tools: dict[str, list[tuple[EntryRecord, ToolCallStarted]]] = field(
+        default_factory=dict)
     tool_spans: dict[str, int] = field(default_factory=dict)
     hook_records: list[EntryRecord] = field(default_factory=list)
 
@@ -171,22 +186,22 @@ class TurnSpans:
             self.first_ns = rec.at_ns
         self.last_ns = max(self.last_ns, rec.at_ns)
         self.last = rec
-        self.session_id = self.session_id or rec.session_id
-        if rec.kind == "turn.started":
-            self.started = rec
-        elif rec.kind == "inference":
-            return [self._chat(rec)]
-        elif rec.kind == "tool_call.started":
-            self.open_tools.setdefault(str(rec.data.get("tool_call_id")), []).append(rec)
-        elif rec.kind == "tool_call.completed":
-            waiting = self.open_tools.get(str(rec.data.get("tool_call_id")))
-            began = waiting.pop(0) if waiting else None
-            return [self._tool(began, rec)]
-        elif rec.kind == "turn.completed":
-            self.completed = rec
-            return self._close()
-        elif rec.kind.startswith(HOOK_PREFIX):
-            self.hook_records.append(rec)
+        self.session_id = self.session_id or rec.event.session_id
+        match rec.event:
+            case TurnStarted() as began:
+                self.started, self.began = rec, began
+            case InferenceRecorded() as inference:
+                return [self._chat(rec, inference)]
+            case ToolCallStarted() as call:
+                self.open_tools.setdefault(call.tool_call_id, []).append((rec, call))
+            case ToolCallCompleted() as ended:
+                waiting = self.open_tools.get(ended.tool_call_id)
+                return [self._tool(waiting.pop(0) if waiting else None, (rec, ended))]
+            case TurnCompleted() as done:
+                self.completed, self.done = rec, done
+                return self._close()
+            case _ if rec.kind.startswith(HOOK_PREFIX):
+                self.hook_records.append(rec)
         return []
 
     def close(self) -> list[ReadableSpan]:
@@ -229,9 +244,9 @@ class TurnSpans:
         events = []
         for rec in self.hook_records:
             attrs: dict[str, AttributeValue] = {"overt.ledger.seq": rec.seq}
-            for key in _HOOK_ATTRIBUTES:
+            for key in _HOOK_ATTRIBUTES:  # the hook classes' fields of these names, if any
                 _put(attrs, f"overt.hook.{key}" if key in ("plugin", "hook") else f"overt.{key}",
-                     rec.data.get(key))
+                     getattr(rec.event, key, None))
             events.append(SpanEvent(rec.kind, attrs, rec.at_ns))
         return events
 
@@ -253,94 +268,90 @@ class TurnSpans:
             instrumentation_scope=_scope())
 
     def _turn(self) -> ReadableSpan:
-        began, done = self.started, self.completed
-        b = began.data if began is not None else {}
-        d = done.data if done is not None else {}
-        end = done.at_ns if done is not None else self.last_ns
-        if began is not None:
-            start = began.at_ns
-        elif done is not None:
-            start = end - _ms_ns(d.get("duration_ms"))
+        b, d = self.began, self.done
+        end = self.completed.at_ns if self.completed is not None else self.last_ns
+        if self.started is not None:
+            start = self.started.at_ns
+        elif d is not None:
+            start = end - _ms_ns(d.duration_ms)
         else:
             start = self.first_ns if self.first_ns is not None else end
-        attrs = self._base("invoke_agent", done or self.last)
+        attrs = self._base("invoke_agent", self.completed or self.last)
         attrs["gen_ai.agent.name"] = AGENT_NAME
-        model = b.get("model")
-        if isinstance(model, str):
-            attrs["gen_ai.provider.name"] = provider_of(model)
-            attrs["gen_ai.request.model"] = model
-        _put(attrs, "gen_ai.usage.input_tokens", d.get("input_tokens"))
-        _put(attrs, "gen_ai.usage.output_tokens", d.get("output_tokens"))
-        _put(attrs, "overt.channel", b.get("source"))
-        _put(attrs, "overt.caller_session_id", b.get("caller_session_id"))
-        _put(attrs, "overt.route", b.get("route"))
-        _put(attrs, "overt.max_tool_calls", b.get("max_tool_calls"))
-        _put(attrs, "overt.turn_status", d.get("status", INTERRUPTED))
-        _put(attrs, "overt.tool_calls", d.get("tool_calls"))
-        _put(attrs, "overt.model_calls", d.get("model_calls"))
-        _put(attrs, "overt.cost_usd", d.get("cost_usd"))
-        _put(attrs, "overt.tools_used", d.get("tools_used"))
-        if done is None:
-            error: str | None = INTERRUPTED
-        elif d.get("status") != "completed":
-            error = str(d.get("error_type") or d.get("status"))
-        else:
-            error = None
+        if b is not None:
+            attrs["gen_ai.provider.name"] = provider_of(b.model)
+            attrs["gen_ai.request.model"] = b.model
+            _put(attrs, "overt.channel", b.source)
+            _put(attrs, "overt.caller_session_id", b.caller_session_id)
+            _put(attrs, "overt.route", b.route)
+            _put(attrs, "overt.max_tool_calls", b.max_tool_calls)
+        error: str | None = INTERRUPTED
+        _put(attrs, "overt.turn_status", INTERRUPTED)
+        if d is not None:
+            _put(attrs, "gen_ai.usage.input_tokens", d.input_tokens)
+            _put(attrs, "gen_ai.usage.output_tokens", d.output_tokens)
+            _put(attrs, "overt.turn_status", d.status)
+            _put(attrs, "overt.tool_calls", d.tool_calls)
+            _put(attrs, "overt.model_calls", d.model_calls)
+            _put(attrs, "overt.cost_usd", d.cost_usd)
+            _put(attrs, "overt.tools_used", d.tools_used)
+            error = None if d.status == "completed" else str(d.error_type or d.status)
         return self._span(f"invoke_agent {AGENT_NAME}", "turn", "INTERNAL", attrs, start, end,
                           error)
 
-    def _chat(self, rec: EntryRecord) -> ReadableSpan:
-        d = rec.data
-        model = str(d.get("model") or "")
+    def _chat(self, rec: EntryRecord, d: InferenceRecorded) -> ReadableSpan:
+        model = d.model
         end = rec.at_ns
-        start = self._start_after_turn(end - _ms_ns(d.get("duration_ms")))
+        start = self._start_after_turn(end - _ms_ns(d.duration_ms))
         provider = provider_of(model)
         attrs = self._base("chat", rec)
         attrs["gen_ai.provider.name"] = provider
         attrs["gen_ai.request.model"] = model
         attrs["gen_ai.response.model"] = model
-        _put(attrs, "gen_ai.usage.input_tokens", d.get("input_tokens"))
-        _put(attrs, "gen_ai.usage.output_tokens", d.get("output_tokens"))
-        _put(attrs, "gen_ai.response.finish_reasons",
-             [d["stop_reason"]] if isinstance(d.get("stop_reason"), str) else None)
-        _put(attrs, "overt.inference_id", d.get("inference_id"))
-        _put(attrs, "overt.iteration", d.get("iteration"))
-        _put(attrs, "overt.route", d.get("route"))
-        _put(attrs, "overt.cost_usd", d.get("cost_usd"))
-        _put(attrs, "overt.escalated", d.get("escalated"))
-        _put(attrs, "overt.tools_offered", d.get("tools_offered"))
-        _put(attrs, "overt.tool_calls_requested", d.get("tool_calls_requested"))
-        error = d.get("error_type")
+        _put(attrs, "gen_ai.usage.input_tokens", d.input_tokens)
+        _put(attrs, "gen_ai.usage.output_tokens", d.output_tokens)
+        _put(attrs, "gen_ai.response.finish_reasons", [d.stop_reason])
+        _put(attrs, "overt.inference_id", d.inference_id)
+        _put(attrs, "overt.iteration", d.iteration)
+        _put(attrs, "overt.route", d.route)
+        _put(attrs, "overt.cost_usd", d.cost_usd)
+        _put(attrs, "overt.escalated", d.escalated)
+        _put(attrs, "overt.tools_offered", d.tools_offered)
+        _put(attrs, "overt.tool_calls_requested", d.tool_calls_requested)
         kind = "INTERNAL" if provider in _IN_PROCESS_PROVIDERS else "CLIENT"
-        key = f"chat/{d.get('inference_id') or rec.seq}"
+        key = f"chat/{d.inference_id or rec.seq}"
         return self._span(f"chat {model}".strip(), key, kind, attrs, start, end,
-                          str(error) if error else None)
+                          d.error_type or None)
 
-    def _tool(self, began: EntryRecord | None, done: EntryRecord | None) -> ReadableSpan:
+    def _tool(self, began: tuple[EntryRecord, ToolCallStarted] | None,
+              done: tuple[EntryRecord, ToolCallCompleted] | None) -> ReadableSpan:
         source = done or began
         assert source is not None  # one of the two is always given
-        d = source.data
-        call_id = str(d.get("tool_call_id"))
+        rec, d = source
+        call_id = d.tool_call_id
         n = self.tool_spans.get(call_id, 0)
         self.tool_spans[call_id] = n + 1
+        status: str = INTERRUPTED
+        reason_code: str | None = None
+        error: str | None = INTERRUPTED
         if done is not None:
-            end = done.at_ns
-            start = began.at_ns if began is not None else \
-                end - _ms_ns(done.data.get("tool_duration_ms"))
+            ended = done[1]
+            end = done[0].at_ns
+            start = began[0].at_ns if began is not None else end - _ms_ns(ended.tool_duration_ms)
+            status, reason_code = ended.tool_status, ended.reason_code
+            error = None if status == "ok" else str(ended.exc_type or status)
         else:
             end = self.completed.at_ns if self.completed is not None else self.last_ns
-            start = source.at_ns
-        name = str(d.get("tool_name") or "")
-        attrs = self._base("execute_tool", source)
+            start = rec.at_ns
+        name = d.tool_name
+        attrs = self._base("execute_tool", rec)
         attrs["gen_ai.tool.name"] = name
         attrs["gen_ai.tool.call.id"] = call_id
         attrs["gen_ai.tool.type"] = "function"
-        status = d.get("tool_status") if done is not None else INTERRUPTED
         _put(attrs, "overt.tool_status", status)
-        _put(attrs, "overt.reason_code", d.get("reason_code"))
-        _put(attrs, "overt.channel", d.get("triggered_by"))
-        _put(attrs, "overt.caller_session_id", d.get("caller_session_id"))
-        error = None if status == "ok" else str(d.get("exc_type") or status)
+        _put(attrs, "overt.reason_code", reason_code)
+        _put(attrs, "overt.channel", d.triggered_by)
+        _put(attrs, "overt.caller_session_id", d.caller_session_id)
         return self._span(f"execute_tool {name}".strip(), f"tool/{call_id}/{n}", "INTERNAL",
                           attrs, self._start_after_turn(start), end, error)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from overt.clock import period_start
+from overt.events import Event, HookError, InferenceRecorded, ToolCallCompleted, TurnCompleted
 from overt.policy.approvals import ApprovalBook
 from overt.tools.base import Tool, ToolContext, tool
 
@@ -20,6 +21,20 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "route_and_model": ("route", "model"), "route": ("route",), "model": ("model",),
     "day": ("day",), "session": ("session",),
 }
+
+
+def _failure(event: Event) -> dict[str, Any]:
+    """What failed, as :meth:`Ledger.last_error` finds it: its type and where."""
+    match event:
+        case TurnCompleted():
+            return {"type": event.error_type or event.status}
+        case ToolCallCompleted():
+            return {"type": event.exc_type or event.tool_status, "tool_name": event.tool_name}
+        case InferenceRecorded():
+            return {"type": event.error_type}
+        case HookError():
+            return {"type": event.error_type, "plugin": event.plugin, "hook": event.hook}
+    return {"type": None}
 
 
 @tool(read_only=True, capability="runtime.read")
@@ -35,21 +50,13 @@ async def get_operational_state(ctx: ToolContext) -> dict[str, Any]:
     last_error = await ctx.ledger.last_error()
     error: dict[str, Any] | None = None
     if last_error is not None:
-        data = last_error.data
-        error = {
-            "at": last_error.at,
-            "kind": last_error.kind,
-            "turn_id": last_error.turn_id,
-            "type": data.get("error_type") or data.get("exc_type") or data.get("tool_status")
-            or data.get("status"),
-        }
-        for key in ("tool_name", "plugin", "hook"):
-            if key in data:
-                error[key] = data[key]
+        error = {"at": last_error.at, "kind": last_error.kind,
+                 "turn_id": last_error.turn_id, **_failure(last_error.event())}
+    approved = await ApprovalBook(ctx.ledger, ctx.capabilities).list(["approved"])
     interrupted = [{"request_id": r.request_id, "tool_name": r.tool_name,
-                    "started_seq": r.call_started_seq}
-                   for r in await ApprovalBook(ctx.ledger, ctx.capabilities).list(["approved"])
-                   if r.interrupted]
+                    "started_seq": r.call_started_seq} for r in approved if r.interrupted]
+    unstarted = [{"request_id": r.request_id, "tool_name": r.tool_name,
+                  "taken_up_seq": r.taken_up_seq} for r in approved if r.unstarted]
     requested = await ctx.ledger.count("approval.requested")
     decided = await ctx.ledger.count("approval.decided")
     return {
@@ -60,6 +67,7 @@ async def get_operational_state(ctx: ToolContext) -> dict[str, Any]:
         "last_error": error,
         "pending_approvals": max(0, requested - decided),
         "interrupted_approved_calls": interrupted,
+        "unstarted_approved_calls": unstarted,
     }
 
 

@@ -20,4 +20,5 @@ NAMES: dict[int, str] = {
     9: "content keyed so a commit appends to one page (SQLite: seq << 20 | n)",
     10: "prunes only through the sealed path: no row or session setting opens a guard",
     11: "trail index in plain columns: each session's trail entries together",
+    12: "Merkle tree: stored subtrees (tiles of 256 entries, a prune's edge)",
 }

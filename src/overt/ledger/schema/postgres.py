@@ -221,6 +221,16 @@ def fill_trail_index(conn: Any) -> None:
 
 COPY_TRAIL_INDEX = f"COPY trail_index ({', '.join(COLUMNS)}) FROM STDIN"
 
+# The Merkle tree's stored subtrees (see overt.ledger.tree), append-only, never pruned.
+_MERKLE_NODES_V12 = """
+CREATE TABLE merkle_nodes (
+    level      INTEGER NOT NULL,
+    first_leaf BIGINT NOT NULL,
+    hash       TEXT NOT NULL
+);
+CREATE INDEX merkle_nodes_at ON merkle_nodes (level, first_leaf);
+""" + _guard("merkle_nodes", gated=False)
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (version, NAMES[version], script) for version, script in (
         (1, _INITIAL),
@@ -234,6 +244,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (9, "SELECT 1"),
         (10, _SEALED_PRUNE_V10),
         (11, _TRAIL_INDEX_V11),
+        (12, _MERKLE_NODES_V12),
     )]
 
 FILLS: dict[int, Callable[[Any], None]] = {11: fill_trail_index}

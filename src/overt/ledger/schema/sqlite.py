@@ -226,6 +226,17 @@ def renumber(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+# The Merkle tree's stored subtrees (see overt.ledger.tree): written when a checkpoint
+# is made and when a prune removes leaves, never on a turn's path; never pruned.
+_MERKLE_NODES_V12 = """
+CREATE TABLE merkle_nodes (
+    level      INTEGER NOT NULL,
+    first_leaf INTEGER NOT NULL,
+    hash       TEXT NOT NULL
+);
+CREATE INDEX merkle_nodes_at ON merkle_nodes (level, first_leaf);
+""" + _append_only("merkle_nodes")
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (version, NAMES[version], script) for version, script in (
         (1, _INITIAL),
@@ -239,6 +250,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (9, _CONTENT_KEYED_V9),
         (10, _NO_GATE_V10),
         (11, _TRAIL_INDEX_V11),
+        (12, _MERKLE_NODES_V12),
     )]
 
 FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {11: fill_trail_index}

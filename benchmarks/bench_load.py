@@ -1,0 +1,346 @@
+"""Issue 20: ``overt serve`` under load, as its clients feel it.
+
+Starts a real ``overt serve`` (a subprocess on 127.0.0.1, a fresh ledger, the
+transcript on as by default) whose model answers at once (a plugin's function
+model), then drives ``POST /v1/messages`` with N concurrent keep-alive clients
+(aiohttp) as fast as they go for S seconds, while a probe asks ``/healthz`` about
+every 50 ms on a connection of its own. Prints throughput, latency percentiles,
+errors, the probe's p99 and max (an event-loop stall shows there first), then
+checks that the ledger holds exactly one completed turn per successful answer
+and that ``overt ledger verify`` passes.
+
+    python -m benchmarks.bench_load --backend sqlite --clients 50 --seconds 60
+    python -m benchmarks.bench_load --backend postgres   # at OVERT_BENCH_PG
+
+Targets: p99 < 100 ms; >= 500 turns/s on SQLite, >= 300 on PostgreSQL; zero
+errors; /healthz p99 < 20 ms and max < 100 ms. The load generator runs in this
+process, on the same machine as the server: on a small machine it competes with
+the server for CPU, so these figures are a floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from benchmarks._stats import percentile, row
+
+PG = os.environ.get("OVERT_BENCH_PG", "postgresql://127.0.0.1:5432/test")
+HEALTHZ_EVERY_S = 0.05
+TARGETS = {"p99_ms": 100.0, "sqlite_tps": 500.0, "postgres_tps": 300.0,
+           "healthz_p99_ms": 20.0, "healthz_max_ms": 100.0}
+MAKE_BENCH_SECONDS = 10.0
+"""``make bench`` runs each backend this long (60 s alone, by default)."""
+
+PLUGIN = '''
+from overt.hooks import hookimpl
+from overt.types import ModelResponse, Usage
+
+
+class Instant:
+    """Answers at once and keeps nothing (FunctionModel keeps every request it saw,
+    which over a long run would measure the heap, not the server)."""
+
+    name = "instant"
+    context_window = None
+
+    async def complete(self, request):
+        return ModelResponse("ok", (), Usage(10, 1), self.name)
+
+
+@hookimpl
+def register_models():
+    return [Instant()]
+'''
+
+
+@dataclass
+class Figures:
+    latencies_s: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    answered: int = 0
+    healthz_s: list[float] = field(default_factory=list)
+    healthz_errors: int = 0
+    elapsed_s: float = 0.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env(directory: Path, db: str) -> dict[str, str]:
+    (directory / "instant.py").write_text(PLUGIN)
+    import overt
+
+    src = str(Path(overt.__file__).resolve().parents[1])  # the overt this runs, not another
+    path = os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "PYTHONPATH": path, "OVERT_DB": db, "OVERT_MODEL": "instant",
+           "OVERT_PLUGIN_FILES": str(directory / "instant.py"),
+           "OVERT_PLUGINS_ENABLED": "instant", "OVERT_TOKENS": str(directory / "tokens.json"),
+           "OVERT_CONFIG": str(directory / "overt.toml")}
+    transcript = json.dumps(str(directory / "transcript.jsonl"))
+    (directory / "overt.toml").write_text(f"transcript = {transcript}\n")
+    env.pop("OVERT_TRANSCRIPT", None)
+    return env
+
+
+def _cli(env: dict[str, str], directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "overt.cli", *args], env=env, cwd=directory,
+                          capture_output=True, text=True, timeout=600)
+
+
+@contextmanager
+def _server(env: dict[str, str], directory: Path) -> Iterator[str]:
+    port = _free_port()
+    log = (directory / "serve.log").open("wb")
+    process = subprocess.Popen([sys.executable, "-m", "overt.cli", "serve", "--port", str(port),
+                                "--no-mcp"], env=env, cwd=directory, stdout=log,
+                               stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        import urllib.request
+        for _ in range(1200):  # at most a minute to start
+            if process.poll() is not None:
+                break
+            try:
+                urllib.request.urlopen(f"{url}/healthz", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise RuntimeError("overt serve did not answer /healthz within a minute")
+        if process.poll() is not None:
+            raise RuntimeError(f"overt serve exited: {(directory / 'serve.log').read_text()}")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        log.close()
+
+
+async def _load(url: str, token: str, clients: int, seconds: float) -> Figures:
+    figures = Figures()
+    headers = {"Authorization": f"Bearer {token}"}
+    connector = aiohttp.TCPConnector(limit=clients)
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+        for n in range(20):  # warm-up: connections open, code paths imported
+            async with http.post(f"{url}/v1/messages", json={"text": f"warm {n}"},
+                                 headers=headers) as response:
+                await response.read()
+        start = time.perf_counter()
+        deadline = start + seconds
+
+        async def client(number: int) -> None:
+            for n in range(10_000_000):  # bounded; the deadline ends it
+                if time.perf_counter() >= deadline:
+                    return
+                sent = time.perf_counter()
+                try:
+                    async with http.post(f"{url}/v1/messages",
+                                         json={"text": f"c{number} {n}"},
+                                         headers=headers) as response:
+                        body = await response.json()
+                        status = response.status
+                except (aiohttp.ClientError, TimeoutError) as exc:
+                    figures.errors.append(type(exc).__name__)
+                    continue
+                figures.latencies_s.append(time.perf_counter() - sent)
+                if status != 200 or body.get("error") is not None:
+                    figures.errors.append(f"{status} {body.get('error')}")
+                else:
+                    figures.answered += 1
+
+        # the probe is a process of its own: in this one it would wait on the clients
+        probe = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "benchmarks.bench_load", "--probe", url,
+            "--seconds", str(seconds), stdout=asyncio.subprocess.PIPE,
+            cwd=Path(__file__).resolve().parent.parent)
+        await asyncio.gather(*(client(n) for n in range(clients)))
+        figures.elapsed_s = time.perf_counter() - start
+        out, _ = await asyncio.wait_for(probe.communicate(), seconds + 60)
+        probed = json.loads(out)
+        figures.healthz_s, figures.healthz_errors = probed["latencies_s"], probed["failed"]
+    return figures
+
+
+def probe(url: str, seconds: float) -> dict[str, Any]:
+    """``GET /healthz`` every :data:`HEALTHZ_EVERY_S` for ``seconds`` on one keep-alive
+    connection: each answer's latency, and how many failed."""
+    import http.client
+
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    latencies, failed = [], 0
+    deadline = time.perf_counter() + seconds
+    for _ in range(int(seconds / HEALTHZ_EVERY_S) + 10):  # bounded; the deadline ends it
+        if time.perf_counter() >= deadline:
+            break
+        sent = time.perf_counter()
+        try:
+            connection.request("GET", "/healthz")
+            response = connection.getresponse()
+            response.read()
+            failed += response.status != 200
+        except OSError:
+            failed += 1
+            connection.close()
+        took = time.perf_counter() - sent
+        latencies.append(took)
+        time.sleep(max(0.0, HEALTHZ_EVERY_S - took))
+    connection.close()
+    return {"latencies_s": latencies, "failed": failed}
+
+
+def _ledger_turns(db: str) -> tuple[int, int]:
+    """How many turns the ledger holds: (started, completed)."""
+    from overt.ledger import open_ledger
+
+    ledger: Any = open_ledger(db)
+
+    async def counts() -> tuple[int, int]:
+        return (int(await ledger.count("turn.started")),
+                int(await ledger.count("turn.completed")))
+    try:
+        return asyncio.run(counts())
+    finally:
+        ledger.close_sync()
+
+
+def run_backend(backend: str, clients: int, seconds: float) -> dict[str, float] | None:
+    """Run the load on one backend and print its figures; ``None`` if it cannot run."""
+    with tempfile.TemporaryDirectory(prefix="overt-bench-load-") as tmp:
+        directory = Path(tmp)
+        schema = None
+        if backend == "postgres":
+            import psycopg
+            try:
+                psycopg.connect(PG, connect_timeout=3).close()
+            except psycopg.Error as exc:
+                print(f"  postgres: skipped, {PG} does not answer ({type(exc).__name__})")
+                return None
+            from overt.ids import new_ulid
+            schema = f"overt_bench_{new_ulid().lower()}"
+            db = f"{PG}?schema={schema}"
+        else:
+            db = str(directory / "ledger.db")
+        env = _env(directory, db)
+        try:
+            made = _cli(env, directory, "serve", "--add-token", "operator:bench")
+            if made.returncode != 0:
+                raise RuntimeError(f"overt serve --add-token failed: {made.stderr}")
+            token = made.stdout.strip()
+            with _server(env, directory) as url:
+                figures = asyncio.run(_load(url, token, clients, seconds))
+            answered = figures.answered + 20  # and the warm-up
+            turns = _ledger_turns(db)
+            verified = _cli(env, directory, "ledger", "verify")
+            return _report(backend, clients, figures, answered, turns, verified)
+        finally:
+            if schema is not None:
+                import psycopg
+                with psycopg.connect(PG, autocommit=True) as conn:
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _ms(samples: list[float], q: float) -> float:
+    return percentile(samples, q) * 1000 if samples else float("nan")
+
+
+def _report(backend: str, clients: int, f: Figures, answered: int, turns: tuple[int, int],
+            verified: subprocess.CompletedProcess[str]) -> dict[str, float]:
+    tps = len(f.latencies_s) / f.elapsed_s if f.elapsed_s else 0.0
+    out = {"turns_per_s": tps, "p50_ms": _ms(f.latencies_s, 0.5),
+           "p95_ms": _ms(f.latencies_s, 0.95), "p99_ms": _ms(f.latencies_s, 0.99),
+           "max_ms": max(f.latencies_s, default=float("nan")) * 1000,
+           "errors": float(len(f.errors)), "healthz_p99_ms": _ms(f.healthz_s, 0.99),
+           "healthz_max_ms": max(f.healthz_s, default=float("nan")) * 1000}
+    tps_target = TARGETS[f"{backend}_tps"]
+    print(f"  {backend}: {clients} clients for {f.elapsed_s:.1f} s, "
+          f"{len(f.latencies_s)} turns")
+    row("throughput", f"{tps:8.0f} turns/s   (target >= {tps_target:.0f}: "
+                      f"{_met(tps >= tps_target)})")
+    row("latency", f"p50 {out['p50_ms']:.1f} ms   p95 {out['p95_ms']:.1f} ms   "
+                   f"p99 {out['p99_ms']:.1f} ms   max {out['max_ms']:.1f} ms   "
+                   f"(p99 < {TARGETS['p99_ms']:.0f} ms: {_met(out['p99_ms'] < TARGETS['p99_ms'])})")
+    row("errors", f"{len(f.errors)}   (target 0: {_met(not f.errors)})"
+        + (f"   first: {f.errors[0]}" if f.errors else ""))
+    healthy = (out["healthz_p99_ms"] < TARGETS["healthz_p99_ms"]
+               and out["healthz_max_ms"] < TARGETS["healthz_max_ms"])
+    row("/healthz during the load", f"p50 {_ms(f.healthz_s, 0.5):.1f} ms   "
+        f"p99 {out['healthz_p99_ms']:.1f} ms   max "
+        f"{out['healthz_max_ms']:.1f} ms   ({len(f.healthz_s)} probes, {f.healthz_errors} "
+        f"failed; p99 < 20 ms, max < 100 ms: {_met(healthy)})")
+    started, completed = turns
+    exact = started == completed == answered
+    row("ledger turns = successful answers", f"started {started}, completed {completed}, "
+                                             f"answered {answered}   ({_met(exact)})")
+    report = (verified.stdout.strip() or verified.stderr.strip()).splitlines()
+    row("overt ledger verify", f"exit {verified.returncode}: "
+                               f"{report[0] if report else ''}")
+    out.update(ledger_turns=float(completed), answered=float(answered),
+               verify_exit=float(verified.returncode))
+    return out
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT MET"
+
+
+def main(clients: int = 50, seconds: float = MAKE_BENCH_SECONDS,
+         backends: tuple[str, ...] = ("sqlite", "postgres")) -> dict[str, dict[str, float]]:
+    print(f"overt serve under load (issue 20): {clients} keep-alive clients, instant model, "
+          f"{seconds:g} s per backend"
+          + (" (a short run, as make bench's; `python -m benchmarks.bench_load` runs the "
+             "full 60 s)" if seconds < 60 else ""))
+    try:
+        load = os.getloadavg()
+        print(f"  machine load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+              f"on {os.cpu_count()} CPUs")
+    except OSError:
+        pass
+    results = {}
+    for backend in backends:
+        figures = run_backend(backend, clients, seconds)
+        if figures is not None:
+            results[backend] = figures
+    return results
+
+
+def _parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_load",
+                                     description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--probe", metavar="URL", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    args = _parse()
+    if args.probe:
+        print(json.dumps(probe(args.probe, args.seconds)))
+        raise SystemExit(0)
+    chosen = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
+    main(args.clients, args.seconds, chosen)

@@ -1,0 +1,87 @@
+"""The stored Merkle tree, on both backends: tiles written by checkpoints, roots and
+proofs that read a few rows, and a prune that leaves every remaining entry provable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from overt.clock import now_iso
+from overt.errors import LedgerIntegrityError, NotFoundError
+from overt.ledger import merkle, tree
+from overt.ledger.checkpoints import dialect
+from tests.backends import Raw
+from tests.conftest import run
+from tests.ledger.proofs_helpers import add_turns, make_signer
+
+
+def chain_leaves(raw: Raw) -> list[bytes]:
+    return [merkle.entry_leaf(h) for (h,) in raw.query("SELECT hash FROM audit_log ORDER BY seq")]
+
+
+def test_the_stored_tree_gives_the_root_of_the_chain_and_a_checkpoint_stores_its_tiles(
+    ledger: Any, raw: Raw
+) -> None:
+    add_turns(ledger, 300)
+    leaves = chain_leaves(raw)
+    t = run(tree.fill(ledger.select, dialect(ledger)))
+    assert t.root() == merkle.root(merkle.perfect_over(leaves), len(leaves))
+    assert len(t.new_nodes) == len(leaves) // tree.TILE + 1  # the tiles and leaf 0
+    run(ledger.record([], rows=t.new_nodes))
+    stored = raw.query("SELECT level, first_leaf FROM merkle_nodes ORDER BY 1, 2")
+    assert stored == [(0, 0), *((tree.TILE_LEVEL, i * tree.TILE)
+                                for i in range(len(leaves) // tree.TILE))]
+
+
+def test_a_proof_reads_the_tiles_it_needs_not_the_ledger(ledger: Any, tmp_path: Path) -> None:
+    add_turns(ledger, 1000)
+    signer = make_signer(tmp_path)
+    checkpoint, _ = signer.checkpoint(ledger)
+    t = run(tree.open_tree(ledger.select, dialect(ledger), checkpoint.size, leaves=[1500]))
+    assert len(t.leaves) <= 2 * tree.TILE  # its own tile and the partial one at the end
+    proof = t.inclusion(1500)
+    leaf = t.leaves[1500]
+    assert merkle.verify_inclusion(leaf, 1500, checkpoint.size, proof, checkpoint.root)
+
+
+def test_a_prune_keeps_the_root_and_every_remaining_entry_provable(
+    ledger: Any, raw: Raw
+) -> None:
+    add_turns(ledger, 200)
+    before = chain_leaves(raw)
+    record = run(ledger.prune(now_iso()))
+    assert record.removed_entries == len(before)
+    add_turns(ledger, 5, prefix="after")
+    total = int(raw.query("SELECT max(seq) FROM audit_log")[0][0])
+    t = run(tree.open_tree(ledger.select, dialect(ledger), total, leaves=[total - 1]))
+    assert t.root(len(before)) == merkle.root(merkle.perfect_over(before), len(before))
+    assert merkle.verify_inclusion(t.leaves[total - 1], total - 1, total,
+                                   t.inclusion(total - 1), t.root())
+
+
+def test_a_proof_of_a_pruned_entry_is_refused(ledger: Any) -> None:
+    add_turns(ledger, 50)
+    run(ledger.prune(now_iso()))
+    add_turns(ledger, 2, prefix="after")
+    t = run(tree.open_tree(ledger.select, dialect(ledger), leaves=[3]))
+    with pytest.raises(NotFoundError):
+        t.inclusion(3)
+
+
+def test_the_tree_table_is_append_only(ledger: Any, raw: Raw, tmp_path: Path) -> None:
+    add_turns(ledger, 100)
+    make_signer(tmp_path).checkpoint(ledger)
+    for statement in ("UPDATE merkle_nodes SET hash = 'x'", "DELETE FROM merkle_nodes"):
+        with pytest.raises(raw.append_only_error):
+            raw.execute(statement)
+
+
+def test_two_hashes_for_one_subtree_are_refused(ledger: Any, raw: Raw, tmp_path: Path) -> None:
+    add_turns(ledger, 100)
+    make_signer(tmp_path).checkpoint(ledger)
+    raw.execute("INSERT INTO merkle_nodes (level, first_leaf, hash) VALUES (8, 0, ?)",
+                ("00" * 32,))
+    with pytest.raises(LedgerIntegrityError, match="two hashes"):
+        run(tree.Tree.load(ledger.select, dialect(ledger)))
