@@ -46,7 +46,7 @@ from overt.policy.approvals import EXPIRY_ACTOR, ApprovalBook, ApprovalRequest
 from overt.policy.capabilities import Capabilities
 from overt.policy.engine import Policy
 from overt.policy.gate import Gate
-from overt.prompts import load_template, render
+from overt.prompts import load_template, permissions, render
 from overt.sessions.book import HistoryReader
 from overt.tools.base import Tool
 from overt.tools.mcp_toolset import McpServerSpec, McpSessions, load_toolset
@@ -99,17 +99,21 @@ class Runtime:
         template = system_prompt_template if system_prompt_template is not None \
             else load_template(None)
         max_calls = self.settings.max_tool_calls
-
-        def system_prompt_for(specs: tuple[ToolSpec, ...]) -> str:
-            return render(template, specs, max_calls)
-
-        self._system_prompt_for = system_prompt_for
         self._mcp_servers = list(mcp_servers)
         self.mcp = McpSessions(self.ledger.record)
         """One client session per MCP server, for this runtime's lifetime."""
         self.prices = prices or PriceTable()
         self.gate = gate or Gate()
         self.operator = operator or Actor.operator()
+
+        def system_prompt_for(specs: tuple[ToolSpec, ...]) -> str:
+            # what the prompt says the agent may do is the gate's word on each tool
+            allowed = permissions(self.gate, self.tools,
+                                  actor=Actor.agent(self.settings.agent),
+                                  route=self.settings.route)
+            return render(template, specs, max_calls, allowed)
+
+        self._system_prompt_for = system_prompt_for
         self.approvals = ApprovalBook(ledger, self.gate.capabilities)
         self._listeners: list[Callable[[Resumed], Awaitable[object]]] = []
         self.engine = Engine(

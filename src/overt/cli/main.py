@@ -28,6 +28,7 @@ from overt.cli import (
     approvals_cmd,
     config_cmd,
     email_cmd,
+    eval_cmd,
     export_cmd,
     memory_cmd,
     proofs_cmd,
@@ -152,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     sessions_cmd.add_parser(sub)
     serve_cmd.add_parsers(sub)
     email_cmd.add_parser(sub)
+    eval_cmd.add_parser(sub)
     return p
 
 
@@ -229,6 +231,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return serve_cmd.run(config, args)
     if command in email_cmd.COMMANDS:
         return email_cmd.run(config, args)
+    if command in eval_cmd.COMMANDS:
+        return eval_cmd.run(config, args)
     if command in sessions_cmd.COMMANDS:
         return run_sync(_sessions(config, args))
     if command in trail_cmd.COMMANDS:

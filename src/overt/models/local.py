@@ -50,7 +50,9 @@ Template markup is tokenized with special tokens parsed, message content and
 tool results without: a tool result holding ``<|im_start|>`` stays text and
 cannot open a turn. Usage counts llama tokens (prompt, generated); cost is 0. ``info`` carries the
 weights' digest, the llama-cpp-python version, the sampling parameters (with
-``grammar``: whether a grammar shaped this reply) and ``n_ctx``.
+``grammar``: whether a grammar shaped this reply), ``n_ctx`` and ``prefix``: where the
+system turn's KV state came from (``disk``: the prefix cache, ``prefilled``: computed
+and then saved there, ``held``: this process's previous call, ``none``: not cached).
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ from overt.models.assets import (
     known_sha256,
 )
 from overt.models.base import TextSink
+from overt.models.prefix_cache import MIN_PREFIX_TOKENS, PrefixCache
 from overt.models.qwen_chat import (
     Segment,
     answer_messages,
@@ -96,6 +99,14 @@ _CALL_START = re.compile(
 )
 
 
+def _system_turn(segments: Sequence[Segment]) -> list[Segment]:
+    """The segments of the system turn (system prompt and tools), up to its end."""
+    for i, (text, markup) in enumerate(segments):
+        if markup and text == "<|im_end|>\n":
+            return list(segments[:i + 1])
+    return []
+
+
 def _joined(segments: Sequence[Segment]) -> str:
     return "".join(text for text, _ in segments)
 
@@ -112,6 +123,12 @@ class LocalModel:
     ``<tool_response>`` form with the tools still offered; meant for larger
     models, it makes the 0.5B one loop (see the module docstring).
 
+    ``prefix_cache``: keep the KV state of the system turn (system prompt and
+    tool schemas, the same in every request of a runtime) on disk, in the
+    cache directory's ``prefix/`` (beside the weights for ``model_path``; a
+    path given: there), so a new process loads it
+    instead of prefilling ~2,300 tokens (:mod:`overt.models.prefix_cache`).
+
     Raises:
         ModelAssetError: the weights are missing (and ``download`` is false),
             cannot be fetched, or fail their hash check.
@@ -127,6 +144,7 @@ class LocalModel:
         download: bool = True,
         n_ctx: int = 4096,
         n_threads: int | None = None,
+        n_threads_batch: int | None = None,
         seed: int = 0,
         temperature: float = 0.0,
         top_p: float = 0.8,
@@ -136,6 +154,7 @@ class LocalModel:
         grammar: bool = True,
         answer_style: AnswerStyle = "user_message",
         name: str | None = None,
+        prefix_cache: bool | str | os.PathLike[str] = True,
     ) -> None:
         if model_path is None:
             self.path = ensure_asset(asset, cache_dir, progress=progress, download=download)
@@ -146,7 +165,12 @@ class LocalModel:
             self._sha256 = None
             self.name = name or f"local:{self.path.stem}"
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+        # Generation syncs its threads once per layer per token: on a small shared
+        # machine a descheduled second thread stalls every token (2 threads: 0.4 tok/s,
+        # 1 thread: 6.6 tok/s on 2 busy cores). Prefill syncs per batch: all cores.
+        self.n_threads = n_threads or max(1, cpus // 2)
+        self.n_threads_batch = n_threads_batch or cpus
         self.seed = seed
         self.temperature = temperature
         self.top_p = top_p
@@ -162,6 +186,14 @@ class LocalModel:
         self._grammars: dict[str, Any] = {}
         self._tool_call_token = -1
         self._eog: set[int] = set()
+        self._prefix_dir: Path | None = None
+        if isinstance(prefix_cache, str | os.PathLike):
+            self._prefix_dir = Path(prefix_cache)
+        elif prefix_cache:  # the cache directory's prefix/, or beside weights given by path
+            base = self.path.parent.parent if model_path is None else self.path.parent
+            self._prefix_dir = base / "prefix"
+        self._prefix_source = "none"
+        self._prefixes: PrefixCache | None = None
 
     @classmethod
     def from_asset(
@@ -225,7 +257,9 @@ class LocalModel:
             self._sha256 = known_sha256(self.path)
         try:
             llm = llama_cpp.Llama(model_path=str(self.path), n_ctx=self.n_ctx,
-                                  n_threads=self.n_threads, seed=self.seed, verbose=False)
+                                  n_threads=self.n_threads,
+                                  n_threads_batch=self.n_threads_batch, seed=self.seed,
+                                  verbose=False)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(f"llama.cpp could not load {self.path}: {exc}") from exc
         special = llm.tokenize(b"<tool_call><|im_end|><|endoftext|>", add_bos=False, special=True)
@@ -233,6 +267,9 @@ class LocalModel:
         self._eog = {llm.token_eos(), *special[1:]}
         self._version = str(getattr(llama_cpp, "__version__", "unknown"))
         self._grammar_cls = LlamaGrammar
+        if self._prefix_dir is not None and hasattr(llama_cpp, "llama_state_get_data"):
+            self._prefixes = PrefixCache(self._prefix_dir, model_sha256=self._sha256,
+                                         n_ctx=self.n_ctx, llama_cpp_version=self._version)
         self._llm = llm
         return llm
 
@@ -280,7 +317,9 @@ class LocalModel:
         offered: Sequence[ToolSpec] = request.tools
         if has_tool_results(messages) and self.answer_style == "user_message":
             messages, offered = answer_messages(messages), ()
-        prompt = self._tokens(llm, render_segments(messages, offered))
+        segments = render_segments(messages, offered)
+        prompt = self._tokens(llm, segments)
+        self._warm_prefix(llm, self._tokens(llm, _system_turn(segments)))
         room = self.n_ctx - len(prompt)
         if room < 16:
             raise ModelError(f"{self.name}: the prompt is {len(prompt)} tokens; it does not fit "
@@ -298,11 +337,35 @@ class LocalModel:
             info=self._info(budget, constrained),
         )
 
+    def _warm_prefix(self, llm: Any, prefix: list[int]) -> None:
+        """Have ``llm``'s KV cache hold the fixed ``prefix`` (the system turn with the
+        tools), from this process's last call, else from the prefix cache on disk, else
+        by prefilling it and saving it there. llama.cpp's own prefix match then reuses
+        it for the prompt that follows."""
+        cache = self._prefixes
+        self._prefix_source = "none"
+        if cache is None or len(prefix) < MIN_PREFIX_TOKENS:
+            return
+        held = list(llm.input_ids[:min(llm.n_tokens, len(prefix))])
+        shared = next((i for i, (a, b) in enumerate(zip(held, prefix, strict=False))
+                       if a != b), len(held))
+        if shared * 2 >= len(prefix):  # most of it is already here: prefill the rest
+            self._prefix_source = "held"
+            return
+        if cache.load(llm, prefix):
+            self._prefix_source = "disk"
+            return
+        llm.reset()
+        llm.eval(prefix)
+        cache.save(llm, prefix)
+        self._prefix_source = "prefilled"
+
     def _info(self, max_tokens: int, grammar: bool) -> dict[str, Any]:
         return {
             "model_sha256": self._sha256,
             "llama_cpp_version": self._version,
             "n_ctx": self.n_ctx,
+            "prefix": self._prefix_source,
             "sampling": {
                 "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
                 "repeat_penalty": self.repeat_penalty, "seed": self.seed,
