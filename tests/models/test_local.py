@@ -221,7 +221,8 @@ def test_info_carries_identifiers_and_numbers_and_usage_counts_tokens(
         "n_ctx": 4096,
         "prefix": "none",  # bindings without llama_state_get_data: nothing cached
         "sampling": {"temperature": 0.3, "top_p": 0.8, "top_k": 20, "repeat_penalty": 1.05,
-                     "seed": 7, "max_tokens": 64, "grammar": False},
+                     "seed": 7, "max_tokens": 64, "grammar": False,
+                         "call_threshold": 0.002},
     }
     assert response.usage.output_tokens == 3
     assert response.usage.input_tokens > 100

@@ -60,6 +60,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import json
+import math
 import os
 import re
 import threading
@@ -155,6 +156,7 @@ class LocalModel:
         answer_style: AnswerStyle = "user_message",
         name: str | None = None,
         prefix_cache: bool | str | os.PathLike[str] = True,
+        call_threshold: float = 0.002,
     ) -> None:
         if model_path is None:
             self.path = ensure_asset(asset, cache_dir, progress=progress, download=download)
@@ -179,6 +181,9 @@ class LocalModel:
         self.max_tokens = max_tokens
         self.grammar = grammar
         self.answer_style = answer_style
+        self.call_threshold = call_threshold
+        self._call_starts: set[int] = set()
+        self._logits: Callable[[Any], Any] | None = None
         self._lock = threading.Lock()
         self._llm: Any = None
         self._grammar_cls: Any = None
@@ -265,6 +270,12 @@ class LocalModel:
         special = llm.tokenize(b"<tool_call><|im_end|><|endoftext|>", add_bos=False, special=True)
         self._tool_call_token = special[0]
         self._eog = {llm.token_eos(), *special[1:]}
+        self._call_starts = {self._tool_call_token}
+        for start in ('{"', "{", "{\n", "```"):
+            tokens = llm.tokenize(start.encode("utf-8"), add_bos=False, special=False)
+            if len(tokens) == 1:
+                self._call_starts.add(tokens[0])
+        self._logits = getattr(llama_cpp, "llama_get_logits", None)
         self._version = str(getattr(llama_cpp, "__version__", "unknown"))
         self._grammar_cls = LlamaGrammar
         if self._prefix_dir is not None and hasattr(llama_cpp, "llama_state_get_data"):
@@ -370,6 +381,7 @@ class LocalModel:
                 "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
                 "repeat_penalty": self.repeat_penalty, "seed": self.seed,
                 "max_tokens": max_tokens, "grammar": grammar,
+                "call_threshold": self.call_threshold,
             },
         }
 
@@ -436,6 +448,8 @@ class LocalModel:
         for token in llm.generate(tokens, temp=self.temperature, top_p=self.top_p,
                                   top_k=self.top_k, repeat_penalty=self.repeat_penalty,
                                   grammar=grammar):
+            if not out and watch and self._call_likely(llm, token):
+                return "", 0, "call"
             if token in self._eog:
                 return self._text(llm, out), len(out), "stop"
             if watch and token == self._tool_call_token:
@@ -450,6 +464,21 @@ class LocalModel:
             if len(out) >= max_new or len(tokens) + len(out) >= self.n_ctx:
                 return self._text(llm, out), len(out), "length"
         return self._text(llm, out), len(out), "stop"
+
+    def _call_likely(self, llm: Any, first: int) -> bool:
+        """Whether a reply whose greedy first token is ``first`` (not a call's opening)
+        should still be a call: the openings of a call (``<tool_call>``, ``{"``, a
+        fence) together hold at least ``call_threshold`` of the first token's
+        probability. The 0.5B model answers "what's the staging host?" from nothing
+        with a call at 0.6% and "thanks" with one at 0.0%; a call it thinks possible
+        is made, and its result grounds the answer."""
+        if self.call_threshold <= 0 or self._logits is None or first in self._call_starts:
+            return False
+        row = self._logits(llm.ctx)[:int(llm.n_vocab())]  # the last position's logits
+        top = max(row)
+        total = sum(math.exp(x - top) for x in row)
+        calls = sum(math.exp(row[t] - top) for t in self._call_starts)
+        return calls / total >= self.call_threshold
 
     @staticmethod
     def _tokens(llm: Any, segments: Sequence[Segment]) -> list[int]:
