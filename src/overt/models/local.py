@@ -418,7 +418,7 @@ class LocalModel:
             watch = grammar is not None and calls < _MAX_CALLS_PER_REPLY
             text, n, why = self._generate(llm, prompt + self._tokens(llm, reply),
                                           budget - generated, None, watch,
-                                          None if calls else on_text)
+                                          None if calls else on_text, probe=not reply)
             generated += n
             if why != "call":
                 return _joined([*reply, (text, False)]), generated, why, calls > 0
@@ -433,13 +433,15 @@ class LocalModel:
                 return _joined(reply), generated, why, True
 
     def _generate(self, llm: Any, tokens: list[int], max_new: int, grammar: Any,
-                  watch: bool, on_text: Callable[[str], None] | None = None
-                  ) -> tuple[str, int, str]:
+                  watch: bool, on_text: Callable[[str], None] | None = None,
+                  probe: bool = False) -> tuple[str, int, str]:
         """Sample up to ``max_new`` tokens; return (text, count, ``stop|length|call``).
 
         With ``watch``, stops as soon as the output opens a tool call; the text
         returned then ends before the call. ``on_text`` gets each token's text as
-        it is sampled (whole characters only).
+        it is sampled (whole characters only). With ``probe`` (the start of a reply),
+        a first token that opens no call still ends in ``call`` when a call is likely
+        enough there (:meth:`_call_likely`).
         """
         out: list[int] = []
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -448,7 +450,7 @@ class LocalModel:
         for token in llm.generate(tokens, temp=self.temperature, top_p=self.top_p,
                                   top_k=self.top_k, repeat_penalty=self.repeat_penalty,
                                   grammar=grammar):
-            if not out and watch and self._call_likely(llm, token):
+            if probe and not out and watch and self._call_likely(llm, token):
                 return "", 0, "call"
             if token in self._eog:
                 return self._text(llm, out), len(out), "stop"
