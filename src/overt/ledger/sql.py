@@ -298,7 +298,8 @@ def trail_indexed(d: Dialect, *, turn_id: str | None, session_id: str | None,
     In scope: the one turn ``turn_id``; else the turns of ``session_id`` and/or
     started in ``[since, until)``.
     """
-    columns = ", ".join(f"t.{c}" for c in trail_index.READ_COLUMNS)
+    columns = ", ".join([f"t.{c}" for c in trail_index.READ_COLUMNS[:trail_index.FIRST_SLOT]]
+                        + [trail_index.slot_sql(n) for n in range(trail_index.SLOTS)])
     join = _BODY_JOIN.format(on=content_seq(d, "=", "t.body_seq", "c"))
     select = f"SELECT {columns}, c.body FROM trail_index t {join} WHERE "
     if turn_id is None and since is None and until is None:
