@@ -70,7 +70,7 @@ from overt.ledger.chain import (
     content_rows,
     drafts,
     row_to_entry,
-    verify_rows,
+    verify_payloads,
     with_body_check,
     with_content_check,
 )
@@ -540,10 +540,10 @@ class PostgresLedger:
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 anchors = {int(s): h for s, h in conn.execute(sql.prune_anchors(D))
                            if s is not None and h is not None}
-                with conn.cursor(name="overt_verify") as cur:
+                with conn.cursor(name="overt_verify", binary=True) as cur:
                     cur.itersize = 10_000
-                    cur.execute(sql.VERIFY)
-                    report = verify_rows(cur, anchors)
+                    cur.execute(sql.PG_VERIFY_PAYLOADS)
+                    report = verify_payloads(cur, anchors)
                 if check_index and report.ok:
                     report = trail_index.verified(report, conn, sql.trail_index_check(D),
                                                   anchors)

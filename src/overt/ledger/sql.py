@@ -392,6 +392,19 @@ SQLITE_VERIFY_PAYLOADS = (
 )
 
 
+# PostgreSQL the same way: to_json(text) escapes exactly as Python's json does with
+# ensure_ascii=False (a test holds them equal), and the preimage comes back as
+# bytea, in binary, ready to hash.
+PG_VERIFY_PAYLOADS = (
+    "SELECT seq, convert_to(prev_hash || chr(10) || '{\"at\":' || to_json(at)::text"
+    " || ',\"data\":' || data || ',\"id\":' || to_json(id)::text"
+    " || ',\"kind\":' || to_json(kind)::text || ',\"seq\":' || seq"
+    " || ',\"session_id\":' || coalesce(to_json(session_id)::text, 'null')"
+    " || ',\"turn_id\":' || coalesce(to_json(turn_id)::text, 'null') || '}', 'UTF8'),"
+    " prev_hash, hash FROM audit_log ORDER BY seq"
+)
+
+
 def prune_anchors(d: Dialect) -> str:
     return (f"SELECT {d.text('through_seq')}, {d.text('last_removed_hash')} FROM audit_log "
             f"WHERE kind = 'ledger.pruned' AND {KIND_INDEXED}")
