@@ -12,7 +12,11 @@
    ``turn.started``; the delay is from that entry's ledger time (``at``) to each
    client's reading of an event holding the turn's row (the same clock).
 
-``python -m benchmarks.bench_cockpit`` (or ``make bench``) prints both.
+3. (No target in the issue.) A text search on the Sessions page over that
+   ledger: ``GET /sessions?q=...`` for a word no message or answer holds, so the
+   database reads every one of the 2,000 bodies (1,000 messages, 1,000 answers).
+
+``python -m benchmarks.bench_cockpit`` (or ``make bench``) prints them.
 """
 
 from __future__ import annotations
@@ -92,7 +96,8 @@ def _login(client: httpx.Client | httpx.AsyncClient, form: str) -> dict[str, str
     return {"token": TOKEN, "csrf": match.group(1)}
 
 
-async def _render_times(db: str, session: str) -> tuple[list[float], list[float]]:
+async def _render_times(db: str, session: str
+                        ) -> tuple[list[float], list[float], list[float]]:
     """Wall-clock and CPU (this process, every thread) milliseconds of each render: on
     a shared machine the CPU time shows what the page costs when others wait for
     the cores too."""
@@ -110,8 +115,16 @@ async def _render_times(db: str, session: str) -> tuple[list[float], list[float]
             times.append((time.perf_counter() - start) * 1000)
             cpus.append((time.process_time() - cpu) * 1000)
             assert page.status_code == 200 and page.text.count('class="turn-log"') == TURNS
+        searches: list[float] = []
+        for _ in range(RENDERS):
+            start = time.perf_counter()
+            found = await client.get("/sessions?q=a+word+said+nowhere")
+            searches.append((time.perf_counter() - start) * 1000)
+            assert found.status_code == 200 and "No sessions match" in found.text
+        hit = await client.get("/sessions?q=QUESTION+NUMBER+999")
+        assert session in hit.text, "the search did not find the session"
     await runtime.close()
-    return times, cpus
+    return times, cpus, searches
 
 
 def _serve(app: Any) -> tuple[uvicorn.Server, threading.Thread, str]:
@@ -176,7 +189,7 @@ def main() -> dict[str, Any]:
         started = time.perf_counter()
         session = asyncio.run(_fill(db))
         row("fill", f"{TURNS} turns recorded in {time.perf_counter() - started:.1f} s")
-        times, cpus = asyncio.run(_render_times(db, session))
+        times, cpus, searches = asyncio.run(_render_times(db, session))
         median = statistics.median(times[1:])  # the first warms the template cache
         figures["session_page_ms"] = median
         row(f"render a {TURNS}-turn session page",
@@ -184,6 +197,10 @@ def main() -> dict[str, Any]:
             f"{max(times[1:]):.0f} ms   CPU median {statistics.median(cpus[1:]):.0f} ms   "
             f"(target < {RENDER_TARGET_MS:.0f} ms: "
             f"{'met' if median < RENDER_TARGET_MS else 'MISSED'})")
+        figures["text_search_ms"] = statistics.median(searches[1:])
+        row(f"text search, {2 * TURNS} bodies, no match",
+            f"median {figures['text_search_ms']:.0f} ms   best {min(searches[1:]):.0f} ms   "
+            f"max {max(searches[1:]):.0f} ms")
 
         runtime = _runtime(str(Path(tmp) / "live.db"))
         app = create_app(runtime, TOKENS, extra_routes=cockpit_routes(runtime, TOKENS))

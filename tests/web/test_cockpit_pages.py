@@ -6,13 +6,32 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from overt.channels.http import create_app
 from overt.ledger import open_ledger
 from overt.memory.store import Writer, store_for
-from tests.web.conftest import ASSETS, OPERATOR, Cockpit, cli_env, need_browser
+from overt.models.fake import FunctionModel
+from overt.runtime import Runtime
+from overt.web import cockpit_routes
+from overt.web.pages.ledger import VerifyJob
+from tests.ledger.proofs_helpers import add_turns, make_signer
+from tests.web.conftest import (
+    ASSETS,
+    AUDITOR,
+    OPERATOR,
+    TOKENS,
+    Cockpit,
+    cli_env,
+    need_browser,
+    reply,
+    uvicorn_server,
+)
 
 need_browser()
 from playwright.sync_api import expect  # noqa: E402  (after the check: may be missing)
@@ -63,6 +82,29 @@ def test_a_session_reads_as_its_conversation_in_both_label_languages(
     expect(page.locator("table.sessions tbody tr")).to_have_count(1)
     shots(page, "sessions")
     page.context.close()
+
+
+def test_a_session_is_found_by_a_word_of_a_later_message_typed_into_the_search(
+        chromium: Any, cockpit: Cockpit, shots: Any) -> None:
+    first = ask(cockpit.base, "Opening words only")
+    ask(cockpit.base, "and later the albatross", session_id=first["session_id"])
+    page = log_in(chromium, cockpit.base, OPERATOR)
+    page.goto("/sessions")
+    page.get_by_label("Text").fill("ALBATROSS")
+    page.get_by_label("Text").press("Enter")
+    rows = page.locator("table.sessions tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text(first["session_id"])
+    expect(rows.first).to_contain_text("Opening words only")
+    shots(page, "sessions-search")
+    page.context.close()
+    audit = log_in(chromium, cockpit.base, AUDITOR)
+    audit.goto("/sessions?q=albatross")
+    expect(audit.get_by_label("Text")).to_have_count(0)
+    expect(audit.get_by_role("note")).to_contain_text("needs trail.read")
+    expect(audit.locator("table.sessions")).not_to_contain_text("Opening words only")
+    shots(audit, "sessions-audit-only")
+    audit.context.close()
 
 
 def test_the_usage_totals_are_those_of_overt_usage(chromium: Any, cockpit: Cockpit,
@@ -148,9 +190,65 @@ def test_verify_runs_from_the_ledger_page_and_reports_the_chain_ok(
     page.get_by_role("button", name="Run verify").click()
     expect(page.locator("#verify-status")).to_contain_text("entries verified",
                                                            timeout=WAIT_MS)
-    expect(page.get_by_text("keeps no signed checkpoints")).to_be_visible()
+    expect(page.get_by_text("holds no signed checkpoint yet")).to_be_visible()
     shots(page, "ledger")
     page.context.close()
+
+
+def test_a_running_verify_shows_the_rows_it_has_checked(
+        chromium: Any, cockpit: Cockpit, shots: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    halfway, release = threading.Event(), threading.Event()
+    reported = VerifyJob.progress
+
+    def held_halfway(job: VerifyJob, checked: int, total: int) -> None:
+        """The real report, then the verify's reader thread held at half way until
+        the page has been looked at."""
+        reported(job, checked, total)
+        if checked * 2 >= total and not release.is_set():
+            halfway.set()
+            release.wait(60)
+    monkeypatch.setattr(VerifyJob, "progress", held_halfway)
+    page = log_in(chromium, cockpit.base, OPERATOR)
+    try:
+        page.goto("/ledger")
+        page.get_by_role("button", name="Run verify").click()
+        assert halfway.wait(60)
+        expect(page.locator("#verify-status")).to_contain_text("rows checked",
+                                                               timeout=WAIT_MS)
+        bar = page.locator("#verify-progress")
+        checked, total = int(bar.get_attribute("value") or 0), int(bar.get_attribute("max") or 0)
+        assert 0 < checked < total and checked * 2 >= total
+        assert serious_violations(page) == []
+        shots(page, "ledger-verifying")
+    finally:
+        release.set()
+    expect(page.locator("#verify-status")).to_contain_text("entries verified",
+                                                           timeout=WAIT_MS)
+    page.context.close()
+
+
+def test_the_newest_signed_checkpoint_is_shown_verified_on_the_ledger_page(
+        chromium: Any, tmp_path: Path, shots: Any) -> None:
+    ledger = open_ledger(str(tmp_path / "signed.db"))
+    signer = make_signer(tmp_path)
+
+    def sign() -> Any:
+        add_turns(ledger, 5)
+        return signer.checkpoint(ledger)[0]
+    with ThreadPoolExecutor(1) as pool:  # playwright's loop runs on this thread
+        checkpoint = pool.submit(sign).result()
+    runtime = Runtime(model=FunctionModel(reply), ledger=ledger)
+    app = create_app(runtime, TOKENS, extra_routes=cockpit_routes(
+        runtime, TOKENS, checkpoint_key=signer.public))
+    with uvicorn_server(app) as base:
+        page = log_in(chromium, base, OPERATOR)
+        page.goto("/ledger")
+        expect(page.locator("#checkpoint-verdict")).to_contain_text("signature verifies")
+        expect(page.locator("#checkpoint")).to_contain_text(f"{checkpoint.size} entries")
+        expect(page.locator("#checkpoint")).to_contain_text(signer.public.key_id)
+        assert serious_violations(page) == []
+        shots(page, "ledger-checkpoint")
+        page.context.close()
 
 
 def test_no_page_has_a_serious_or_critical_accessibility_violation(

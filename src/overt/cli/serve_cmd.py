@@ -4,6 +4,10 @@ and ``overt mcp`` (stdio).
 Tokens live in a JSON file of SHA-256 digests (``--tokens``, env
 ``OVERT_TOKENS``, default ``tokens.json`` beside a SQLite ledger, else in the
 current directory); ``overt serve --add-token ACTOR`` prints a new token once.
+The cockpit signs its login cookies with a secret key in a file (``--web-secret``,
+env ``OVERT_WEB_SECRET_FILE``, default ``cockpit.key`` beside the tokens file),
+made with mode 0600 on first use: workers given the same file accept each
+other's logins, and a restart keeps them.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument("--max-body-bytes", type=int, default=1_000_000)
     serve.add_argument("--tokens", metavar="PATH", help="the tokens file (env OVERT_TOKENS)")
+    serve.add_argument("--web-secret", metavar="PATH",
+                       help="the cockpit's cookie key file, made on first use "
+                            "(env OVERT_WEB_SECRET_FILE)")
     serve.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
     serve.add_argument("--add-token", metavar="ACTOR",
                        help="make a token for ACTOR (e.g. mcp_client:claude-code), store its "
@@ -56,6 +63,15 @@ def tokens_path(config: Config, given: str | None) -> Path:
     return Path("tokens.json")
 
 
+def web_secret_path(tokens: Path, given: str | None) -> Path:
+    """Where the cockpit's cookie key is: ``given``, env ``OVERT_WEB_SECRET_FILE``,
+    else ``cockpit.key`` beside the tokens file (``tokens``), which every worker of
+    one deployment already shares."""
+    if given or os.environ.get("OVERT_WEB_SECRET_FILE"):
+        return Path(given or os.environ["OVERT_WEB_SECRET_FILE"])
+    return tokens.parent / "cockpit.key"
+
+
 def run(config: Config, args: argparse.Namespace) -> int:
     if args.command == "mcp":
         return _mcp_stdio(config, Actor.parse(args.actor))
@@ -70,10 +86,10 @@ def run(config: Config, args: argparse.Namespace) -> int:
     tokens = Tokens.load(path)
     if not tokens:
         raise UsageError(f"no tokens in {path}: make one with `overt serve --add-token ACTOR`")
-    return _serve(config, tokens, args)
+    return _serve(config, tokens, args, web_secret_path(path, args.web_secret))
 
 
-def _serve(config: Config, tokens: object, args: argparse.Namespace) -> int:
+def _serve(config: Config, tokens: object, args: argparse.Namespace, secret_file: Path) -> int:
     try:
         import uvicorn
     except ImportError as exc:
@@ -92,15 +108,22 @@ def _serve(config: Config, tokens: object, args: argparse.Namespace) -> int:
         mcp_app = server.streamable_http_app(streamable_http_path="/mcp", host=args.host,
                                              max_request_body_size=args.max_body_bytes)
         mcp_lifespan = server.session_manager.run
+    checkpoint_key = None
     if config.checkpoints is not None:  # signed checkpoints while serving
         from overt.ledger.checkpointer import with_checkpoints
-        from overt.ledger.signing import read_private
-        mcp_lifespan = with_checkpoints(runtime.ledger,
-                                        read_private(Path(config.checkpoints.private_key)),
-                                        config.checkpoints, mcp_lifespan)
+        from overt.ledger.signing import read_private, read_public
+        private = read_private(Path(config.checkpoints.private_key))
+        mcp_lifespan = with_checkpoints(runtime.ledger, private, config.checkpoints,
+                                        mcp_lifespan)
+        # the cockpit checks signatures with the verifier key beside it, as a reader would
+        public = Path(config.checkpoints.private_key + ".pub")
+        checkpoint_key = read_public(public) if public.exists() else private.public
     from overt.web import cockpit_routes
+    from overt.web.cookie import load_secret
+    secret = load_secret(secret_file)
     routes = [*_channels(config, runtime),
-              *cockpit_routes(runtime, tokens, budget=config.effective_budget)]
+              *cockpit_routes(runtime, tokens, budget=config.effective_budget, secret=secret,
+                              checkpoint_key=checkpoint_key)]
     app = create_app(runtime, tokens, max_body_bytes=args.max_body_bytes, mcp=mcp_app,
                      mcp_lifespan=mcp_lifespan, extra_routes=routes)
     # What start-up built (modules, the runtime, its plugins) lives as long as the

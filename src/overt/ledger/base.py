@@ -9,7 +9,7 @@ transaction through :meth:`Ledger.record`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, overload
 
@@ -198,7 +198,8 @@ class Ledger(Protocol):
         ...
 
     async def verify(self, *, check_content: bool = True, check_index: bool = True,
-                     check_bodies: bool = True) -> VerifyReport:
+                     check_bodies: bool = True,
+                     progress: Callable[[int, int], None] | None = None) -> VerifyReport:
         """Recompute the whole chain; name the first entry that does not match.
 
         ``check_content``: then every body against its digest, and (``check_bodies``)
@@ -206,6 +207,9 @@ class Ledger(Protocol):
         recorded prune (a deleted body fails). ``check_index``:
         then what the backend keeps derived from the chain (the trail index)
         against the chain. Each costs about as much again as the chain.
+        ``progress``: called with (rows checked, rows to check in all) about a
+        hundred times as the verify reads, and with (total, total) when it passes
+        (:class:`overt.ledger.chain.Counted`), on the thread it reads on.
         """
         ...
 

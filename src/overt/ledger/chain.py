@@ -18,7 +18,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from overt.errors import LedgerConflict
 from overt.events import Event
@@ -31,6 +31,14 @@ Draft = tuple[str, str | None, str | None, dict[str, Any], str]
 
 Row = tuple[int, str, str, str, str | None, str | None, str, str, str]
 """(seq, id, kind, at, turn_id, session_id, data JSON, prev_hash, hash): the stored columns"""
+
+T = TypeVar("T")
+
+Progress = Callable[[int, int], None]
+"""What ``verify(progress=...)`` calls: (rows checked so far, rows to check in all)."""
+
+PROGRESS_CALLS = 100
+"""About how many times a verify reports its progress (at most every 10,000 rows)."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -174,6 +182,43 @@ def verify_payloads(rows: Iterable[Sequence[Any]],
         count += 1
     return VerifyReport(True, count, first, expected - 1 if count else None,
                         prev if count else None)
+
+
+class Counted:
+    """The rows a verify reads, counted against ``total`` (the rows it reads in all,
+    counted in the same snapshot: :func:`overt.ledger.sql.verify_total`) and
+    reported to ``callback`` as (checked, total) every ``total / 100`` rows (at most
+    every 10,000, at least every row) and at the last, so a verify that passes ends
+    with (total, total). Without a callback, rows pass through untouched. The
+    callback runs on the thread the verify reads on: it should be quick."""
+
+    def __init__(self, callback: Progress | None, total: int) -> None:
+        self.callback, self.total, self.checked = callback, max(int(total), 0), 0
+        self.every = max(1, min(10_000, self.total // PROGRESS_CALLS))
+
+    @classmethod
+    def of(cls, conn: Any, callback: Progress | None, index: bool, content: bool,
+           bodies: bool) -> Counted:
+        """For a verify on ``conn`` (either backend's), counting its rows first when
+        there is a callback to report them to."""
+        if callback is None:
+            return cls(None, 0)
+        from overt.ledger.sql import verify_total  # sql imports this module
+
+        statement = verify_total(index=index, content=content, bodies=bodies)
+        return cls(callback, int(conn.execute(statement).fetchone()[0]))
+
+    def rows(self, rows: Iterable[T]) -> Iterable[T]:
+        return rows if self.callback is None else self._counted(rows)
+
+    def _counted(self, rows: Iterable[T]) -> Iterator[T]:
+        callback, every, total = self.callback, self.every, self.total
+        assert callback is not None
+        for row in rows:
+            yield row
+            self.checked += 1
+            if self.checked % every == 0 or self.checked == total:
+                callback(min(self.checked, total), total)
 
 
 def with_content_check(report: VerifyReport, checked: int, bad: list[str]) -> VerifyReport:

@@ -62,7 +62,9 @@ from overt.ledger.base import (
 from overt.ledger.canonical import GENESIS, digest_bytes
 from overt.ledger.chain import (
     ENTRY_COLUMNS,
+    Counted,
     Draft,
+    Progress,
     Row,
     batch_claims,
     began_pruned_on,
@@ -524,12 +526,15 @@ class PostgresLedger:
     # -- verification -------------------------------------------------------
 
     async def verify(self, *, check_content: bool = True, check_index: bool = True,
-                     check_bodies: bool = True) -> VerifyReport:
+                     check_bodies: bool = True, progress: Progress | None = None
+                     ) -> VerifyReport:
         return await asyncio.to_thread(self.verify_sync, check_content=check_content,
-                                       check_index=check_index, check_bodies=check_bodies)
+                                       check_index=check_index, check_bodies=check_bodies,
+                                       progress=progress)
 
     def verify_sync(self, *, check_content: bool = True, check_index: bool = True,
-                    check_bodies: bool = True) -> VerifyReport:
+                    check_bodies: bool = True, progress: Progress | None = None
+                    ) -> VerifyReport:
         """:meth:`verify`, for callers without an event loop.
 
         Reads the chain through a server-side cursor, in one repeatable-read
@@ -538,22 +543,23 @@ class PostgresLedger:
         try:
             with self._connect() as conn:
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                counted = Counted.of(conn, progress, check_index, check_content, check_bodies)
                 anchors = {int(s): h for s, h in conn.execute(sql.prune_anchors(D))
                            if s is not None and h is not None}
                 with conn.cursor(name="overt_verify", binary=True) as cur:
                     cur.itersize = 10_000
                     cur.execute(sql.PG_VERIFY_PAYLOADS)
-                    report = verify_payloads(cur, anchors)
+                    report = verify_payloads(counted.rows(cur), anchors)
                 if check_index and report.ok:
                     report = trail_index.verified(report, conn, sql.trail_index_check(D),
-                                                  anchors)
+                                                  anchors, counted.rows)
                 if not check_content or not report.ok:
                     return report
                 checked, bad, present = 0, [], set()
                 with conn.cursor(name="overt_verify_content") as cur:
                     cur.itersize = 2_000
                     cur.execute("SELECT digest, body FROM content_blobs")
-                    for digest, body in cur:
+                    for digest, body in counted.rows(cur):
                         checked += 1
                         present.add(digest)
                         if digest_bytes(bytes(body)) != digest:
@@ -564,7 +570,8 @@ class PostgresLedger:
                 with conn.cursor(name="overt_verify_pointers") as cur:
                     cur.itersize = 10_000
                     cur.execute(sql.body_pointers(D))
-                    return with_body_check(report, cur, present, pruned=bool(anchors),
+                    return with_body_check(report, counted.rows(cur), present,
+                                           pruned=bool(anchors),
                                            began_pruned=began_pruned_on(conn, D.ph))
         except psycopg.Error as exc:
             raise LedgerError(f"cannot read ledger {_safe(self.url)}: {exc}") from exc

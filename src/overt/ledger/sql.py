@@ -380,6 +380,20 @@ def last_error(d: Dialect) -> str:
 
 VERIFY = f"SELECT {ENTRY_COLUMNS} FROM audit_log ORDER BY seq"
 
+def verify_total(*, index: bool, content: bool, bodies: bool) -> str:
+    """How many rows a verify reads (for its progress): the chain's entries, then as
+    checked, the trail index's rows, the bodies, and the chain's entries again for
+    the bodies they point to."""
+    parts = ["(SELECT count(*) FROM audit_log)"]
+    if index:
+        parts.append("(SELECT count(*) FROM trail_index)")
+    if content:
+        parts.append("(SELECT count(*) FROM content_blobs)")
+        if bodies:
+            parts.append("(SELECT count(*) FROM audit_log)")
+    return "SELECT " + " + ".join(parts)
+
+
 # SQLite builds each entry's hash preimage (prev_hash, a newline, the payload) as
 # bytes itself (json_quote escapes exactly as Python's json does; a test holds
 # them equal), so verify only hashes in Python.

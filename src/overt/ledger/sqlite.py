@@ -52,6 +52,8 @@ from overt.ledger.base import (
 )
 from overt.ledger.canonical import GENESIS, digest_text
 from overt.ledger.chain import (
+    Counted,
+    Progress,
     batch_claims,
     began_pruned_on,
     chain,
@@ -449,15 +451,17 @@ class SqliteLedger:
     # -- verification -------------------------------------------------------
 
     async def verify(self, *, check_content: bool = True, check_index: bool = True,
-                     check_bodies: bool = True) -> VerifyReport:
+                     check_bodies: bool = True, progress: Progress | None = None
+                     ) -> VerifyReport:
         return await self._aread(lambda c: _verify(c, check_content, check_index,
-                                                   check_bodies))
+                                                   check_bodies, progress))
 
     def verify_sync(self, *, check_content: bool = True, check_index: bool = True,
-                    check_bodies: bool = True) -> VerifyReport:
+                    check_bodies: bool = True, progress: Progress | None = None
+                    ) -> VerifyReport:
         """:meth:`verify`, for callers without an event loop."""
         return self._read_future(lambda c: _verify(c, check_content, check_index,
-                                                   check_bodies)).result()
+                                                   check_bodies, progress)).result()
 
     async def close(self) -> None:
         await asyncio.to_thread(self.close_sync)
@@ -484,24 +488,28 @@ class SqliteLedger:
 
 
 def _verify(conn: sqlite3.Connection, check_content: bool, check_index: bool,
-            check_bodies: bool) -> VerifyReport:
+            check_bodies: bool, progress: Progress | None = None) -> VerifyReport:
     """Verify in one read transaction: one snapshot, whatever the writer does meanwhile."""
     conn.execute("BEGIN")
     try:
+        counted = Counted.of(conn, progress, check_index, check_content, check_bodies)
         anchors = {int(s): h for s, h in conn.execute(sql.prune_anchors(D))
                    if s is not None and h is not None}
         try:
-            report = verify_payloads(conn.execute(sql.SQLITE_VERIFY_PAYLOADS), anchors)
+            report = verify_payloads(counted.rows(conn.execute(sql.SQLITE_VERIFY_PAYLOADS)),
+                                     anchors)
         except sqlite3.DatabaseError:
             # a column SQL cannot quote (a BLOB written by hand): the generic
-            # path finds and names the entry
-            report = verify_rows(conn.execute(sql.VERIFY), anchors)
+            # path finds and names the entry (counted from the chain's start again)
+            counted.checked = 0
+            report = verify_rows(counted.rows(conn.execute(sql.VERIFY)), anchors)
         if check_index and report.ok:
-            report = trail_index.verified(report, conn, sql.trail_index_check(D), anchors)
+            report = trail_index.verified(report, conn, sql.trail_index_check(D), anchors,
+                                          counted.rows)
         if not check_content or not report.ok:
             return report
         checked, bad, present = 0, [], set()
-        for digest, body in conn.execute("SELECT digest, body FROM content_blobs"):
+        for digest, body in counted.rows(conn.execute("SELECT digest, body FROM content_blobs")):
             checked += 1
             present.add(digest)
             if digest_text(body) != digest:
@@ -509,8 +517,9 @@ def _verify(conn: sqlite3.Connection, check_content: bool, check_index: bool,
         report = with_content_check(report, checked, bad)
         if not check_bodies:
             return report
-        return with_body_check(report, conn.execute(sql.body_pointers(D)), present,
-                               pruned=bool(anchors), began_pruned=began_pruned_on(conn, D.ph))
+        return with_body_check(report, counted.rows(conn.execute(sql.body_pointers(D))),
+                               present, pruned=bool(anchors),
+                               began_pruned=began_pruned_on(conn, D.ph))
     finally:
         conn.execute("COMMIT")
 

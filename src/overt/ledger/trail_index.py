@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from overt.errors import LedgerError
@@ -209,11 +209,15 @@ def check(rows: Iterable[Sequence[Any]], held: int,
 
 
 def verified(report: VerifyReport, conn: Any, check_statement: str,
-             anchors: Mapping[int, str]) -> VerifyReport:
+             anchors: Mapping[int, str],
+             counted: Callable[[Iterable[Any]], Iterable[Any]] | None = None) -> VerifyReport:
     """``report``, failed if the index does not match the chain, read on ``conn``
-    (either backend's) by ``check_statement`` (:func:`overt.ledger.sql.trail_index_check`)."""
+    (either backend's) by ``check_statement`` (:func:`overt.ledger.sql.trail_index_check`);
+    ``counted`` wraps the rows read (to count them, :class:`overt.ledger.chain.Counted`)."""
     held = conn.execute("SELECT count(*) FROM trail_index").fetchone()[0]
-    found = check(conn.execute(check_statement), int(held), max(anchors, default=0))
+    rows = conn.execute(check_statement)
+    found = check(counted(rows) if counted is not None else rows, int(held),
+                  max(anchors, default=0))
     if found is None:
         return report
     seq, problem = found

@@ -115,10 +115,16 @@ async def session_info(ledger: object, session_id: str, *,
 
 
 async def list_sessions(ledger: object, *, owner: str | None = None,
-                        source: str | None = None, limit: int = 50,
+                        source: str | None = None, since: str | None = None,
+                        until: str | None = None, text: str | None = None,
+                        limit: int = 50,
                         legacy_owner: str = LEGACY_OWNER) -> list[SessionInfo]:
-    """Sessions, the most recently active first; only ``owner``'s, or ``source``'s,
-    when given.
+    """Sessions, the most recently active first, at most ``limit``; when given, only
+    ``owner``'s, ``source``'s, those active at or after ``since``, those started
+    before ``until`` (ISO times or dates), and those with a message or an answer
+    containing ``text`` (case aside). The text is searched by the database in the
+    content tier: a caller must show only what its reader may read (a match says
+    something of a body).
 
     Raises:
         LedgerError: the ledger could not be read.
@@ -126,12 +132,14 @@ async def list_sessions(ledger: object, *, owner: str | None = None,
     params: list[Any] = []
     if owner is not None:
         params += [legacy_owner, owner]
-    if source is not None:
-        params.append(source)
+    for value in (source, since, until, text):
+        if value is not None:
+            params.append(value)
     params.append(int(limit))
     reader = _reader(ledger)
     statement = queries.sessions(dialect(reader), by_owner=owner is not None,
-                                 by_source=source is not None)
+                                 by_source=source is not None, since=since is not None,
+                                 until=until is not None, text=text is not None)
     return [_info(row, legacy_owner) for row in await reader.select(statement, tuple(params))]
 
 

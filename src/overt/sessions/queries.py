@@ -81,14 +81,46 @@ def owner_expr(d: Dialect) -> str:
     return f"coalesce(nullif({actor}, ''), {d.ph})"
 
 
-def sessions(d: Dialect, *, by_owner: bool, by_source: bool) -> str:
-    """Summaries, newest activity first. Parameters: the legacy owner and the owner
-    (``by_owner``), the source (``by_source``), then the limit."""
+SEARCHED_KINDS = ("turn.started", "turn.completed")
+"""The entries whose bodies a text search reads: each turn's message and its answer."""
+
+
+def contains(d: Dialect, body: str) -> str:
+    """Whether the body the SQL expression ``body`` holds contains the next parameter,
+    ignoring case (ASCII letters on SQLite, whose ``lower`` folds no others). The
+    body is read by the database: nothing is brought into Python to be searched."""
+    if d.name == "sqlite":
+        return f"instr(lower({body}), lower({d.ph})) > 0"
+    return f"strpos(lower(convert_from({body}, 'UTF8')), lower({d.ph})) > 0"
+
+
+def says(d: Dialect, session: str) -> str:
+    """Whether a message or an answer of the session the SQL expression ``session``
+    names contains the next parameter (see :func:`contains`)."""
+    digest = (f"CASE a.kind WHEN 'turn.started' THEN {d.text('message_digest', 'a.data')} "
+              f"ELSE {d.text('reply_digest', 'a.data')} END")
+    kinds = ", ".join(f"'{k}'" for k in SEARCHED_KINDS)
+    return (f"EXISTS (SELECT 1 FROM audit_log a WHERE a.session_id = {session} "
+            f"AND a.kind IN ({kinds}) AND {contains(d, _body(d, digest))})")
+
+
+def sessions(d: Dialect, *, by_owner: bool, by_source: bool, since: bool = False,
+             until: bool = False, text: bool = False) -> str:
+    """Summaries, newest activity first. Parameters, in order: the legacy owner and
+    the owner (``by_owner``), the source (``by_source``), the time the session was
+    last active at or after (``since``), the time it started before (``until``),
+    the text one of its messages or answers holds (``text``), then the limit."""
     filters = []
     if by_owner:
         filters.append(f"{owner_expr(d)} = {d.ph}")
     if by_source:
         filters.append(f"{d.text('source', 'f.data')} = {d.ph}")
+    if since:
+        filters.append(f"g.last_at >= {d.ph}")
+    if until:
+        filters.append(f"g.started_at < {d.ph}")
+    if text:
+        filters.append(says(d, "g.session_id"))
     where = f" WHERE {' AND '.join(filters)}" if filters else ""
     return (f"SELECT x.* FROM ({_summaries(d, '')}{where}) x "
             f"ORDER BY x.last_at DESC, x.session_id DESC LIMIT {d.ph}")

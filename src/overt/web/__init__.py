@@ -5,8 +5,8 @@ server-rendered (Jinja2, autoescaped) with htmx and its SSE extension shipped
 in the package: no CDN, no build step. Needs the ``server`` extra.
 
 Pages: Live (:mod:`.live`), Approvals, Sessions, Usage, Memory, Ledger
-(:mod:`.pages`); logging in and CSRF (:mod:`.auth`); who sees what
-(:mod:`.viewer`).
+(:mod:`.pages`); logging in and CSRF (:mod:`.auth`), the signed login cookie
+(:mod:`.cookie`); who sees what (:mod:`.viewer`).
 """
 
 from overt.web.app import cockpit_routes

@@ -20,6 +20,7 @@ from starlette.staticfiles import StaticFiles
 
 from overt.channels.auth import Tokens
 from overt.config import Budget
+from overt.ledger.signing import PublicKey
 from overt.runtime import Runtime
 from overt.sessions.access import SessionAccess
 from overt.web.auth import (
@@ -47,13 +48,18 @@ LOGIN_CSRF = "overt_login_csrf"
 
 
 def cockpit_routes(runtime: Runtime, tokens: Tokens, *, budget: Budget | None = None,
+                   secret: bytes | None = None, checkpoint_key: PublicKey | None = None,
                    logins: Logins | None = None) -> list[BaseRoute]:
     """The cockpit over ``runtime``, its logins checked against ``tokens``.
 
     ``budget``: the limits the Usage page shows what is left of (the config's).
-    ``logins``: the store of logged-in browsers (a test passes its own).
+    ``secret``: the key login cookies are signed with, shared by every worker
+    (:func:`overt.web.cookie.load_secret`); ``None``: one for this process only.
+    ``checkpoint_key``: the public key the Ledger page checks the newest signed
+    checkpoint's signature with (none: shown unchecked).
+    ``logins``: the logins, made by the caller (a test's, with its own clock).
     """
-    logins = logins or Logins(tokens)
+    logins = logins or Logins(tokens, secret)
 
     def access() -> SessionAccess:
         return SessionAccess(runtime.ledger, runtime.gate.capabilities)
@@ -63,7 +69,7 @@ def cockpit_routes(runtime: Runtime, tokens: Tokens, *, budget: Budget | None = 
     sessions = Sessions(runtime)
     usage = UsagePage(runtime, budget)
     memory = MemoryPage(runtime)
-    ledger = LedgerPage(runtime)
+    ledger = LedgerPage(runtime, checkpoint_key)
 
     def on(path: str, handler: Page, *, post: bool = False) -> Route:
         return Route(path, guard(logins, lambda: runtime.gate.capabilities, handler,

@@ -1,10 +1,11 @@
 """Logging in to the cockpit, its session cookie, CSRF and security headers.
 
 An actor logs in with the bearer token the API accepts; the token is checked
-against the same :class:`~overt.channels.auth.Tokens` and exchanged for a random
-session id, held here in memory (one process: another ``overt serve`` worker
-asks its operator to log in again) with the actor, a CSRF token and an expiry.
-The cookie is ``HttpOnly``, ``SameSite=Strict``, ``Secure`` when the request
+against the same :class:`~overt.channels.auth.Tokens` and exchanged for a signed,
+expiring cookie (:mod:`overt.web.cookie`) naming the actor, the login and the
+token: nothing is kept by the process, so the login survives a restart and works
+on every worker that shares the secret key, and the cookie is refused once its
+token is removed. The cookie is ``HttpOnly``, ``SameSite=Strict``, ``Secure`` when the request
 came over TLS, and ``Path=/``.
 
 Every state-changing POST carries the session's CSRF token in a form field
@@ -26,14 +27,14 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from overt.channels.auth import Tokens
+from overt.channels.auth import Tokens, token_digest
 from overt.policy.actors import Actor
 from overt.policy.capabilities import Capabilities
+from overt.web.cookie import Claims, Signer
 from overt.web.viewer import Viewer
 
 COOKIE = "overt_cockpit"
 SESSION_TTL_S = 12 * 3600.0
-MAX_SESSIONS = 10_000
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -48,54 +49,71 @@ SECURITY_HEADERS = {
 
 @dataclass(frozen=True, slots=True)
 class Login:
-    """One logged-in browser: who, its CSRF token, until when (monotonic seconds)."""
+    """One logged-in browser: who, its CSRF token, until when (Unix seconds), and
+    the nonce that names this login."""
 
     actor: Actor
     csrf: str
     expires: float
+    nonce: str = ""
 
 
 class Logins:
-    """Session ids of logged-in browsers (in this process's memory)."""
+    """Logins carried by signed cookies (:mod:`overt.web.cookie`), checked against
+    ``tokens`` on every request.
 
-    def __init__(self, tokens: Tokens, *, ttl_s: float = SESSION_TTL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    ``secret``: the key cookies are signed with, the same for every worker (``overt
+    serve`` reads it from a file, :func:`~overt.web.cookie.load_secret`); ``None``
+    makes one for this process alone (a test's), so its logins end with it.
+
+    A cookie is refused once its token is gone from ``tokens`` (a server restarted
+    without it), on every worker. A logout refuses its cookie from then on in this
+    process: the nonce is kept until the cookie would have expired anyway. Another
+    worker learns of a logout only when the browser's cookie is cleared, which the
+    logout response does; a copy of the cookie taken before would still open pages
+    there until it expires (remove the token to end every login of an actor).
+    """
+
+    def __init__(self, tokens: Tokens, secret: bytes | None = None, *,
+                 ttl_s: float = SESSION_TTL_S,
+                 clock: Callable[[], float] = time.time) -> None:
         self.tokens, self.ttl_s, self.clock = tokens, ttl_s, clock
-        self._logins: dict[str, Login] = {}
+        self.signer = Signer(secret if secret is not None else secrets.token_bytes(32))
+        self._logged_out: dict[str, float] = {}
 
     def log_in(self, token: str) -> tuple[str, Login] | None:
-        """A new session for the actor ``token`` names; ``None`` for a wrong token."""
+        """A new cookie value for the actor ``token`` names; ``None`` for a wrong token."""
         actor = self.tokens.actor(token.strip()) if token.strip() else None
         if actor is None:
             return None
-        self._drop_expired()
-        session = secrets.token_urlsafe(32)
-        login = Login(actor, secrets.token_urlsafe(32), self.clock() + self.ttl_s)
-        self._logins[session] = login
-        return session, login
+        tag = self.signer.token_tag(token_digest(token.strip()))
+        value, claims = self.signer.sign(str(actor), int(self.clock() + self.ttl_s), tag)
+        return value, self._login(actor, claims)
 
-    def find(self, session: str | None) -> Login | None:
-        """The live login of ``session``, or ``None`` (unknown or expired)."""
-        if not session:
-            return None
-        login = self._logins.get(session)
-        if login is None:
-            return None
-        if login.expires <= self.clock():
-            del self._logins[session]
-            return None
-        return login
+    def _login(self, actor: Actor, claims: Claims) -> Login:
+        return Login(actor, self.signer.csrf(claims.nonce), float(claims.expires), claims.nonce)
 
-    def log_out(self, session: str | None) -> None:
-        if session:
-            self._logins.pop(session, None)
-
-    def _drop_expired(self) -> None:
+    def find(self, value: str | None) -> Login | None:
+        """The login ``value`` carries, or ``None``: malformed, tampered with, signed
+        under another key, expired, logged out here, or its token no longer known."""
         now = self.clock()
-        for key in [k for k, v in self._logins.items() if v.expires <= now]:
-            del self._logins[key]
-        while len(self._logins) >= MAX_SESSIONS:  # the oldest go first
-            del self._logins[next(iter(self._logins))]
+        claims = self.signer.check(value, now)
+        if claims is None or claims.nonce in self._logged_out:
+            return None
+        for digest, actor in self.tokens.as_dict().items():
+            if actor == claims.actor and hmac.compare_digest(
+                    self.signer.token_tag(digest), claims.token_tag):
+                return self._login(Actor.parse(actor), claims)
+        return None
+
+    def log_out(self, value: str | None) -> None:
+        """Refuse the login ``value`` carries from now on (in this process)."""
+        now = self.clock()
+        claims = self.signer.check(value, now)
+        for nonce in [n for n, until in self._logged_out.items() if until <= now]:
+            del self._logged_out[nonce]
+        if claims is not None:
+            self._logged_out[claims.nonce] = float(claims.expires)
 
 
 def secured(response: Response) -> Response:

@@ -1,5 +1,12 @@
 """The Sessions pages: the list (searchable) and one session read as a conversation.
 
+The list is searched by the database (:func:`overt.sessions.list_sessions`): by
+channel, owner, time, and the text of any message or answer. Only sessions the
+viewer may reach are searched (its own, or every one with ``sessions.read_any``),
+and only a viewer that may read bodies searches by text: for another, a match
+would tell what a message says. At most :data:`LISTED` are shown, and the page
+says when more matched.
+
 A session reads as its messages with the reasoning between them: each turn's
 question, then its records in ledger order (reasoning steps, policy decisions
 with the rule that fired, approvals, tool calls with their arguments and
@@ -32,7 +39,7 @@ from overt.reasoning.trail import (
     build_trail,
 )
 from overt.runtime import Runtime
-from overt.sessions import list_sessions, session_history, title
+from overt.sessions import SessionInfo, list_sessions, session_history, title
 from overt.sessions.access import NO_SESSION, SessionAccess
 from overt.types import Message
 from overt.web.auth import Login
@@ -40,7 +47,8 @@ from overt.web.render import page
 from overt.web.viewer import Viewer
 
 LISTED = 200
-SCANNED = 1000
+"""Sessions a search lists at most (the most recently active; the page says when
+more matched)."""
 
 
 @dataclass(slots=True)
@@ -90,25 +98,23 @@ class Sessions:
         channel, owner = q.get("channel", "").strip(), q.get("owner", "").strip()
         since, until, text = q.get("since", "").strip(), q.get("until", "").strip(), \
             q.get("q", "").strip()
-        found = await list_sessions(self.runtime.ledger,
-                                    owner=None if viewer.reads_any else viewer.name,
-                                    source=channel or None, limit=SCANNED)
-        rows = []
-        for info in found:
-            if owner and info.owner != owner:
-                continue
-            if since and info.last_at < since:
-                continue
-            if until and info.started_at >= until:
-                continue
-            name = await title(self.runtime.ledger, info) if viewer.reads_content else None
-            if text and (name is None or text.lower() not in name.lower()):
-                continue
-            rows.append((info, name))
-            if len(rows) >= LISTED:
-                break
+        # a match or its absence says something of a body: no text search without
+        # the right to read bodies
+        searched = text if viewer.reads_content else ""
+        rows: list[tuple[SessionInfo, str | None]] = []
+        cut = False
+        if viewer.reads_any or owner in ("", viewer.name):
+            found = await list_sessions(
+                self.runtime.ledger, owner=(owner or None) if viewer.reads_any else viewer.name,
+                source=channel or None, since=since or None, until=until or None,
+                text=searched or None, limit=LISTED + 1)
+            cut = len(found) > LISTED
+            for info in found[:LISTED]:
+                name = await title(self.runtime.ledger, info) if viewer.reads_content else None
+                rows.append((info, name))
         return page("sessions.html", viewer, login, active="sessions", rows=rows,
-                    channel=channel, owner=owner, since=since, until=until, text=text)
+                    channel=channel, owner=owner, since=since, until=until, text=searched,
+                    ignored=bool(text) and not searched, cut=cut, listed=LISTED)
 
     async def _trail(self, request: Request, viewer: Viewer) -> tuple[str, Any]:
         session_id = request.path_params["session_id"]
