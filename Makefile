@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 
-.PHONY: demo test bench install install-dev lint typecheck clean
+.PHONY: demo test bench eval install install-dev lint typecheck clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,15 @@ test: install-dev
 bench: install
 	$(PIP) install -q -e '.[postgres,server]' 'aiohttp>=3.9,<4'
 	$(BIN)/python benchmarks/run.py
+
+# The eval suite on the embedded default: per-case lines, accuracy, invented figures,
+# p50/p95 latency; the full result in $(RESULTS)/eval-local.json.
+# Another model: make eval EVAL_MODEL=local:quality
+RESULTS ?= results
+EVAL_MODEL ?= local
+eval: install
+	$(BIN)/overt model prepare $(EVAL_MODEL)
+	$(BIN)/overt eval --model $(EVAL_MODEL) --json $(RESULTS)/eval-$(subst :,-,$(EVAL_MODEL)).json
 
 clean:
 	rm -rf $(VENV) build .mypy_cache .ruff_cache .pytest_cache

@@ -9,6 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import (
+    bench_answer,
     bench_cockpit,
     bench_hooks,
     bench_ledger,
@@ -20,6 +21,7 @@ from benchmarks import (
     bench_reasoning,
     bench_router,
     bench_sessions,
+    bench_stream,
     bench_turn,
 )
 
@@ -29,7 +31,7 @@ def main() -> None:
           f"{__import__('os').cpu_count()} CPUs\n")
     for module in (bench_machine, bench_turn, bench_ledger, bench_hooks, bench_router, bench_policy,
                    bench_memory, bench_reasoning, bench_sessions, bench_cockpit, bench_load,
-                   bench_proofs):
+                   bench_proofs, bench_stream, bench_answer):
         module.main()
         print()
 

@@ -20,7 +20,8 @@ def test_every_public_name_is_listed() -> None:
 
 def test_what_the_readme_imports_comes_from_overt_itself() -> None:
     assert overt.__all__ == [
-        "Config", "ConfigError", "ExtraMissingError", "FunctionModel", "IncomingMessage",
+        "AnswerDelta", "AnswerReset", "Config", "ConfigError", "ExtraMissingError",
+        "FunctionModel", "IncomingMessage",
         "LedgerError", "LedgerIntegrityError", "Message", "ModelError", "OvertError",
         "ResponseResult", "Runtime", "ScriptedModel", "ToolCall", "ToolContext", "ToolError",
         "Usage", "UsageError", "__version__", "open_ledger", "tool"]

@@ -3,6 +3,7 @@
 __version__ = "0.1.0"  # before the imports below: overt.runtime reads it
 
 from overt.config import Config
+from overt.engine.answer_stream import AnswerDelta, AnswerReset
 from overt.errors import (
     ConfigError,
     ExtraMissingError,
@@ -20,6 +21,8 @@ from overt.tools.base import ToolContext, tool
 from overt.types import IncomingMessage, Message, ResponseResult, ToolCall, Usage
 
 __all__ = [
+    "AnswerDelta",
+    "AnswerReset",
     "Config",
     "ConfigError",
     "ExtraMissingError",

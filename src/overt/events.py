@@ -535,6 +535,26 @@ class ChannelReplyFailed(Event):
     error_code: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvalCompleted(Event):
+    """An eval suite ran against a model (``overt eval``): which model, which prompt,
+    which cases, and the figures, so a change of prompt or model is visible on the
+    record next to what it did to accuracy and latency."""
+
+    kind: ClassVar[str] = "eval.completed"
+    model: str
+    model_sha256: str | None
+    prompt_sha256: str
+    cases_sha256: str
+    cases: int
+    passed: int
+    invented_figures: int
+    cases_with_invented: int
+    p50_ms: float
+    p95_ms: float
+    errors: int = 0
+
+
 _GETTERS: dict[type[Event], tuple[tuple[str, ...], Callable[[Event], tuple[Any, ...]]]] = {}
 
 
@@ -559,7 +579,7 @@ AnyEvent = (
     | HookRequestRewritten | HookToolsNarrowed | HookReissued | HookTransformed | HookError
     | PolicyDecided | ApprovalRequested | ApprovalDecided | TurnPaused | TurnResumed
     | CapabilityChecked | ReasoningStepRecorded | NodeCreated | NodeSuperseded | LinkCreated
-    | LinkRetracted | ChannelReceived | ChannelReplied | ChannelReplyFailed
+    | LinkRetracted | ChannelReceived | ChannelReplied | ChannelReplyFailed | EvalCompleted
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -571,7 +591,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
                 HookError, PolicyDecided, ApprovalRequested, ApprovalDecided, TurnPaused,
                 TurnResumed, CapabilityChecked, ReasoningStepRecorded, NodeCreated,
                 NodeSuperseded, LinkCreated, LinkRetracted, ChannelReceived, ChannelReplied,
-                ChannelReplyFailed)
+                ChannelReplyFailed, EvalCompleted)
 }
 
 

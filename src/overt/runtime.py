@@ -25,6 +25,7 @@ from overt import __version__
 from overt.channels.transcript import Transcript, transcript_line
 from overt.clock import now_iso
 from overt.config import Budget, Config, routing
+from overt.engine.answer_stream import AnswerSink
 from overt.engine.budget import BudgetGuard
 from overt.engine.direct import DirectResult, run_direct
 from overt.engine.loop import Engine
@@ -45,7 +46,7 @@ from overt.policy.approvals import EXPIRY_ACTOR, ApprovalBook, ApprovalRequest
 from overt.policy.capabilities import Capabilities
 from overt.policy.engine import Policy
 from overt.policy.gate import Gate
-from overt.prompts import load_template, render
+from overt.prompts import load_template, permissions, render
 from overt.sessions.book import HistoryReader
 from overt.tools.base import Tool
 from overt.tools.mcp_toolset import McpServerSpec, McpSessions, load_toolset
@@ -98,17 +99,21 @@ class Runtime:
         template = system_prompt_template if system_prompt_template is not None \
             else load_template(None)
         max_calls = self.settings.max_tool_calls
-
-        def system_prompt_for(specs: tuple[ToolSpec, ...]) -> str:
-            return render(template, specs, max_calls)
-
-        self._system_prompt_for = system_prompt_for
         self._mcp_servers = list(mcp_servers)
         self.mcp = McpSessions(self.ledger.record)
         """One client session per MCP server, for this runtime's lifetime."""
         self.prices = prices or PriceTable()
         self.gate = gate or Gate()
         self.operator = operator or Actor.operator()
+
+        def system_prompt_for(specs: tuple[ToolSpec, ...]) -> str:
+            # what the prompt says the agent may do is the gate's word on each tool
+            allowed = permissions(self.gate, self.tools,
+                                  actor=Actor.agent(self.settings.agent),
+                                  route=self.settings.route)
+            return render(template, specs, max_calls, allowed)
+
+        self._system_prompt_for = system_prompt_for
         self.approvals = ApprovalBook(ledger, self.gate.capabilities)
         self._listeners: list[Callable[[Resumed], Awaitable[object]]] = []
         self.engine = Engine(
@@ -204,7 +209,8 @@ class Runtime:
 
     async def respond(self, message: IncomingMessage, *, session_id: str | None = None,
                       history: Sequence[Message] | None = None, actor: Actor | None = None,
-                      channel_ids: Mapping[str, Any] | None = None) -> ResponseResult:
+                      channel_ids: Mapping[str, Any] | None = None,
+                      on_answer: AnswerSink | None = None) -> ResponseResult:
         """Answer ``message`` in session ``session_id`` (default: the message's
         ``caller_session_id``); the turn is recorded and the reply goes to the
         transcript (with ``channel_ids``, the channel's own ids: Slack channel and
@@ -218,6 +224,12 @@ class Runtime:
         Whether ``actor`` may continue the session is the channel's to check first
         (:mod:`overt.sessions.access`).
 
+        ``on_answer`` gets the answer as it is generated, as
+        :class:`~overt.engine.answer_stream.AnswerDelta` and ``AnswerReset`` events:
+        once the turn is over, the deltas since the last reset are the returned
+        ``text`` (see :mod:`overt.engine.answer_stream`). The record is the same
+        with or without it.
+
         Raises:
             LedgerError: the session's history could not be read (nothing was run).
         """
@@ -227,7 +239,7 @@ class Runtime:
         earlier = [] if history is not None else await self._histories().history(session)
         outcome = await self.engine.run_turn(message, session_id=session,
                                              history=history or (), earlier=earlier,
-                                             actor=str(sender))
+                                             actor=str(sender), on_answer=on_answer)
         result = outcome.result
         if self.transcript is not None:
             self._transcribe(result, message.source, message.caller_session_id, channel_ids)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from overt.engine.answer_stream import AnswerDelta, AnswerEvent, AnswerReset
 from overt.events import Event
 from overt.hooks import Reissue, hookimpl
 from overt.models.fake import ScriptedModel
@@ -259,3 +260,35 @@ def test_a_raising_on_event_is_recorded_once_and_cannot_feed_itself(
     assert len(errors) == 3  # turn.started, inference, turn.completed; not the errors themselves
     assert {e["hook"] for e in errors} == {"on_event"}
     assert run(ledger.verify()).ok
+
+
+def test_a_reissued_answer_withdraws_the_first_from_the_stream(
+    plugged: PluggedFactory, ledger: Any
+) -> None:
+    events: list[AnswerEvent] = []
+    cheap = ScriptedModel(["I am not sure"], name="cheap")
+    strong = ScriptedModel(["It is 42."], name="strong")
+    runtime = plugged(cheap, AlwaysReissue("strong", []))
+    runtime.models.add(strong)
+    result = run(runtime.respond(cli_message(), on_answer=events.append))
+    assert result.text == "It is 42."
+    reset = events.index(AnswerReset("reissue"))
+    before, after = events[:reset], events[reset + 1:]
+    assert "".join(e.text for e in before if isinstance(e, AnswerDelta)) == "I am not sure"
+    assert "".join(e.text for e in after if isinstance(e, AnswerDelta)) == "It is 42."
+    assert all(isinstance(e, AnswerDelta) for e in before + after)
+
+
+def test_with_a_transform_plugin_the_answer_streams_only_once_rewritten(
+    plugged: PluggedFactory
+) -> None:
+    class Redacts:
+        @hookimpl
+        def transform_llm_output(self, text: str) -> str:
+            return text.replace("hunter2", "[redacted]")
+
+    events: list[AnswerEvent] = []
+    result = run(plugged(ScriptedModel(["the password is hunter2"]), Redacts()).respond(
+        cli_message(), on_answer=events.append))
+    assert events == [AnswerDelta("the password is [redacted]")] and result.text == \
+        "the password is [redacted]"

@@ -425,6 +425,18 @@ def test_a_streamed_reply_after_a_429_counts_its_attempts(api: FakeAnthropic) ->
     assert response.info["attempts"] == 2 and response.text == "Let me check."
 
 
+def test_complete_stream_sends_the_text_deltas_and_not_the_thinking_or_tool_input(
+        api: FakeAnthropic) -> None:
+    api.script(Reply(streamed_tool_call()))
+    pieces: list[str] = []
+    claude = model(api, thinking={"type": "enabled", "budget_tokens": 1024}, max_tokens=2048)
+    response = run(claude.complete_stream(ask("weather?", tools=(WEATHER,)), pieces.append))
+    assert pieces == ["Let me ", "check."]  # not "Oslo, then.", not the input JSON
+    assert "".join(pieces) == response.text
+    assert response.tool_calls == (ToolCall("toolu_s", "get_weather", {"city": "Oslo"}),)
+    assert api.received[0]["stream"] is True  # streamed though the model's stream is off
+
+
 # -- building the model -------------------------------------------------------------
 
 

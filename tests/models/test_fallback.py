@@ -92,3 +92,12 @@ def test_a_route_s_fallback_list_wraps_its_model(ledger_url: str, tmp_path: Path
         assert inference.data["info"]["fallback_from"] == ["scripted:empty.jsonl"]
     finally:
         run(runtime.close())
+
+
+def test_a_fallback_streams_through_the_model_that_answers() -> None:
+    first = ScriptedModel([ModelError("rate limited")], name="a")
+    second = ScriptedModel(["two words"], name="b")
+    pieces: list[str] = []
+    response = run(FallbackModel([first, second]).complete_stream(ASK, pieces.append))
+    assert pieces == ["two ", "words"] and "".join(pieces) == response.text
+    assert response.model == "b" and response.info["fallback_from"] == ["a"]

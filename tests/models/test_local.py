@@ -219,6 +219,7 @@ def test_info_carries_identifiers_and_numbers_and_usage_counts_tokens(
         "model_sha256": hashlib.sha256(b"not really a gguf").hexdigest(),
         "llama_cpp_version": "0.0-fake",
         "n_ctx": 4096,
+        "prefix": "none",  # bindings without llama_state_get_data: nothing cached
         "sampling": {"temperature": 0.3, "top_p": 0.8, "top_k": 20, "repeat_penalty": 1.05,
                      "seed": 7, "max_tokens": 64, "grammar": False},
     }
@@ -267,3 +268,58 @@ def test_an_unknown_local_variant_is_a_usage_error() -> None:
 def test_from_asset_without_download_refuses_missing_weights(tmp_path: Path) -> None:
     with pytest.raises(ModelAssetError, match="overt model prepare"):
         LocalModel.from_asset("default", cache_dir=tmp_path, download=False)
+
+
+# -- streaming -------------------------------------------------------------------------
+
+
+def _stream(model: LocalModel, *messages: Message,
+            tools: tuple[ToolSpec, ...] = TOOLS) -> tuple[Any, list[str]]:
+    pieces: list[str] = []
+    request = ModelRequest(messages, tools)
+    response = asyncio.run(model.complete_stream(request, pieces.append))
+    return response, pieces
+
+
+def test_a_streamed_plain_answer_arrives_in_pieces_that_add_up_to_it(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    model = _model(tmp_path, lambda p, g: "  Your burn is 735 tokens.\n\n\n\nThat is all. ")
+    response, pieces = _stream(model, QUESTION, tools=())
+    assert len(pieces) > 5
+    assert "".join(pieces) == response.text == "Your burn is 735 tokens.\n\nThat is all."
+
+
+def test_a_streamed_tool_turn_never_sends_the_call_markup(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    def script(prompt: str, grammar: Any) -> str:
+        if grammar is not None:
+            return '{"name": "get_usage", "arguments": {"period": "7d"}}'
+        if prompt.endswith("</tool_call>"):
+            return "\nDone."
+        return 'Checking.\n```json\n{"name": "get_usage", "arguments": {"period": "7d"}}'
+
+    model = _model(tmp_path, script)
+    response, pieces = _stream(model, QUESTION)
+    assert [c.name for c in response.tool_calls] == ["get_usage"]
+    streamed = "".join(pieces)
+    assert streamed == "Checking."
+    assert "{" not in streamed and "`" not in streamed and "tool_call" not in streamed
+
+
+def test_a_streamed_tagged_call_and_thinking_stay_off_the_stream(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    def script(prompt: str, grammar: Any) -> str:
+        if grammar is not None:
+            return '{"name": "get_operational_state", "arguments": {}}'
+        if prompt.endswith("</tool_call>"):
+            return ""
+        return "<think>the user wants state</think>Let me see.<tool_call>"
+
+    model = _model(tmp_path, script)
+    response, pieces = _stream(model, QUESTION)
+    assert [c.name for c in response.tool_calls] == ["get_operational_state"]
+    assert "".join(pieces) == "Let me see."
+    assert response.reasoning == "the user wants state"

@@ -87,9 +87,15 @@ class _Handler(BaseHTTPRequestHandler):
         wire.requests.append({"path": self.path, "headers": headers, "body": body})
         status, payload, headers = (wire.replies.popleft() if wire.replies else
                                     (500, {"error": {"message": "no reply scripted"}}, {}))
-        data = json.dumps(payload).encode()
+        kind = "application/json"
+        if "stream_chunks" in payload:  # a streamed reply: Server-Sent Events, as servers send
+            kind = "text/event-stream"
+            data = "".join(f"data: {json.dumps(c)}\n\n" for c in payload["stream_chunks"]
+                           ).encode() + b"data: [DONE]\n\n"
+        else:
+            data = json.dumps(payload).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
         for name, value in headers.items():
             self.send_header(name.replace("_", "-"), value)
@@ -592,3 +598,69 @@ def test_overt_ask_with_an_openai_model_answers_through_the_llama_cpp_server(
 
     recorded = run(inferences())
     assert recorded and {i["model"] for i in recorded} == {f"openai:{ALIAS}"}
+
+
+# -- streaming ----------------------------------------------------------------------
+
+
+def chunks(*contents: str, tool_calls: list[dict[str, Any]] | None = None,
+           finish: str = "stop", usage: tuple[int, int] = (12, 5)) -> dict[str, Any]:
+    """A streamed completion: a chunk per content piece, the finish, then the usage."""
+    head = {"id": "chatcmpl-42", "object": "chat.completion.chunk", "created": 1_700_000_000,
+            "model": "served-model-7", "system_fingerprint": "fp_abc"}
+    out = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                 "finish_reason": None}]}]
+    out += [{**head, "choices": [{"index": 0, "delta": {"content": c}, "finish_reason": None}]}
+            for c in contents]
+    for index, call in enumerate(tool_calls or ()):
+        out.append({**head, "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": index, **call}]}, "finish_reason": None}]})
+    out.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    out.append({**head, "choices": [], "usage": {
+        "prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}})
+    return {"stream_chunks": out}
+
+
+def ask_streaming(model: OpenAICompatModel, *messages: Message,
+                  tools: tuple[ToolSpec, ...] = ()) -> tuple[ModelResponse, list[str]]:
+    pieces: list[str] = []
+
+    async def once() -> ModelResponse:
+        try:
+            return await model.complete_stream(ModelRequest(messages, tools), pieces.append)
+        finally:
+            await model.aclose()
+
+    return asyncio.run(once()), pieces
+
+
+def test_a_streamed_answer_arrives_in_pieces_and_reads_as_the_same_reply(wire: Wire) -> None:
+    wire.reply(chunks("It is ", "sunny ", "in Oslo."))
+    wire.reply(completion("It is sunny in Oslo."))
+    streamed, pieces = ask_streaming(model_for(wire), Message("user", "weather?"))
+    whole = ask(model_for(wire), Message("user", "weather?"))
+    assert pieces == ["It is", " sunny", " in Oslo."]
+    assert "".join(pieces) == streamed.text == whole.text
+    assert (streamed.usage, streamed.stop_reason) == (whole.usage, whole.stop_reason)
+    assert streamed.info == whole.info
+    body = wire.requests[0]["body"]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+
+
+def test_a_call_written_as_text_is_never_streamed(wire: Wire) -> None:
+    wire.reply(chunks("Checking.\n<tool", "_call>\n{\"name\": \"get_weather\", ",
+                      "\"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"))
+    response, pieces = ask_streaming(model_for(wire), Message("user", "weather?"),
+                                     tools=(WEATHER,))
+    assert [(c.name, dict(c.arguments)) for c in response.tool_calls] == [
+        ("get_weather", {"city": "Oslo"})]
+    assert "".join(pieces) == "Checking."
+
+
+def test_structured_calls_streamed_in_deltas_are_assembled(wire: Wire) -> None:
+    wire.reply(chunks(tool_calls=[function_call("get_weather", '{"city": "Oslo"}', "call_a")],
+                      finish="tool_calls"))
+    response, pieces = ask_streaming(model_for(wire), Message("user", "weather?"),
+                                     tools=(WEATHER,))
+    assert response.tool_calls == (ToolCall("call_a", "get_weather", {"city": "Oslo"}),)
+    assert pieces == [] and response.stop_reason == "tool_use"

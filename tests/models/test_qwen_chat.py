@@ -79,7 +79,7 @@ def test_the_answer_rendering_folds_results_into_one_user_message_repeating_the_
     text = folded[-1].content
     assert 'get_usage returned:\n{"total_cost_usd": 0.0}' in text
     assert "get_operational_state (error) returned:\nboom" in text
-    assert text.endswith("answer my question: What is my burn?")
+    assert text.endswith("giving the values as they are and no other numbers: What is my burn?")
 
 
 def test_the_call_schema_pins_each_name_to_its_own_arguments() -> None:

@@ -15,6 +15,10 @@ with ``awaiting_approval`` set; ``wait_s`` keeps the request open until the turn
 is answered (whoever approves it, from any process), and ``GET /v1/turns/{id}``
 or its event stream give the answer later.
 
+Streaming: with ``"stream": true`` (or ``Accept: text/event-stream``) the answer
+comes as Server-Sent Events while the model writes it, then the same JSON as
+an event ``done`` (:mod:`overt.channels.answer_sse`); the record is the same.
+
 Sessions: a message without ``session_id`` starts a new session (its id,
 ``http:{request_id}``, is made here and comes back as ``session_id``); with
 one it continues that session, whose history the model then reads. A session
@@ -35,9 +39,11 @@ from typing import Any
 
 from overt import __version__
 from overt.channels import openapi
+from overt.channels.answer_sse import Turns, answer_events
 from overt.channels.auth import Tokens
 from overt.channels.events_stream import DEFAULT_LIFETIME_S, last_event_id, turn_events
 from overt.channels.turns import turn_state, wait_for_answer
+from overt.engine.answer_stream import AnswerSink
 from overt.errors import (
     ApprovalError,
     ExtraMissingError,
@@ -60,7 +66,7 @@ from overt.sessions import (
     title,
 )
 from overt.sessions.access import NO_SESSION, NO_TURN, Refused, SessionAccess
-from overt.types import IncomingMessage
+from overt.types import IncomingMessage, ResponseResult
 
 try:
     from starlette.applications import Starlette
@@ -170,6 +176,7 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
             else:
                 yield
         finally:
+            await api.turns.drain()  # streamed turns whose client left still finish
             if close_on_shutdown:
                 await runtime.close()
 
@@ -199,6 +206,7 @@ class _Api:
                  stream_lifetime_s: float) -> None:
         self.runtime, self.tokens = runtime, tokens
         self.max_body_bytes, self.stream_lifetime_s = max_body_bytes, stream_lifetime_s
+        self.turns = Turns()
 
     @property
     def access(self) -> SessionAccess:
@@ -280,30 +288,51 @@ class _Api:
         if wait_s is not None and not 0 <= wait_s <= MAX_WAIT_S:
             raise ApiError(422, "invalid", f"wait_s must be a number of seconds, 0 to "
                                            f"{MAX_WAIT_S:g}")
+        stream = body.get("stream")
+        if stream is not None and not isinstance(stream, bool):
+            raise ApiError(422, "invalid", "stream is true or false")
+        if stream is None:
+            stream = "text/event-stream" in request.headers.get("accept", "")
         request_id = new_ulid()
         message = IncomingMessage("http", text, {
             **{k: v for k, v in metadata.items() if isinstance(k, str)},
             "request_id": request_id, "actor": str(actor)})
-        result = await self.runtime.respond(  # a new session has no history to read
-            message, session_id=session_id or message.caller_session_id, actor=actor,
-            history=None if session_id is not None else (),
-            channel_ids={"http_request_id": request_id})
-        if result.error is not None and result.error.startswith(LEDGER_FAILED):
-            # the turn stopped before its next effect and the record may not hold
-            # its end: the client must not read this as an answer (a PostgreSQL
-            # restart: retry shortly)
-            raise ApiError(503, "ledger_unavailable",
-                           f"turn {result.turn_id} stopped before its next step: "
-                           f"{result.error.removeprefix(LEDGER_FAILED).strip()}")
-        reply: dict[str, Any] = {**result.to_dict(), "request_id": request_id,
-                                 "caller_session_id": message.caller_session_id}
-        if result.awaiting_approval is not None and wait_s:
-            state = await wait_for_answer(self.runtime.ledger, result.turn_id,
-                                          timeout_s=float(wait_s))
-            if state is not None and state["completed_at"] is not None:
-                reply.update(text=state["text"] or "", tools_used=state["tools_used"],
-                             error=state["error"], awaiting_approval=None)
-        return JSONResponse(reply)
+
+        async def turn(on_answer: AnswerSink | None = None) -> ResponseResult:
+            return await self.runtime.respond(  # a new session has no history to read
+                message, session_id=session_id or message.caller_session_id, actor=actor,
+                history=None if session_id is not None else (),
+                channel_ids={"http_request_id": request_id}, on_answer=on_answer)
+
+        async def finish(result: ResponseResult) -> dict[str, Any]:
+            if result.error is not None and result.error.startswith(LEDGER_FAILED):
+                # the turn stopped before its next effect and the record may not hold
+                # its end: the client must not read this as an answer (a PostgreSQL
+                # restart: retry shortly)
+                raise ApiError(503, "ledger_unavailable",
+                               f"turn {result.turn_id} stopped before its next step: "
+                               f"{result.error.removeprefix(LEDGER_FAILED).strip()}")
+            reply: dict[str, Any] = {**result.to_dict(), "request_id": request_id,
+                                     "caller_session_id": message.caller_session_id}
+            if result.awaiting_approval is not None and wait_s:
+                state = await wait_for_answer(self.runtime.ledger, result.turn_id,
+                                              timeout_s=float(wait_s))
+                if state is not None and state["completed_at"] is not None:
+                    reply.update(text=state["text"] or "", tools_used=state["tools_used"],
+                                 error=state["error"], awaiting_approval=None)
+            return reply
+
+        async def last_event(result: ResponseResult) -> tuple[str, dict[str, Any]]:
+            try:
+                return "done", await finish(result)
+            except ApiError as exc:
+                return "error", {"error": {"code": exc.code, "message": exc.message}}
+
+        if stream:
+            return StreamingResponse(answer_events(self.turns, turn, last_event),
+                                     media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-store"})
+        return JSONResponse(await finish(await turn()))
 
     # -- sessions -------------------------------------------------------------
 

@@ -54,6 +54,13 @@ _USAGE = {"type": "object", "properties": {
 _TOOLS_USED = {"type": ["array", "null"], "items": {"type": "string"},
                "description": "null: the engine was bypassed, refused or errored; []: no tool"}
 
+_ANSWER_EVENT = {
+    "type": "object", "required": ["event", "data"],
+    "description": "one Server-Sent Event of a streamed answer; data is JSON: delta "
+                   "{text}, reset {reason}, done (the ResponseResult), error (an Error)",
+    "properties": {"event": {"enum": ["delta", "reset", "done", "error"]},
+                   "data": {"type": "string", "contentMediaType": "application/json"}}}
+
 SCHEMAS: dict[str, Any] = {
     "Error": {"type": "object", "required": ["error"], "properties": {"error": {
         "type": "object", "required": ["code", "message"],
@@ -68,7 +75,12 @@ SCHEMAS: dict[str, Any] = {
         "metadata": {"type": ["object", "null"]},
         "wait_s": {"type": ["number", "null"], "minimum": 0, "maximum": 300,
                    "description": "if the turn pauses for approval, wait this long for "
-                                  "its answer"}}},
+                                  "its answer"},
+        "stream": {"type": ["boolean", "null"],
+                   "description": "answer with Server-Sent Events as the model writes: "
+                                  "delta {text}, reset {reason}, then done (the "
+                                  "ResponseResult) or error; default: true when Accept "
+                                  "names text/event-stream"}}},
     "ResponseResult": {"type": "object", "required": [
         "text", "tools_used", "usage", "error", "session_id", "turn_id", "awaiting_approval"],
         "properties": {
@@ -143,8 +155,12 @@ def paths() -> dict[str, dict[str, Any]]:
         "/openapi.json": {"get": _op("This document", None, _json({"type": "object"},
                                                                     "OpenAPI 3.1"))},
         "/v1/messages": {"post": _op(
-            "Ask the agent; the turn's ResponseResult", "agent.ask",
-            _json(_ref("ResponseResult"), "the turn's answer"), 400, *auth, 404, 413, 422,
+            "Ask the agent; the turn's ResponseResult (or, streamed, its answer as it "
+            "is written, then the ResponseResult)", "agent.ask",
+            {"description": "the turn's answer", "content": {
+                "application/json": {"schema": _ref("ResponseResult")},
+                "text/event-stream": {"schema": _ANSWER_EVENT}}},
+            400, *auth, 404, 413, 422,
             503,
             body=_ref("Message"), body_required=True)},
         "/v1/sessions": {"get": _op(

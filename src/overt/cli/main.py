@@ -28,6 +28,7 @@ from overt.cli import (
     approvals_cmd,
     config_cmd,
     email_cmd,
+    eval_cmd,
     export_cmd,
     memory_cmd,
     proofs_cmd,
@@ -37,6 +38,7 @@ from overt.cli import (
     trail_cmd,
 )
 from overt.cli.repliers import repliers
+from overt.cli.stream_out import TerminalAnswer
 from overt.clock import period_start
 from overt.config import Config
 from overt.config import file as config_file
@@ -87,6 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="print the ResponseResult as JSON")
     ask.add_argument("--session", metavar="ID",
                      help="continue this session (its earlier turns are the model's history)")
+    ask.add_argument("--no-stream", action="store_true",
+                     help="print the answer once it is complete (the default when standard "
+                          "output is not a terminal)")
 
     usage = sub.add_parser("usage", help="tokens and money spent (the burn)")
     usage.add_argument("--since", default="today",
@@ -100,6 +105,8 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--model")
     chat.add_argument("--resume", nargs="?", const="", metavar="ID",
                       help="continue the last command-line session, or session ID")
+    chat.add_argument("--no-stream", action="store_true",
+                      help="print each answer once it is complete")
 
     runs = sub.add_parser("runs", help="recent turns")
     runs.add_argument("--limit", type=int, default=20)
@@ -146,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     sessions_cmd.add_parser(sub)
     serve_cmd.add_parsers(sub)
     email_cmd.add_parser(sub)
+    eval_cmd.add_parser(sub)
     return p
 
 
@@ -184,11 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace, config: Config) -> int:
     command = args.command
     if command == "ask":
-        return run_sync(_ask(config, args.text, as_json=args.json, session=args.session))
+        return run_sync(_ask(config, args.text, as_json=args.json, session=args.session,
+                             stream=_streams(args)))
     if command == "demo":
         return run_sync(_demo(config))
     if command == "chat":
-        return run_sync(_chat(config, args.resume))
+        return run_sync(_chat(config, args.resume, stream=_streams(args)))
     if command == "usage":
         return run_sync(_usage(config, args.since, args.by, args.json))
     if command == "runs":
@@ -222,6 +231,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return serve_cmd.run(config, args)
     if command in email_cmd.COMMANDS:
         return email_cmd.run(config, args)
+    if command in eval_cmd.COMMANDS:
+        return eval_cmd.run(config, args)
     if command in sessions_cmd.COMMANDS:
         return run_sync(_sessions(config, args))
     if command in trail_cmd.COMMANDS:
@@ -245,20 +256,31 @@ def _cli_message(text: str, session_id: str) -> IncomingMessage:
     return IncomingMessage("cli", text, {"session_id": bare})
 
 
-async def _ask(config: Config, text: str, *, as_json: bool, session: str | None = None) -> int:
+def _streams(args: argparse.Namespace) -> bool:
+    """Whether to print the answer as it is generated: on a terminal, unless told not."""
+    return not args.no_stream and not getattr(args, "json", False) and sys.stdout.isatty()
+
+
+async def _ask(config: Config, text: str, *, as_json: bool, session: str | None = None,
+               stream: bool = False) -> int:
     runtime = Runtime.from_config(config, progress=_progress)
+    screen = TerminalAnswer(sys.stdout) if stream else None
     try:
         if session is not None:
             await sessions_cmd.existing(runtime.ledger, session)
         session_id = session or f"cli:{new_ulid()}"
         result = await runtime.respond(_cli_message(text, session_id), session_id=session_id,
-                                       history=None if session else ())  # new: none to read
+                                       history=None if session else (),  # new: none to read
+                                       on_answer=screen)
     finally:
         await runtime.close()
     if as_json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     else:
-        print(result.text)
+        if screen is not None:
+            screen.finish(result.text)
+        else:
+            print(result.text)
         if result.error:
             print(f"overt: {result.error}", file=sys.stderr)
         print(f"overt: session {result.session_id} (continue it with --session "
@@ -297,7 +319,7 @@ def _invoked_as() -> str:
     return "overt"
 
 
-async def _chat(config: Config, resume: str | None) -> int:
+async def _chat(config: Config, resume: str | None, *, stream: bool = False) -> int:
     """A conversation; each turn's history is read back from the ledger, so a chat
     ended (or a process killed) can be taken up again with ``--resume``."""
     runtime = Runtime.from_config(config, progress=_progress)
@@ -318,8 +340,13 @@ async def _chat(config: Config, resume: str | None) -> int:
                 break
             if not text.strip():
                 break
-            result = await runtime.respond(_cli_message(text, session), session_id=session)
-            print(f"overt> {result.text}")
+            screen = TerminalAnswer(sys.stdout, "overt> ") if stream else None
+            result = await runtime.respond(_cli_message(text, session), session_id=session,
+                                           on_answer=screen)
+            if screen is not None:
+                screen.finish(result.text)
+            else:
+                print(f"overt> {result.text}")
             if result.error:
                 print(f"overt: {result.error}", file=sys.stderr)
     finally:

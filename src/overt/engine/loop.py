@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from overt.clock import ms_since
+from overt.engine.answer_stream import AnswerSink, AnswerStream
 from overt.engine.budget import BudgetGuard
 from overt.engine.checkpoint import Checkpoint, resume_model
 from overt.engine.dispatch import ToolOutcome, execute, precheck, refuse, unknown_tool
@@ -62,7 +63,7 @@ from overt.hooks.calls import NO_HOOKS, HookSet
 from overt.ids import new_ulid
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import canonical_json
-from overt.models.base import Model
+from overt.models.base import Model, complete_streaming
 from overt.models.pricing import PriceTable
 from overt.policy.actors import Actor
 from overt.policy.gate import Gate, Verdict
@@ -117,20 +118,24 @@ class Engine:
 
     async def run_turn(self, message: IncomingMessage, *, session_id: str | None = None,
                        history: Sequence[Message] = (), earlier: Sequence[HistoryTurn] = (),
-                       actor: str = "") -> TurnOutcome:
+                       actor: str = "", on_answer: AnswerSink | None = None) -> TurnOutcome:
         """Answer ``message``; never raises for a model, tool or ledger failure.
 
         ``history``: messages always sent before the new one. ``earlier``: the
         session's answered turns (:func:`overt.sessions.session_history`), of which
         the newest that fit the model's window are sent, whole; those left out are
         recorded on each inference. ``actor``: who sent the message (recorded on
-        ``turn.started``: the first turn's actor owns the session).
+        ``turn.started``: the first turn's actor owns the session). ``on_answer``:
+        gets the answer as it is generated (:mod:`overt.engine.answer_stream`).
 
         A model failure ends the turn with ``error`` set and ``tools_used`` None;
         so does a ledger failure (overt does not act off the record).
         """
         turn = _Turn(self, message.source, message.caller_session_id,
                      session_id or message.caller_session_id)
+        if on_answer is not None:  # a plugin that rewrites the answer: sent whole, at the end
+            turn.stream = AnswerStream(on_answer,
+                                       live=not self.hooks.transform_llm_output)
         try:
             return await turn.run(message.text, history, earlier, actor)
         except LedgerError as exc:
@@ -202,6 +207,7 @@ class _Turn:
         self.iteration = 0
         self.stopped: str | None = None  # why tools were taken away (failures in a row)
         self.window = TurnWindow(self.model, engine.settings.max_output_tokens)
+        self.stream: AnswerStream | None = None
 
     @classmethod
     def restore(cls, engine: Engine, cp: Checkpoint, model: Model) -> _Turn:
@@ -232,9 +238,10 @@ class _Turn:
 
     def ledger_failed(self, exc: LedgerError) -> TurnOutcome:
         log.error("turn %s stopped: the ledger failed: %s", self.turn_id, exc)
-        return TurnOutcome(self.result(
-            "I could not record this turn, so I stopped before acting.", None,
-            f"ledger_error: {exc}"))
+        text = "I could not record this turn, so I stopped before acting."
+        if self.stream is not None:
+            self.stream.settle(text)
+        return TurnOutcome(self.result(text, None, f"ledger_error: {exc}"))
 
     async def run(self, text: str, history: Sequence[Message],
                   earlier: Sequence[HistoryTurn] = (), actor: str = "") -> TurnOutcome:
@@ -325,6 +332,8 @@ class _Turn:
             # overt's own ids stand in for the model's (kept in the content tier only)
             calls = tuple(replace(c, id=overt_call_id()) for c in response.tool_calls
                           ) if self.tools_allowed else ()
+            if calls and self.stream is not None:  # a preamble to calls is not the answer
+                self.stream.withdraw("tool_call")
             if not calls:
                 text = response.text
                 if hooks is not None and hooks.has.transform_llm_output:
@@ -404,6 +413,8 @@ class _Turn:
                 f"{held.expires_at}). Approve with `overt approvals approve "
                 f"{held.request_id}` or deny with `overt approvals deny {held.request_id} "
                 "--reason TEXT`; the answer follows once it is decided.")
+        if self.stream is not None:
+            self.stream.settle(text)
         return TurnOutcome(self.result(text, list(self.tools_used), None, held.request_id),
                            self.messages)
 
@@ -432,6 +443,8 @@ class _Turn:
                 else:
                     again = hooks.reissued(directive, plugin, request, iteration, model.name,
                                            target.name)
+                    if self.stream is not None:
+                        self.stream.withdraw("reissue")
                     if hooks.has.pre_api_request:
                         again = await hooks.request(again, target.name, iteration)
                     second = await self._infer(again, target, escalated=True,
@@ -455,7 +468,8 @@ class _Turn:
         offered = [t.name for t in request.tools]
         self.model_calls += 1
         try:
-            response = await model.complete(request)
+            response = await complete_streaming(
+                model, request, self.stream.text if self.stream is not None else None)
         except Exception as exc:  # noqa: BLE001  any adapter failure ends the turn, recorded
             self.error = f"model_error: {type(exc).__name__}: {exc}"
             self.steps.failed(self.error)
@@ -630,6 +644,8 @@ class _Turn:
             await self.recorder.flush()
         if not failed:
             self.messages.append(Message("assistant", text))
+        if self.stream is not None:
+            self.stream.settle(text)
         return TurnOutcome(self.result(text, tools_used, error), self.messages)
 
 

@@ -1,15 +1,36 @@
 """Full-text search of memory nodes: the one statement that differs by backend.
 
 The query text is never handed to a query parser as it is: a model's question
-(``"what did we decide about caching?"``) becomes plain words, the same words
+(``"what did we decide about caching?"``) becomes plain terms, the same terms
 on both backends, matched with OR so that one missing word does not empty the
 result. Ordering rules are in :mod:`overt.memory.store`.
+
+Terms are of two sorts (:func:`words`):
+
+- a **word** is matched whole (stemmed, as what is indexed is: ``evictions``
+  finds ``eviction``) when the memory searched holds it whole; otherwise, when
+  it is three characters or more or not ASCII, as a prefix of the indexed
+  words: ``Iso`` finds ``Isokron``, ``東京`` finds ``東京のサーバー``. (A
+  prefix match costs more than a whole word's, about twice at p95 even with
+  SQLite's index of three-letter prefixes (migration 13), so a word that is
+  there whole is not also matched as a prefix: ``iso`` in a memory that says
+  ``ISO 8601`` finds that; ``isok`` finds Isokron. A prefix match counts as a
+  match of the word: BM25 on SQLite, ``ts_rank`` on PostgreSQL.)
+- a **key**, words joined by ``-``, ``.``, ``_``, ``/`` or ``:`` (``PICK-12``,
+  ``v2.3``, ``node_search``), is matched as those words in that order and
+  nothing more: ``PICK-12`` finds the node that says PICK-12, not one that says
+  only PICK-123 (SQLite: an FTS5 phrase; PostgreSQL: ``phraseto_tsquery``).
+
+A term holds letters, digits and those joiners only, so nothing a user types
+(quotes, ``*``, parentheses, ``NEAR``, ``:``) reaches FTS5 or ``to_tsquery`` as
+syntax.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Collection
 from typing import Any
 
 from overt.ledger.schema.memory_search import SEQ_MASK, SLOT_SHIFT
@@ -19,7 +40,10 @@ CURRENT = ("NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id)"
 """A revision that nothing supersedes (the node alias is ``n``)."""
 
 MAX_WORDS = 16
-_WORD = re.compile(r"[^\W_]+")
+_WORD = re.compile(r"[^\W_]+(?:[-./:_][^\W_]+)*")
+_JOINERS = frozenset("-./:_")
+PREFIX_MIN = 3
+"""The length from which an ASCII word is matched as a prefix."""
 # Words so common they only slow a search down and blur its ranking (PostgreSQL's
 # english configuration drops them too; SQLite's FTS5 would not).
 STOP_WORDS = frozenset((
@@ -58,16 +82,27 @@ _POSTGRES_RANK = "ts_rank('{0, 0, 0.5, 1.0}', m.search, w.q)"
 # best of them score over 0.5 / size, they are the top, and the other matches
 # (most of them, for frequent words) are not read.
 _OPERAND = r"'''' || replace(replace({0}, '\', '\\'), '''', '''''') || ''''"
+# ``lx``: the words' stems, each with ``:*`` when it is matched as a prefix: long
+# enough (see is_prefix) and not found whole in the memory searched ({1}: that
+# actor's part, else all). ``w``: ``items``, the stems and each key's phrase (the
+# query's operands), and the stems' title marks. Parameters, in the order they
+# appear: the actor if any, the words (space-separated), the keys (an array).
 _POSTGRES_WORDS = (
-    "w AS MATERIALIZED (SELECT cardinality(lex) AS size, "
-    f"nullif(array_to_string(ARRAY(SELECT {_OPERAND.format('x')} FROM unnest(lex) x), "
-    "' | '), '')::tsquery AS q, "
-    f"nullif(array_to_string(ARRAY(SELECT {_OPERAND.format(chr(39) + '^' + chr(39) + ' || x')} "
-    "FROM unnest(lex) x) || ARRAY(SELECT "
-    f"'(' || {_OPERAND.format('a')} || ' & ' || {_OPERAND.format('b')} || ')' "
-    "FROM unnest(lex) WITH ORDINALITY s(a, i) JOIN unnest(lex) WITH ORDINALITY t(b, j) "
+    "lx AS MATERIALIZED (SELECT x, CASE WHEN "
+    f"(length(x) >= {PREFIX_MIN} OR x !~ '^[[:ascii:]]*$') AND NOT EXISTS (SELECT 1 "
+    f"FROM memory_search e WHERE e.search @@ ({_OPERAND.format('x')})::tsquery{{1}}) "
+    "THEN ':*' ELSE '' END AS star "
+    "FROM unnest(tsvector_to_array(to_tsvector('english', {0}))) x), "
+    "w AS MATERIALIZED (SELECT cardinality(items) AS size, "
+    "nullif(array_to_string(items, ' | '), '')::tsquery AS q, "
+    "nullif(array_to_string(marks || ARRAY(SELECT '(' || a || ' & ' || b || ')' "
+    "FROM unnest(items) WITH ORDINALITY s(a, i) JOIN unnest(items) WITH ORDINALITY t(b, j) "
     "ON i < j), ' | '), '')::tsquery AS sure "
-    "FROM (SELECT tsvector_to_array(to_tsvector('english', {0})) AS lex) l)")
+    f"FROM (SELECT ARRAY(SELECT {_OPERAND.format('x')} || star FROM lx) "
+    "|| ARRAY(SELECT '(' || p || ')' FROM (SELECT phraseto_tsquery('english', k)::text AS p "
+    "FROM unnest({2}::text[]) k) keys WHERE p <> '') AS items, "
+    f"ARRAY(SELECT {_OPERAND.format(chr(39) + '^' + chr(39) + ' || x')} || star "
+    "FROM lx) AS marks) o)")
 # Ties on PostgreSQL compare bytes, as SQLite's BINARY does, whatever the database's
 # collation (and without a locale's comparison cost).
 _NEWER_FIRST = '{0}.created_at COLLATE "C" DESC, {0}.node_id COLLATE "C" DESC'
@@ -148,16 +183,51 @@ def words(query: str) -> list[str]:
     return seen[:MAX_WORDS]
 
 
+def is_key(term: str) -> bool:
+    """Whether ``term`` is a key (words joined), matched as a phrase."""
+    return any(c in _JOINERS for c in term)
+
+
+def may_be_prefix(term: str) -> bool:
+    """Whether ``term`` is a word long enough to be matched as a prefix (if the
+    memory searched does not hold it whole)."""
+    return not is_key(term) and (len(term) >= PREFIX_MIN or not term.isascii())
+
+
+def fts5_term(term: str, prefix: bool = False) -> str:
+    """``term`` as an FTS5 phrase, or prefix (a term holds no ``"``: see :func:`words`)."""
+    return f'"{term}"' + ("*" if prefix else "")
+
+
+def _sqlite_within(actor: str | None) -> str:
+    return f" AND rowid BETWEEN {_SLOT} AND {_SLOT} + {SEQ_MASK}" if actor is not None else ""
+
+
+def sqlite_found_whole(words: list[str], actor: str | None) -> tuple[str, list[Any]]:
+    """(statement, params) of one row saying, for each of ``words``, whether the
+    memory searched (``actor``'s, else all) holds it whole (SQLite); the others
+    are matched as prefixes."""
+    within = _sqlite_within(actor)
+    found = ", ".join(f"EXISTS (SELECT 1 FROM memory_search WHERE memory_search MATCH ?"
+                      f"{within})" for _ in words)
+    params: list[Any] = []
+    for word in words:
+        params += ["{title body} : " + fts5_term(word), *([actor, actor] if actor else [])]
+    return f"SELECT {found}", params
+
+
 def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None, limit: int,
-           columns: str, weights: tuple[float, float] = PLAIN_WEIGHTS
-           ) -> tuple[str, list[Any]]:
+           columns: str, weights: tuple[float, float] = PLAIN_WEIGHTS,
+           prefixes: Collection[str] = ()) -> tuple[str, list[Any]]:
     """(statement, params) selecting ``columns`` of node alias ``n`` plus a score column.
 
     With no ``terms``: the newest current nodes (score 0). With terms, the search
     reads the actor's part of the index only (SQLite: its rowid range; PostgreSQL:
     its partition, narrowed by its tag), the kind narrows the match inside the
     index (its tag), and both are checked again on the rows found. ``weights``
-    are SQLite's (title, body) ``bm25`` weights (:func:`sqlite_weights`).
+    are SQLite's (title, body) ``bm25`` weights (:func:`sqlite_weights`), and
+    ``prefixes`` the terms SQLite matches as prefixes (:func:`sqlite_found_whole`);
+    PostgreSQL decides that inside the statement.
     """
     filters: list[str] = []
     params: list[Any] = []
@@ -171,14 +241,14 @@ def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
         return (f"SELECT {cols}, 0.0 FROM memory_nodes n WHERE {CURRENT}{where} "
                 f"ORDER BY n.created_at DESC, n.id DESC LIMIT {d.ph}", [*params, limit])
     if d.name == "sqlite":
-        match = "{title body} : (" + " OR ".join(f'"{t}"' for t in terms) + ")"
+        match = "{title body} : (" + " OR ".join(fts5_term(t, t in prefixes)
+                                                 for t in terms) + ")"
         if kind is not None:
             match += f' AND search_tags : "{kind_tag(kind)}"'
         # Rank inside the index, within the actor's rowid range (no row is read for
         # a match that is not kept), then read the few rows kept. Ties inside the
         # index go to the newer row (the larger seq).
-        within = (f" AND rowid BETWEEN {_SLOT} AND {_SLOT} + {SEQ_MASK}"
-                  if actor is not None else "")
+        within = _sqlite_within(actor)
         return (f"SELECT {cols}, -f.rank AS score FROM (SELECT {_SEQ} AS seq, {_SQLITE_RANK} "
                 f"AS rank FROM memory_search WHERE memory_search MATCH ?{within} "
                 f"ORDER BY rank, {_SEQ} DESC LIMIT ?) f "
@@ -203,7 +273,8 @@ def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
                 f"FROM memory_search m, w WHERE {only_if}m.search @@ {matched}{checks} "
                 f"ORDER BY score DESC, {_NEWER_FIRST.format('m')} LIMIT {d.ph}")
 
-    return (f"WITH {_POSTGRES_WORDS.format(d.ph)}, "
+    scope = f" AND e.actor = {d.ph}" if actor is not None else ""
+    return (f"WITH {_POSTGRES_WORDS.format(d.ph, scope, d.ph)}, "
             f"top AS MATERIALIZED ({ranked('w.sure', '')}), "
             f"found AS (SELECT coalesce(count(*) = {d.ph} AND min(score)::float8 > "
             f"0.5 / nullif((SELECT size FROM w), 0), false) AS enough FROM top), "
@@ -211,4 +282,5 @@ def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
             f"SELECT {cols}, f.score FROM (SELECT * FROM top WHERE (SELECT enough FROM found) "
             f"UNION ALL SELECT * FROM rest) f JOIN memory_nodes n ON n.id = f.node_id "
             f"ORDER BY f.score DESC, {_NEWER_FIRST.format('f')}",
-            [" ".join(terms), *narrowing, limit, limit, *narrowing, limit])
+            [*([actor] if actor else []), " ".join(t for t in terms if not is_key(t)),
+             [t for t in terms if is_key(t)], *narrowing, limit, limit, *narrowing, limit])

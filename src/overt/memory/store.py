@@ -174,11 +174,17 @@ class MemoryStore:
         if query.strip() and not terms:
             return []  # only stop words: nothing would rank, and listing everything misleads
         weights = search_sql.PLAIN_WEIGHTS
+        prefixes: set[str] = set()
         if terms and self._d is SQLITE:
             averages = await self._rows(search_sql.SQLITE_AVERAGES)
             weights = search_sql.sqlite_weights(averages[0][0] if averages else None)
+            candidates = [t for t in terms if search_sql.may_be_prefix(t)]
+            if candidates:  # a word not found whole is matched as a prefix
+                whole = (await self._rows(*search_sql.sqlite_found_whole(candidates, actor)))[0]
+                prefixes = {t for t, found in zip(candidates, whole, strict=True) if not found}
         statement, params = search_sql.search(self._d, terms, kind=kind, actor=actor,
-                                              limit=limit, columns=NODE_COLUMNS, weights=weights)
+                                              limit=limit, columns=NODE_COLUMNS, weights=weights,
+                                              prefixes=prefixes)
         rows = await self._rows(statement, params)
         return [Hit(_node(r), float(r[10])) for r in rows]
 

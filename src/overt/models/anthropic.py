@@ -34,6 +34,7 @@ from typing import Any
 
 from overt.errors import ConfigError, ExtraMissingError, ModelError, ModelOutputError, UsageError
 from overt.models.anthropic_wire import ReplayStore, WireReply, from_wire, to_wire
+from overt.models.base import TextSink
 from overt.models.options import ModelOptions
 from overt.models.retries import DEFAULT_MAX_RETRIES, attempts, check, client_options
 from overt.types import ModelRequest, ModelResponse, Usage
@@ -141,6 +142,20 @@ class AnthropicModel:
             ModelOutputError: a streamed reply could not be read.
             ModelError: a tool message lacks its ``tool_call_id``.
         """
+        return await self._answer(request, None)
+
+    async def complete_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """As :meth:`complete`, over the SDK's ``messages.stream`` whatever
+        ``stream`` says, each text delta sent to ``on_text`` as it arrives (thinking
+        and tool input are not text deltas). A retried attempt streams again from
+        its start; the engine settles what was shown against the answer.
+
+        Raises:
+            AnthropicAPIError, ModelOutputError, ModelError: as :meth:`complete`.
+        """
+        return await self._answer(request, on_text)
+
+    async def _answer(self, request: ModelRequest, on_text: TextSink | None) -> ModelResponse:
         wire = to_wire(request.messages, request.tools, self._replay.recall)
         max_tokens = request.max_output_tokens or self.max_tokens
         thinking = self.thinking if wire.thinking_allowed else None
@@ -157,7 +172,7 @@ class AnthropicModel:
             params["thinking"] = thinking
         if self.temperature is not None:  # not among the SDK's arguments: sent as is
             params["extra_body"] = {"temperature": self.temperature}
-        message, request_id, attempts = await self._send(params)
+        message, request_id, attempts = await self._send(params, on_text)
         reply = from_wire(message.to_dict(mode="json"))
         self._replay.remember(reply)
         info: dict[str, Any] = {
@@ -187,19 +202,24 @@ class AnthropicModel:
 
     # -- sending ----------------------------------------------------------------
 
-    async def _send(self, params: dict[str, Any]) -> tuple[Any, str | None, int]:
+    async def _send(self, params: dict[str, Any],
+                    on_text: TextSink | None = None) -> tuple[Any, str | None, int]:
         client = self._connection()
         try:
-            if self.stream:
-                return await self._streamed(client, params)
+            if self.stream or on_text is not None:
+                return await self._streamed(client, params, on_text)
             raw = await client.messages.with_raw_response.create(**params)
             return await raw.parse(), raw.request_id, attempts(raw.http_request)
         except self._sdk.AnthropicError as exc:
             raise self._error(exc) from exc
 
-    async def _streamed(self, client: Any, params: dict[str, Any]) -> tuple[Any, str | None, int]:
+    async def _streamed(self, client: Any, params: dict[str, Any],
+                        on_text: TextSink | None = None) -> tuple[Any, str | None, int]:
         async with client.messages.stream(**params) as stream:
             try:
+                if on_text is not None:
+                    async for text in stream.text_stream:
+                        on_text(text)
                 message = await stream.get_final_message()
             except ValueError as exc:  # the SDK's word for a tool input that is not JSON
                 raise ModelOutputError(f"{self.name}: the streamed reply could not be "

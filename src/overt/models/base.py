@@ -1,10 +1,20 @@
-"""The Model protocol: one async method, a name, and optional closing."""
+"""The Model protocol: one async method, a name, and optional closing; and the
+optional streaming capability, :class:`StreamingModel`, that a model adds beside it.
+
+Streaming is composed, not inherited: a model that can stream has a ``complete_stream``
+method too, and :func:`complete_streaming` asks for it only where it exists, so
+every model still answers through ``complete``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from overt.types import ModelRequest, ModelResponse
+
+TextSink = Callable[[str], None]
+"""Where a streaming model sends each piece of answer text as it is generated."""
 
 
 @runtime_checkable
@@ -20,3 +30,36 @@ class Model(Protocol):
     name: str
 
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+@runtime_checkable
+class StreamingModel(Protocol):
+    """A model that can also send its answer text as it is generated.
+
+    ``complete_stream(request, on_text)`` answers exactly as ``complete(request)`` would
+    (the same :class:`ModelResponse`, raising the same errors), and meanwhile
+    calls ``on_text`` on the event loop's thread with each new piece of text that
+    may be the answer, in order. It never sends tool-call markup, ``<think>``
+    blocks or provider thinking: what it sends is a candidate for the answer,
+    and the engine (:mod:`overt.engine.answer_stream`) reconciles it with what
+    the response turns out to be (a response with tool calls is not an answer).
+    """
+
+    name: str
+
+    async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+    async def complete_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse: ...
+
+
+async def complete_streaming(model: Model, request: ModelRequest,
+                             on_text: TextSink | None) -> ModelResponse:
+    """``model``'s answer to ``request``, streamed to ``on_text`` when the model can
+    stream and a sink is given; otherwise plain ``complete``.
+
+    Raises:
+        ModelError: whatever ``complete`` or ``stream`` raise.
+    """
+    if on_text is not None and isinstance(model, StreamingModel):
+        return await model.complete_stream(request, on_text)
+    return await model.complete(request)

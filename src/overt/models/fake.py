@@ -3,6 +3,11 @@
 They are public API: drive the engine with them the way pydantic-ai's
 ``TestModel`` or httpx's ``MockTransport`` drive their libraries.
 
+Both stream (:class:`~overt.models.base.StreamingModel`): a reply's text is
+sent in pieces, a word and the space after it each, then the reply is
+returned; ``stream_pace_s`` waits that long before each piece (a model that
+writes at a fixed pace, for benchmarks), 0 by default.
+
 A scripted model file (``--model scripted:FILE``) is JSONL, one model reply a
 line: ``{"text": "...", "tool_calls": [{"name": "...", "arguments": {...}}]}``,
 either key optional. Blank lines and lines starting with ``#`` are skipped.
@@ -10,7 +15,9 @@ either key optional. Blank lines and lines starting with ``#`` are skipped.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
@@ -18,9 +25,20 @@ from typing import Any
 
 from overt.errors import ModelError, UsageError
 from overt.ids import new_ulid
+from overt.models.base import TextSink
 from overt.types import ModelRequest, ModelResponse, ToolCall, Usage
 
 Reply = ModelResponse | Mapping[str, Any] | str | BaseException
+_PIECE = re.compile(r"\s*\S+\s*|\s+")
+
+
+async def stream_text(text: str, on_text: TextSink, pace_s: float = 0.0) -> None:
+    """Send ``text`` to ``on_text`` a word at a time (white space kept), waiting
+    ``pace_s`` before each piece."""
+    for piece in _PIECE.findall(text):
+        if pace_s > 0:
+            await asyncio.sleep(pace_s)
+        on_text(piece)
 
 
 def _estimate_tokens(text: str) -> int:
@@ -101,10 +119,13 @@ class ScriptedModel:
     """
 
     def __init__(self, replies: Iterable[Reply], *, name: str = "scripted",
-                 context_window: int | None = None, replay_turn: bool = False) -> None:
+                 context_window: int | None = None, replay_turn: bool = False,
+                 stream_pace_s: float = 0.0) -> None:
         """``context_window``: the window the engine fits requests into (tokens
-        estimated by :func:`overt.sessions.estimate_tokens`); ``None``: unlimited."""
+        estimated by :func:`overt.sessions.estimate_tokens`); ``None``: unlimited.
+        ``stream_pace_s``: see the module docstring."""
         self.name = name
+        self.stream_pace_s = stream_pace_s
         self.context_window = context_window
         self._replies: deque[Reply] = deque(replies)
         self.requests: list[ModelRequest] = []
@@ -149,6 +170,12 @@ class ScriptedModel:
             raise ModelError(f"{self.name}: no scripted reply left")
         return to_response(self._replies.popleft(), model=self.name)
 
+    async def complete_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """The next reply, its text sent to ``on_text`` a word at a time first."""
+        response = await self.complete(request)
+        await stream_text(response.text, on_text, self.stream_pace_s)
+        return response
+
 
 ReplyFunction = Callable[[ModelRequest], Awaitable[Reply] | Reply]
 
@@ -157,9 +184,10 @@ class FunctionModel:
     """Computes each reply from the request with a function (sync or async)."""
 
     def __init__(self, function: ReplyFunction, *, name: str = "function",
-                 context_window: int | None = None) -> None:
-        """``context_window``: as for :class:`ScriptedModel`."""
+                 context_window: int | None = None, stream_pace_s: float = 0.0) -> None:
+        """``context_window`` and ``stream_pace_s``: as for :class:`ScriptedModel`."""
         self.name = name
+        self.stream_pace_s = stream_pace_s
         self.context_window = context_window
         self._function = function
         self.requests: list[ModelRequest] = []
@@ -170,3 +198,9 @@ class FunctionModel:
         if isinstance(reply, Awaitable):
             reply = await reply
         return to_response(reply, model=self.name)
+
+    async def complete_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """The computed reply, its text sent to ``on_text`` a word at a time first."""
+        response = await self.complete(request)
+        await stream_text(response.text, on_text, self.stream_pace_s)
+        return response

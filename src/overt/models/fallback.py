@@ -8,6 +8,10 @@ came after a failure says so on the record, in the response's ``info``
 order) and ``fallback_errors`` (their exception types), identifiers only; and
 ``response.model`` names the model that answered. When every model fails,
 the :class:`ModelError` names each failure.
+
+It streams (:meth:`FallbackModel.complete_stream`) through whichever model answers, if
+that one can; text a failed model had streamed before it failed is settled by
+the engine (:mod:`overt.engine.answer_stream`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from overt.errors import ModelError, UsageError
-from overt.models.base import Model
+from overt.models.base import Model, TextSink, complete_streaming
 from overt.types import ModelRequest, ModelResponse
 
 log = logging.getLogger("overt.models.fallback")
@@ -45,10 +49,21 @@ class FallbackModel:
         Raises:
             ModelError: every model failed; the message names each failure.
         """
+        return await self._first(request, None)
+
+    async def complete_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """As :meth:`complete`, streaming from each model asked that can stream.
+
+        Raises:
+            ModelError: every model failed; the message names each failure.
+        """
+        return await self._first(request, on_text)
+
+    async def _first(self, request: ModelRequest, on_text: TextSink | None) -> ModelResponse:
         failed: list[tuple[str, ModelError]] = []
         for model in self.models:
             try:
-                response = await model.complete(request)
+                response = await complete_streaming(model, request, on_text)
             except ModelError as exc:
                 log.warning("model %s failed (%s); falling back", model.name,
                             type(exc).__name__)

@@ -50,17 +50,20 @@ Template markup is tokenized with special tokens parsed, message content and
 tool results without: a tool result holding ``<|im_start|>`` stays text and
 cannot open a turn. Usage counts llama tokens (prompt, generated); cost is 0. ``info`` carries the
 weights' digest, the llama-cpp-python version, the sampling parameters (with
-``grammar``: whether a grammar shaped this reply) and ``n_ctx``.
+``grammar``: whether a grammar shaped this reply), ``n_ctx`` and ``prefix``: where the
+system turn's KV state came from (``disk``: the prefix cache, ``prefilled``: computed
+and then saved there, ``held``: this process's previous call, ``none``: not cached).
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -73,6 +76,8 @@ from overt.models.assets import (
     ensure_asset,
     known_sha256,
 )
+from overt.models.base import TextSink
+from overt.models.prefix_cache import MIN_PREFIX_TOKENS, PrefixCache
 from overt.models.qwen_chat import (
     Segment,
     answer_messages,
@@ -81,6 +86,7 @@ from overt.models.qwen_chat import (
     loose_call_schema,
     render_segments,
 )
+from overt.models.stream_text import AnswerFilter
 from overt.models.toolcall_parse import parse_tool_calls, split_reasoning
 from overt.types import Message, ModelRequest, ModelResponse, ToolSpec, Usage
 
@@ -91,6 +97,14 @@ _CALL_START = re.compile(
     r'(?:^|\n)[ \t]*(?:```[a-z_]*[ \t]*\n[ \t]*)?'
     r'\{\s*"name"\s*:\s*"(?:[^"\\\n]|\\.)*"\s*,\s*"(?:arguments|parameters)"'
 )
+
+
+def _system_turn(segments: Sequence[Segment]) -> list[Segment]:
+    """The segments of the system turn (system prompt and tools), up to its end."""
+    for i, (text, markup) in enumerate(segments):
+        if markup and text == "<|im_end|>\n":
+            return list(segments[:i + 1])
+    return []
 
 
 def _joined(segments: Sequence[Segment]) -> str:
@@ -109,6 +123,12 @@ class LocalModel:
     ``<tool_response>`` form with the tools still offered; meant for larger
     models, it makes the 0.5B one loop (see the module docstring).
 
+    ``prefix_cache``: keep the KV state of the system turn (system prompt and
+    tool schemas, the same in every request of a runtime) on disk, in the
+    cache directory's ``prefix/`` (beside the weights for ``model_path``; a
+    path given: there), so a new process loads it
+    instead of prefilling ~2,300 tokens (:mod:`overt.models.prefix_cache`).
+
     Raises:
         ModelAssetError: the weights are missing (and ``download`` is false),
             cannot be fetched, or fail their hash check.
@@ -124,6 +144,7 @@ class LocalModel:
         download: bool = True,
         n_ctx: int = 4096,
         n_threads: int | None = None,
+        n_threads_batch: int | None = None,
         seed: int = 0,
         temperature: float = 0.0,
         top_p: float = 0.8,
@@ -133,6 +154,7 @@ class LocalModel:
         grammar: bool = True,
         answer_style: AnswerStyle = "user_message",
         name: str | None = None,
+        prefix_cache: bool | str | os.PathLike[str] = True,
     ) -> None:
         if model_path is None:
             self.path = ensure_asset(asset, cache_dir, progress=progress, download=download)
@@ -143,7 +165,12 @@ class LocalModel:
             self._sha256 = None
             self.name = name or f"local:{self.path.stem}"
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+        # Generation syncs its threads once per layer per token: on a small shared
+        # machine a descheduled second thread stalls every token (2 threads: 0.4 tok/s,
+        # 1 thread: 6.6 tok/s on 2 busy cores). Prefill syncs per batch: all cores.
+        self.n_threads = n_threads or max(1, cpus // 2)
+        self.n_threads_batch = n_threads_batch or cpus
         self.seed = seed
         self.temperature = temperature
         self.top_p = top_p
@@ -159,6 +186,14 @@ class LocalModel:
         self._grammars: dict[str, Any] = {}
         self._tool_call_token = -1
         self._eog: set[int] = set()
+        self._prefix_dir: Path | None = None
+        if isinstance(prefix_cache, str | os.PathLike):
+            self._prefix_dir = Path(prefix_cache)
+        elif prefix_cache:  # the cache directory's prefix/, or beside weights given by path
+            base = self.path.parent.parent if model_path is None else self.path.parent
+            self._prefix_dir = base / "prefix"
+        self._prefix_source = "none"
+        self._prefixes: PrefixCache | None = None
 
     @classmethod
     def from_asset(
@@ -222,7 +257,9 @@ class LocalModel:
             self._sha256 = known_sha256(self.path)
         try:
             llm = llama_cpp.Llama(model_path=str(self.path), n_ctx=self.n_ctx,
-                                  n_threads=self.n_threads, seed=self.seed, verbose=False)
+                                  n_threads=self.n_threads,
+                                  n_threads_batch=self.n_threads_batch, seed=self.seed,
+                                  verbose=False)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(f"llama.cpp could not load {self.path}: {exc}") from exc
         special = llm.tokenize(b"<tool_call><|im_end|><|endoftext|>", add_bos=False, special=True)
@@ -230,6 +267,9 @@ class LocalModel:
         self._eog = {llm.token_eos(), *special[1:]}
         self._version = str(getattr(llama_cpp, "__version__", "unknown"))
         self._grammar_cls = LlamaGrammar
+        if self._prefix_dir is not None and hasattr(llama_cpp, "llama_state_get_data"):
+            self._prefixes = PrefixCache(self._prefix_dir, model_sha256=self._sha256,
+                                         n_ctx=self.n_ctx, llama_cpp_version=self._version)
         self._llm = llm
         return llm
 
@@ -242,29 +282,52 @@ class LocalModel:
         """
         return await asyncio.to_thread(self._complete_sync, request)
 
-    def _complete_sync(self, request: ModelRequest) -> ModelResponse:
+    async def complete_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """As :meth:`complete`, sending the answer's text to ``on_text`` as it is
+        decoded: each token's text goes from the worker thread to the event loop,
+        through :class:`~overt.models.stream_text.AnswerFilter` (no call markup, no
+        ``<think>``); once the model opens a tool call nothing more is sent.
+
+        Raises:
+            ExtraMissingError: ``llama_cpp`` is not installed.
+            ModelError: llama.cpp failed, or the prompt does not fit ``n_ctx``.
+        """
+        loop = asyncio.get_running_loop()
+        answer = AnswerFilter(on_text)
+
+        def piece(text: str) -> None:  # called on the worker thread, in order
+            loop.call_soon_threadsafe(answer.feed, text)
+
+        return await asyncio.to_thread(self._complete_sync, request, piece)
+
+    def _complete_sync(self, request: ModelRequest,
+                       on_text: Callable[[str], None] | None = None) -> ModelResponse:
         with self._lock:  # one Llama is not thread-safe
             llm = self._load_locked()
             try:
-                return self._infer(llm, request)
+                return self._infer(llm, request, on_text)
             except (ValueError, RuntimeError) as exc:
                 raise ModelError(f"{self.name}: llama.cpp failed: {exc}") from exc
 
     # -- inference -----------------------------------------------------------
 
-    def _infer(self, llm: Any, request: ModelRequest) -> ModelResponse:
+    def _infer(self, llm: Any, request: ModelRequest,
+               on_text: Callable[[str], None] | None = None) -> ModelResponse:
         messages: Sequence[Message] = request.messages
         offered: Sequence[ToolSpec] = request.tools
         if has_tool_results(messages) and self.answer_style == "user_message":
             messages, offered = answer_messages(messages), ()
-        prompt = self._tokens(llm, render_segments(messages, offered))
+        segments = render_segments(messages, offered)
+        prompt = self._tokens(llm, segments)
+        self._warm_prefix(llm, self._tokens(llm, _system_turn(segments)))
         room = self.n_ctx - len(prompt)
         if room < 16:
             raise ModelError(f"{self.name}: the prompt is {len(prompt)} tokens; it does not fit "
                              f"the context window of {self.n_ctx} tokens")
         budget = min(request.max_output_tokens or self.max_tokens, room)
         grammar = self._call_grammar(offered) if offered and self.grammar else None
-        raw, generated, finish, constrained = self._decode(llm, prompt, budget, grammar)
+        raw, generated, finish, constrained = self._decode(llm, prompt, budget, grammar,
+                                                           on_text)
         text, reasoning = split_reasoning(raw)
         text, calls = parse_tool_calls(text, [t.name for t in request.tools])
         stop = "tool_use" if calls else ("max_tokens" if finish == "length" else "end_turn")
@@ -274,11 +337,35 @@ class LocalModel:
             info=self._info(budget, constrained),
         )
 
+    def _warm_prefix(self, llm: Any, prefix: list[int]) -> None:
+        """Have ``llm``'s KV cache hold the fixed ``prefix`` (the system turn with the
+        tools), from this process's last call, else from the prefix cache on disk, else
+        by prefilling it and saving it there. llama.cpp's own prefix match then reuses
+        it for the prompt that follows."""
+        cache = self._prefixes
+        self._prefix_source = "none"
+        if cache is None or len(prefix) < MIN_PREFIX_TOKENS:
+            return
+        held = list(llm.input_ids[:min(llm.n_tokens, len(prefix))])
+        shared = next((i for i, (a, b) in enumerate(zip(held, prefix, strict=False))
+                       if a != b), len(held))
+        if shared * 2 >= len(prefix):  # most of it is already here: prefill the rest
+            self._prefix_source = "held"
+            return
+        if cache.load(llm, prefix):
+            self._prefix_source = "disk"
+            return
+        llm.reset()
+        llm.eval(prefix)
+        cache.save(llm, prefix)
+        self._prefix_source = "prefilled"
+
     def _info(self, max_tokens: int, grammar: bool) -> dict[str, Any]:
         return {
             "model_sha256": self._sha256,
             "llama_cpp_version": self._version,
             "n_ctx": self.n_ctx,
+            "prefix": self._prefix_source,
             "sampling": {
                 "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
                 "repeat_penalty": self.repeat_penalty, "seed": self.seed,
@@ -304,12 +391,13 @@ class LocalModel:
                     continue
         return self._grammars[key]
 
-    def _decode(self, llm: Any, prompt: list[int], budget: int,
-                grammar: Any) -> tuple[str, int, str, bool]:
+    def _decode(self, llm: Any, prompt: list[int], budget: int, grammar: Any,
+                on_text: Callable[[str], None] | None = None) -> tuple[str, int, str, bool]:
         """Decode one reply; a tool call the model begins is re-decoded under ``grammar``.
 
         Returns the raw reply, tokens generated, why decoding stopped
-        (``"stop"`` or ``"length"``), and whether the grammar was used.
+        (``"stop"`` or ``"length"``), and whether the grammar was used. Only the
+        text before a first call goes to ``on_text`` (a reply with calls is no answer).
         """
         reply: list[Segment] = []  # the model's text is content; what we force is markup
         generated = 0
@@ -317,7 +405,8 @@ class LocalModel:
         while True:
             watch = grammar is not None and calls < _MAX_CALLS_PER_REPLY
             text, n, why = self._generate(llm, prompt + self._tokens(llm, reply),
-                                          budget - generated, None, watch)
+                                          budget - generated, None, watch,
+                                          None if calls else on_text)
             generated += n
             if why != "call":
                 return _joined([*reply, (text, False)]), generated, why, calls > 0
@@ -332,13 +421,16 @@ class LocalModel:
                 return _joined(reply), generated, why, True
 
     def _generate(self, llm: Any, tokens: list[int], max_new: int, grammar: Any,
-                  watch: bool) -> tuple[str, int, str]:
+                  watch: bool, on_text: Callable[[str], None] | None = None
+                  ) -> tuple[str, int, str]:
         """Sample up to ``max_new`` tokens; return (text, count, ``stop|length|call``).
 
         With ``watch``, stops as soon as the output opens a tool call; the text
-        returned then ends before the call.
+        returned then ends before the call. ``on_text`` gets each token's text as
+        it is sampled (whole characters only).
         """
         out: list[int] = []
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         if max_new <= 0:
             return "", 0, "length"
         for token in llm.generate(tokens, temp=self.temperature, top_p=self.top_p,
@@ -349,6 +441,8 @@ class LocalModel:
             if watch and token == self._tool_call_token:
                 return self._text(llm, out), len(out) + 1, "call"
             out.append(token)
+            if on_text is not None:
+                on_text(utf8.decode(bytes(llm.detokenize([token], special=True))))
             if watch:
                 match = _CALL_START.search(text := self._text(llm, out))
                 if match:

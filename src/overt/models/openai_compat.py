@@ -60,9 +60,11 @@ from urllib.parse import urlsplit
 
 from overt.errors import ConfigError, ExtraMissingError, ModelError, ModelOutputError, UsageError
 from overt.ids import new_ulid
+from overt.models.base import TextSink
 from overt.models.options import ModelOptions
 from overt.models.qwen_chat import answer_messages, has_tool_results
 from overt.models.retries import DEFAULT_MAX_RETRIES, attempts, check, client_options
+from overt.models.stream_text import AnswerFilter
 from overt.models.toolcall_parse import parse_tool_calls, split_reasoning
 from overt.tools.shapes import to_openai
 from overt.types import Message, ModelRequest, ModelResponse, ToolCall, Usage
@@ -261,14 +263,33 @@ class OpenAICompatModel:
             ModelOutputError: the reply holds no choice.
             UsageError: a tool message has no ``tool_call_id``.
         """
+        return await self._answer(request, None)
+
+    async def complete_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """As :meth:`complete`, with ``stream=True`` (the SDK's
+        ``chat.completions.stream``, usage asked for in the last chunk): content
+        deltas go to ``on_text`` through
+        :class:`~overt.models.stream_text.AnswerFilter` (no call markup, no
+        ``<think>``), and the reply is read from the completion the SDK assembles.
+
+        Raises:
+            ExtraMissingError, ModelError, ModelOutputError, UsageError: as
+                :meth:`complete`.
+        """
+        return await self._answer(request, on_text)
+
+    async def _answer(self, request: ModelRequest, on_text: TextSink | None) -> ModelResponse:
         client = await self._client()
         import openai
 
         body = self.request_body(request)
         where = _endpoint(self.base_url)
         try:
-            raw = await client.chat.completions.with_raw_response.create(**body)
-            response = raw.parse()
+            if on_text is None:
+                raw = await client.chat.completions.with_raw_response.create(**body)
+                response, made = raw.parse(), attempts(raw.http_request)
+            else:
+                response, made = await _streamed(client, body, AnswerFilter(on_text))
         except openai.OpenAIError as exc:
             made = attempts(getattr(exc, "request", None))
             tries = f"after {made} attempts" if made > 1 else "not retried"
@@ -283,7 +304,7 @@ class OpenAICompatModel:
             raise ModelError(f"{self.name}: {self._scrub(problem)} ({tries})") from None
         sent = [t["function"]["name"] for t in body.get("tools", ())]
         folded = self.fold_tool_results and has_tool_results(request.messages)
-        return self._response(response, sent, body, folded, attempts(raw.http_request))
+        return self._response(response, sent, body, folded, made)
 
     def _scrub(self, text: str) -> str:
         if self._api_key != NO_KEY:
@@ -329,6 +350,19 @@ class OpenAICompatModel:
         return ModelResponse(text=text, tool_calls=calls, model=self.name, stop_reason=stop,
                              reasoning=reasoning, usage=Usage(tokens_in, tokens_out, cost),
                              info=info)
+
+
+async def _streamed(client: Any, body: Mapping[str, Any],
+                    answer: AnswerFilter) -> tuple[Any, int]:
+    """The completion of a streamed request, its content deltas fed to ``answer``,
+    and how many requests the SDK sent."""
+    async with client.chat.completions.stream(
+            **body, stream_options={"include_usage": True}) as stream:
+        async for event in stream:
+            if event.type == "content.delta":
+                answer.feed(event.delta)
+        made = attempts(getattr(getattr(stream, "_response", None), "request", None))
+        return await stream.get_final_completion(), made
 
 
 async def _discard(client: Any) -> None:

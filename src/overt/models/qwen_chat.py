@@ -37,7 +37,8 @@ _TOOLS_FOOTER = (
 )
 ANSWER_PROMPT = (
     "Here is what the tools returned:\n\n{results}\n\n"
-    "Using these results, answer my question: {question}"
+    "Using only these results, answer my question in one or two sentences, giving the "
+    "values as they are and no other numbers: {question}"
 )
 
 

@@ -21,4 +21,5 @@ NAMES: dict[int, str] = {
     10: "prunes only through the sealed path: no row or session setting opens a guard",
     11: "trail index in plain columns: each session's trail entries together",
     12: "Merkle tree: stored subtrees (tiles of 256 entries, a prune's edge)",
+    13: "memory search indexes each word's first three characters (SQLite; GIN already does)",
 }

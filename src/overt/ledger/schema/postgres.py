@@ -248,6 +248,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (10, _SEALED_PRUNE_V10),
         (11, _TRAIL_INDEX_V11),
         (12, _MERKLE_NODES_V12),
+        (13, "SELECT 1"),  # SQLite's prefix index; GIN matches prefixes as it is
     )]
 
 FILLS: dict[int, Callable[[Any], None]] = {11: fill_trail_index}

@@ -251,6 +251,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (10, _NO_GATE_V10),
         (11, _TRAIL_INDEX_V11),
         (12, _MERKLE_NODES_V12),
+        (13, memory_search.sqlite_prefix()),
     )]
 
 FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {11: fill_trail_index}

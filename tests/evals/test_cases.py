@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from overt.errors import UsageError
+from overt.evals.cases import load_cases, parse_cases
+
+
+def _file(**case: Any) -> dict[str, Any]:
+    return {"format": "overt-eval/1",
+            "cases": [{"id": "c1", "question": "q?", "expect": {"tool": None}, **case}]}
+
+
+def test_the_shipped_suite_has_at_least_40_cases_covering_every_category() -> None:
+    cases = load_cases()
+    assert len(cases) >= 40
+    assert {c.category for c in cases} >= {
+        "usage", "state", "approvals", "memory-write", "memory-recall", "memory-supersede",
+        "memory-link", "no-tool", "refuse", "follow-up"}
+    assert {c.lang for c in cases} == {"en", "ja"}
+    assert any(c.history for c in cases)
+    assert any(not c.expect.tools for c in cases)
+
+
+def test_a_toml_case_file_is_read_like_a_json_one(tmp_path: Path) -> None:
+    path = tmp_path / "cases.toml"
+    path.write_text('format = "overt-eval/1"\n[[cases]]\nid = "spend"\n'
+                    'question = "What did I spend?"\n'
+                    '[cases.expect]\ntool = "get_usage"\nargs = {period = "today"}\n')
+    [case] = load_cases(path)
+    assert case.expect.tools == ("get_usage",) and case.expect.args == {"period": "today"}
+
+
+def test_a_case_inherits_the_files_seed_unless_it_has_its_own() -> None:
+    data = _file()
+    data["seed"] = {"pending_approvals": [{"tool_name": "deploy"}]}
+    data["cases"].append({"id": "c2", "question": "q", "expect": {"tool": None},
+                          "seed": {}})
+    first, second = parse_cases(data)
+    assert first.seed == data["seed"] and second.seed == {}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"expect": {}}, "expect.tool is required"),
+    ({"question": ""}, "question must be a non-empty string"),
+    ({"expect": {"tool": None, "args": {"period": "7d"}}}, "expect.tool is null"),
+    ({"expect": {"tool": "x", "args": {"a": {"like": "b"}}}}, "a matcher object has one key"),
+    ({"history": [{"role": "system", "content": "x"}]}, "role user|assistant"),
+    ({"allowed_figures": ["391"]}, "allowed_figures must be a list of numbers"),
+])
+def test_a_malformed_case_is_a_usage_error_naming_the_case(change: dict[str, Any],
+                                                           message: str) -> None:
+    with pytest.raises(UsageError, match=f"case c1: .*{message}"):
+        parse_cases(_file(**change))
+
+
+def test_two_cases_with_one_id_are_refused() -> None:
+    data = _file()
+    data["cases"].append(data["cases"][0])
+    with pytest.raises(UsageError, match="used twice"):
+        parse_cases(data)
+
+
+def test_a_file_that_is_not_json_is_a_usage_error(tmp_path: Path) -> None:
+    path = tmp_path / "cases.json"
+    path.write_text("{not json")
+    with pytest.raises(UsageError, match="not valid JSON"):
+        load_cases(path)
+
+
+def test_a_file_of_another_format_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps({**_file(), "format": "overt-eval/9"}))
+    with pytest.raises(UsageError, match="format"):
+        load_cases(path)

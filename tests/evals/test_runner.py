@@ -1,0 +1,155 @@
+"""The runner against fake models, on real ledgers: what it sees, grades and records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from overt.config import Config
+from overt.evals.cases import load_cases, parse_cases
+from overt.evals.runner import percentile, run_suite
+from overt.ledger import open_ledger
+from overt.models.fake import FunctionModel
+from overt.types import ModelRequest
+from tests.conftest import run
+
+SEED = {"usage": [{"model": "openai:gpt-4o-mini", "route": "support", "input_tokens": 1500,
+                   "output_tokens": 400, "cost_usd": 0.0125, "count": 4}],
+        "pending_approvals": [{"tool_name": "deploy"}, {"tool_name": "send_email"}],
+        "memory": [{"ref": "stg", "kind": "Note", "title": "Staging database host",
+                    "body": "The staging database runs on db-stg-3.internal."}]}
+
+
+def _cases(*cases: dict[str, Any]) -> list[Any]:
+    return parse_cases({"format": "overt-eval/1", "seed": SEED, "cases": list(cases)})
+
+
+def _results(request: ModelRequest) -> list[dict[str, Any]]:
+    return [json.loads(m.content) for m in request.messages if m.role == "tool"]
+
+
+def _operator(request: ModelRequest) -> Any:
+    """Calls the tool the question names, then answers from what it returned."""
+    question = next(m.content for m in reversed(request.messages) if m.role == "user")
+    results = _results(request)
+    if "approvals" in question:
+        if not results:
+            return {"tool_calls": [{"name": "get_operational_state", "arguments": {}}]}
+        return f"{results[0]['pending_approvals']} approvals are waiting."
+    if "spend" in question:
+        if not results:
+            return {"tool_calls": [{"name": "get_usage", "arguments": {"period": "7d"}}]}
+        return f"You spent ${results[0]['total_cost_usd']} and 4242 approvals wait."
+    if "Update" in question:
+        node = next(m.content for m in request.messages if m.role == "assistant").split()[1]
+        if not results:
+            return {"tool_calls": [{"name": "node_supersede",
+                                    "arguments": {"id": node, "body": "db-stg-4.internal"}}]}
+        return "Updated."
+    return "17 times 23 is 401."
+
+
+def _config(tmp_path: Path) -> Config:
+    return Config(db=str(tmp_path / "main.db"))
+
+
+def test_each_case_is_graded_on_tools_arguments_and_figures(tmp_path: Path) -> None:
+    cases = _cases(
+        {"id": "approvals", "question": "How many approvals are waiting?",
+         "expect": {"tool": "get_operational_state"},
+         "grounded_in": ["get_operational_state.pending_approvals"]},
+        {"id": "spend", "question": "What did I spend this week?",
+         "expect": {"tool": "get_usage", "args": {"period": "7d"}}},
+        {"id": "math", "question": "What is 17 times 23?", "expect": {"tool": None},
+         "allowed_figures": [391]},
+    )
+    suite = run(run_suite(FunctionModel(_operator), cases, _config(tmp_path)))
+    verdicts = {r.case.id: r.grade for r in suite.results}
+    assert verdicts["approvals"].passed
+    assert verdicts["spend"].tool_ok and verdicts["spend"].args_ok
+    assert verdicts["spend"].invented == ("4242",)
+    assert verdicts["math"].invented == ("401",)
+    summary = suite.summary()
+    assert (summary["cases"], summary["passed"], summary["invented_figures"]) == (3, 1, 2)
+    assert summary["cases_with_invented"] == 2
+
+
+def test_every_case_starts_from_its_own_seeded_ledger(tmp_path: Path) -> None:
+    ask = {"question": "How many approvals are waiting?",
+           "expect": {"tool": "get_operational_state"}}
+    cases = _cases({"id": "a", **ask}, {"id": "b", **ask})
+    suite = run(run_suite(FunctionModel(_operator), cases, _config(tmp_path)))
+    assert [r.answer for r in suite.results] == ["2 approvals are waiting."] * 2
+
+
+def test_a_follow_up_names_the_seeded_node_by_its_id(tmp_path: Path) -> None:
+    cases = _cases({
+        "id": "supersede", "question": "Update it: db-stg-4.internal now.",
+        "history": [{"role": "user", "content": "Where is staging?"},
+                    {"role": "assistant", "content": "Node {{node:stg}} says db-stg-3."}],
+        "expect": {"tool": "node_supersede",
+                   "args": {"id": "{{node:stg}}", "*": {"contains": "db-stg-4"}}}})
+    suite = run(run_suite(FunctionModel(_operator), cases, _config(tmp_path)))
+    [result] = suite.results
+    assert result.grade.passed, result.grade.failures
+    assert json.loads(result.calls[0].result or "{}")["ok"] is True
+
+
+def test_the_suites_record_names_the_model_the_prompt_and_the_figures(tmp_path: Path) -> None:
+    cases = _cases({"id": "math", "question": "What is 17 times 23?",
+                    "expect": {"tool": None}})
+    suite = run(run_suite(FunctionModel(_operator, name="fn"), cases, _config(tmp_path)))
+    event = suite.event()
+    assert (event.model, event.cases, event.passed, event.invented_figures) == ("fn", 1, 0, 1)
+    assert event.prompt_sha256.startswith("sha256:") and event.cases_sha256.startswith("sha256:")
+
+    async def recorded() -> list[Any]:
+        ledger = open_ledger(str(tmp_path / "main.db"))
+        try:
+            await ledger.record([event])
+            return await ledger.entries(kinds=["eval.completed"])
+        finally:
+            await ledger.close()
+
+    [entry] = run(recorded())
+    assert entry.data["prompt_sha256"] == event.prompt_sha256 and entry.data["passed"] == 0
+
+
+def test_the_shipped_suite_runs_end_to_end_on_a_model_that_never_calls_a_tool(
+        tmp_path: Path) -> None:
+    cases = load_cases()
+    suite = run(run_suite(FunctionModel(lambda request: "I cannot do that from here."),
+                          cases, _config(tmp_path)))
+    assert len(suite.results) == len(cases)
+    assert all(r.error is None for r in suite.results)
+    no_tool = [c for c in cases if not c.expect.tools and not c.allowed_figures]
+    assert suite.passed >= len([c for c in no_tool if c.answer_includes_any])
+
+
+def test_the_latency_quantiles_are_nearest_rank() -> None:
+    assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 0.5) == 3.0
+    assert percentile([float(n) for n in range(1, 21)], 0.95) == 19.0
+    assert percentile([], 0.5) == 0.0
+
+
+class _Closing:
+    name = "closing"
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    async def complete(self, request: ModelRequest) -> Any:
+        from overt.types import ModelResponse
+
+        return ModelResponse(text="Hello.")
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+def test_the_model_stays_open_between_cases_for_the_caller_to_close(tmp_path: Path) -> None:
+    model = _Closing()
+    ask = {"question": "Hi", "expect": {"tool": None}}
+    run(run_suite(model, _cases({"id": "a", **ask}, {"id": "b", **ask}), _config(tmp_path)))
+    assert model.closed == 0
