@@ -80,11 +80,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def uvicorn_server(app: Any) -> Iterator[str]:
-    """``app`` served by a real uvicorn on a free port, in a thread; its base URL."""
+def uvicorn_server(app: Any, *, graceful_shutdown_s: int | None = None) -> Iterator[str]:
+    """``app`` served by a real uvicorn on a free port, in a thread; its base URL.
+
+    ``graceful_shutdown_s``: how long shutdown waits for open connections (event
+    streams) before cutting them; None waits for them to end.
+    """
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="on"))
+                                           log_level="warning", lifespan="on",
+                                           timeout_graceful_shutdown=graceful_shutdown_s))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     started = threading.Event()

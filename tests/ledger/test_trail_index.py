@@ -14,11 +14,11 @@ from overt.ledger import open_ledger, postgres, sqlite, trail_index
 from overt.ledger.base import TrailRow
 from overt.ledger.trail_index import (
     COLUMNS,
-    READ_COLUMNS,
     TRAIL_FIELDS,
     check,
     decode,
     index_row,
+    trail_row,
 )
 from overt.reasoning.trail import TurnTrail, assemble
 from tests.backends import Raw
@@ -55,7 +55,7 @@ def _from_chain(ledger: Any, **scope: Any) -> list[TurnTrail]:
                                              e.data, None), strict=True))
         digest = values["body_digest"]
         body = None if digest is None else run(ledger.content(digest, seq=e.seq))
-        rows.append((*[values[c] for c in READ_COLUMNS], body))
+        rows.append(trail_row(values, body))
     return assemble(rows)
 
 

@@ -647,6 +647,14 @@ def test_a_streamed_answer_arrives_in_pieces_and_reads_as_the_same_reply(wire: W
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
 
 
+def test_a_streamed_request_the_sdk_retried_records_its_attempts(wire: Wire) -> None:
+    wire.reply({"error": {"message": "slow down"}}, 429, retry_after_ms="1")
+    wire.reply(chunks("made ", "it"))
+    response, pieces = ask_streaming(model_for(wire, max_retries=2), Message("user", "q"))
+    assert "".join(pieces) == response.text == "made it"
+    assert response.info["attempts"] == 2 and len(wire.requests) == 2
+
+
 def test_a_call_written_as_text_is_never_streamed(wire: Wire) -> None:
     wire.reply(chunks("Checking.\n<tool", "_call>\n{\"name\": \"get_weather\", ",
                       "\"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,7 +33,7 @@ from overt.policy.rules import Rule
 from overt.runtime import Runtime
 from overt.types import ModelRequest, ModelResponse, ToolCall, Usage
 from overt.web import cockpit_routes
-from tests.channels.helpers import free_port
+from tests.channels.helpers import uvicorn_server as served
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -124,25 +123,8 @@ def uvicorn_server(app: Any) -> Iterator[str]:
     """``app`` served by a real uvicorn on a free port, in a thread; its base URL. Open
     event streams are cut after two seconds at shutdown (as ``overt serve`` cuts them
     after thirty)."""
-    import uvicorn
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="on",
-                                           timeout_graceful_shutdown=2))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    started = threading.Event()
-    for _ in range(1000):
-        if server.started:
-            break
-        started.wait(0.01)
-    assert server.started, "uvicorn did not start"
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        assert not thread.is_alive()
+    with served(app, graceful_shutdown_s=2) as base:
+        yield base
 
 
 class Cockpit:

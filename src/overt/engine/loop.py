@@ -21,7 +21,7 @@ Hooks (see :mod:`overt.hooks.specs`) are asked only when a plugin implements
 them: a runtime without plugins runs exactly the loop above. Per tool call the
 order is ``pre_tool_call -> tool_call.started committed ->
 pre_tool_call_can_provide_result -> (dispatch) -> post_tool_call ->
-transform_tool_result``.
+transform_tool_result``; those wrappers live in :mod:`overt.engine.hooked`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from overt.clock import ms_since
 from overt.engine.answer_stream import AnswerSink, AnswerStream
 from overt.engine.budget import BudgetGuard
 from overt.engine.checkpoint import Checkpoint, resume_model
-from overt.engine.dispatch import ToolOutcome, execute, precheck, refuse, unknown_tool
+from overt.engine.dispatch import ToolOutcome, execute, precheck, refuse
 from overt.engine.hooked import TurnHooks
 from overt.engine.limits import bounded
 from overt.engine.record import (
@@ -48,7 +48,7 @@ from overt.engine.record import (
     resumption,
 )
 from overt.engine.values import EngineSettings, Held, TurnOutcome
-from overt.errors import LedgerError, OvertError
+from overt.errors import LedgerError
 from overt.events import (
     ApprovalDecision,
     ApprovalMode,
@@ -131,7 +131,7 @@ class Engine:
         A model failure ends the turn with ``error`` set and ``tools_used`` None;
         so does a ledger failure (overt does not act off the record).
         """
-        turn = _Turn(self, message.source, message.caller_session_id,
+        turn = Turn(self, message.source, message.caller_session_id,
                      session_id or message.caller_session_id)
         if on_answer is not None:  # a plugin that rewrites the answer: sent whole, at the end
             turn.stream = AnswerStream(on_answer,
@@ -161,7 +161,7 @@ class Engine:
         """
         # before the claim: a turn this engine cannot run is left for one that can
         model = resume_model(checkpoint, self.model, self.settings.model_spec, self.models)
-        turn = _Turn.restore(self, checkpoint, model)
+        turn = Turn.restore(self, checkpoint, model)
         turn.recorder.add(resumption(turn.turn_id, turn.session_id, request_id, decision,
                                      resumed_by))
         await turn.recorder.flush()  # the claim: only one resumer gets past this
@@ -171,7 +171,14 @@ class Engine:
             return turn.ledger_failed(exc)
 
 
-class _Turn:
+class Turn:
+    """One turn's state and its loop (:meth:`run`, or :meth:`resume` after a pause).
+
+    Private to the engine: :class:`Engine` makes one per turn, and
+    :class:`overt.engine.hooked.TurnHooks` wraps its model and tool calls
+    (:meth:`infer`, :meth:`dispatch`) in the plugins' hooks.
+    """
+
     def __init__(self, engine: Engine, source: str, caller_session_id: str, session_id: str,
                  turn_id: str | None = None) -> None:
         self.engine = engine
@@ -210,7 +217,7 @@ class _Turn:
         self.stream: AnswerStream | None = None
 
     @classmethod
-    def restore(cls, engine: Engine, cp: Checkpoint, model: Model) -> _Turn:
+    def restore(cls, engine: Engine, cp: Checkpoint, model: Model) -> Turn:
         """A turn as it was when it paused (see :mod:`overt.engine.checkpoint`), to go
         on with ``model`` (the one it ran on)."""
         turn = cls(engine, cp.source, cp.caller_session_id, cp.session_id, cp.turn_id)
@@ -320,9 +327,9 @@ class _Turn:
                     self.error = f"budget_exceeded: {refusal.limit}"
                     return await self._finish("budget_exceeded", refusal.text)
             if hooks is None:
-                response = await self._infer(request, self.model)
+                response = await self.infer(request, self.model)
             else:
-                response = await self._ask(hooks, request, self.iteration)
+                response = await hooks.ask(self, request, self.iteration)
             self.iteration += 1
             if response is None:
                 if self.stopped is not None:  # the last call failed too: say what stopped
@@ -418,47 +425,7 @@ class _Turn:
         return TurnOutcome(self.result(text, list(self.tools_used), None, held.request_id),
                            self.messages)
 
-    async def _ask(self, hooks: TurnHooks, request: ModelRequest,
-                   iteration: int) -> ModelResponse | None:
-        """One loop iteration's model call with its hooks: rewrite, at most one reissue, observe."""
-        model = self.model
-        if hooks.has.pre_api_request:
-            request = await hooks.request(request, model.name, iteration)
-        response = await self._infer(request, model)
-        if response is None:
-            return None
-        reissued = False
-        if hooks.has.post_llm_call_can_reissue:
-            answer = await hooks.reissue(request, response, iteration, model.name)
-            if answer is not None:
-                directive, plugin = answer
-                target = model
-                try:
-                    if directive.model is not None:
-                        if self.engine.models is None:
-                            raise OvertError("this runtime resolves no other models")
-                        target = self.engine.models(directive.model)
-                except Exception as exc:  # noqa: BLE001  an unknown model: the first answer stands
-                    hooks.reissue_failed(plugin, exc)
-                else:
-                    again = hooks.reissued(directive, plugin, request, iteration, model.name,
-                                           target.name)
-                    if self.stream is not None:
-                        self.stream.withdraw("reissue")
-                    if hooks.has.pre_api_request:
-                        again = await hooks.request(again, target.name, iteration)
-                    second = await self._infer(again, target, escalated=True,
-                                               escalation_reason=directive.reason_code)
-                    if second is not None:
-                        request, response, model, reissued = again, second, target, True
-                    else:
-                        self.error = None  # the reissue failed, recorded; the first answer stands
-        if hooks.has.post_api_request:
-            await hooks.responded(request, response, response.model or model.name, iteration,
-                                  reissued)
-        return response
-
-    async def _infer(self, request: ModelRequest, model: Model, *, escalated: bool = False,
+    async def infer(self, request: ModelRequest, model: Model, *, escalated: bool = False,
                      escalation_reason: str | None = None) -> ModelResponse | None:
         """One model call, recorded; ``None`` if the model failed (recorded too)."""
         engine, rec = self.engine, self.recorder
@@ -545,9 +512,9 @@ class _Turn:
             assert checked is not None  # (None only when a plugin can provide results)
             rec.add(self.site.intent(call, args_digest))
             await rec.flush()  # the decision and the intent are on the record before the effect
-            outcome = await self._dispatch(checked, call)
+            outcome = await self.dispatch(checked, call)
         else:
-            outcome, provided_by, model_reads = await self._hooked(hooks, checked, call,
+            outcome, provided_by, model_reads = await hooks.call_tool(self, checked, call,
                                                                    args_digest)
         return self._complete(call, outcome, args_digest, provided_by, model_reads)
 
@@ -582,7 +549,8 @@ class _Turn:
             return replace(outcome, content=model_reads)
         return outcome
 
-    async def _dispatch(self, tool: Tool, call: ToolCall) -> ToolOutcome:
+    async def dispatch(self, tool: Tool, call: ToolCall) -> ToolOutcome:
+        """Run an allowed call's tool (the intent is already committed)."""
         engine = self.engine
         context = ToolContext(engine.ledger, self.turn_id, self.session_id, self.source,
                               self.caller_session_id, call.id, engine.runtime_started_at,
@@ -590,36 +558,6 @@ class _Turn:
         outcome = await execute(tool, call, context, engine.settings.tool_timeout_s)
         self.tools_used.append(call.name)
         return outcome
-
-    async def _hooked(self, hooks: TurnHooks, tool: Tool | None, call: ToolCall,
-                      args_digest: str) -> tuple[ToolOutcome, str | None, str | None]:
-        """A tool call with its hooks: (outcome, provided by, text the model reads instead).
-
-        ``pre_tool_call`` -> intent committed -> ``pre_tool_call_can_provide_result``
-        -> dispatch -> ``post_tool_call`` -> ``transform_tool_result``.
-        """
-        args = dict(call.arguments)  # hooks get a copy: what they do to it changes nothing
-        if hooks.has.pre_tool_call:
-            blocked = await hooks.check(call, args)
-            if blocked is not None:
-                return blocked, None, None
-        self.recorder.add(self.site.intent(call, args_digest))
-        await self.recorder.flush()  # the intent is on the record before the effect
-        provided = None
-        if hooks.has.pre_tool_call_can_provide_result:
-            provided = await hooks.provide(call, args, self.engine.settings.tool_timeout_s)
-        if provided is not None:
-            outcome, provided_by = provided
-            self.tools_used.append(call.name)
-        elif tool is None:  # offered by a plugin, and no plugin answered it
-            outcome = unknown_tool(call, frozenset(self.engine.tools.names), registered=True)
-            provided_by = None
-        else:
-            outcome, provided_by = await self._dispatch(tool, call), None
-        model_reads = None
-        if hooks.has.post_tool_call or hooks.has.transform_tool_result:
-            model_reads = await hooks.after(call, args, outcome, provided_by)
-        return outcome, provided_by, model_reads
 
     async def _finish(self, status: TurnStatus, text: str = "") -> TurnOutcome:
         failed = status in ("model_error", "budget_exceeded")

@@ -107,10 +107,11 @@ class UsageRow:
 TrailRow = tuple[Any, ...]
 """One entry of a reasoning trail, as the trail index holds it: the columns of
 :data:`~overt.ledger.trail_index.READ_COLUMNS` (seq, kind, turn_id, session_id,
-at, body_digest, then one column per field a trail reads, ``None`` where the
-entry's kind has none), then the body ``body_digest`` names (``None`` when not
-stored). A plain tuple, as the database returns it: a trail is read 80,000 rows
-at a time. :data:`~overt.ledger.trail_index.POSITION` names each place."""
+at, body_digest, step_number, tool_duration_ms, then the entry kind's own text
+fields in shared slots, ``None`` past them), then the body ``body_digest`` names
+(``None`` when not stored). A plain tuple, as the database returns it: a trail
+is read 80,000 rows at a time. :data:`~overt.ledger.trail_index.FIELD_POSITION`
+names each kind's places."""
 
 TableRow = tuple[str, Mapping[str, Any]]
 """(table, {column: value}): a row written beside the chain in the same transaction."""

@@ -298,7 +298,8 @@ def trail_indexed(d: Dialect, *, turn_id: str | None, session_id: str | None,
     In scope: the one turn ``turn_id``; else the turns of ``session_id`` and/or
     started in ``[since, until)``.
     """
-    columns = ", ".join(f"t.{c}" for c in trail_index.READ_COLUMNS)
+    columns = ", ".join([f"t.{c}" for c in trail_index.READ_COLUMNS[:trail_index.FIRST_SLOT]]
+                        + [trail_index.slot_sql(n) for n in range(trail_index.SLOTS)])
     join = _BODY_JOIN.format(on=content_seq(d, "=", "t.body_seq", "c"))
     select = f"SELECT {columns}, c.body FROM trail_index t {join} WHERE "
     if turn_id is None and since is None and until is None:
@@ -402,6 +403,19 @@ SQLITE_VERIFY_PAYLOADS = (
     " || ',\"seq\":' || seq || ',\"session_id\":' || json_quote(session_id)"
     " || ',\"turn_id\":' || json_quote(turn_id) || '}' AS BLOB), prev_hash, hash"
     " FROM audit_log ORDER BY seq"
+)
+
+
+# PostgreSQL the same way: to_json(text) escapes exactly as Python's json does with
+# ensure_ascii=False (a test holds them equal), and the preimage comes back as
+# bytea, in binary, ready to hash.
+PG_VERIFY_PAYLOADS = (
+    "SELECT seq, convert_to(prev_hash || chr(10) || '{\"at\":' || to_json(at)::text"
+    " || ',\"data\":' || data || ',\"id\":' || to_json(id)::text"
+    " || ',\"kind\":' || to_json(kind)::text || ',\"seq\":' || seq"
+    " || ',\"session_id\":' || coalesce(to_json(session_id)::text, 'null')"
+    " || ',\"turn_id\":' || coalesce(to_json(turn_id)::text, 'null') || '}', 'UTF8'),"
+    " prev_hash, hash FROM audit_log ORDER BY seq"
 )
 
 

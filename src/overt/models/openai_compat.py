@@ -266,8 +266,8 @@ class OpenAICompatModel:
         return await self._answer(request, None)
 
     async def complete_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
-        """As :meth:`complete`, with ``stream=True`` (the SDK's
-        ``chat.completions.stream``, usage asked for in the last chunk): content
+        """As :meth:`complete`, with ``stream=True`` (chunks assembled by the SDK's
+        ``ChatCompletionStreamState``, usage asked for in the last chunk): content
         deltas go to ``on_text`` through
         :class:`~overt.models.stream_text.AnswerFilter` (no call markup, no
         ``<think>``), and the reply is read from the completion the SDK assembles.
@@ -355,14 +355,25 @@ class OpenAICompatModel:
 async def _streamed(client: Any, body: Mapping[str, Any],
                     answer: AnswerFilter) -> tuple[Any, int]:
     """The completion of a streamed request, its content deltas fed to ``answer``,
-    and how many requests the SDK sent."""
-    async with client.chat.completions.stream(
-            **body, stream_options={"include_usage": True}) as stream:
-        async for event in stream:
-            if event.type == "content.delta":
-                answer.feed(event.delta)
-        made = attempts(getattr(getattr(stream, "_response", None), "request", None))
-        return await stream.get_final_completion(), made
+    and how many requests the SDK sent.
+
+    The SDK's ``chat.completions.stream`` helper hides the HTTP request it sent
+    (the retry count is on it), so the request goes through the public raw
+    response route instead, and the SDK's own ``ChatCompletionStreamState``
+    (what that helper uses) assembles the chunks into the same completion.
+    """
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+
+    raw = await client.chat.completions.with_raw_response.create(
+        **body, stream=True, stream_options={"include_usage": True})
+    state: ChatCompletionStreamState[Any] = ChatCompletionStreamState(
+        input_tools=body["tools"]) if "tools" in body else ChatCompletionStreamState()
+    async with raw.parse() as chunks:
+        async for chunk in chunks:
+            for event in state.handle_chunk(chunk):
+                if event.type == "content.delta":
+                    answer.feed(event.delta)
+    return state.get_final_completion(), attempts(raw.http_request)
 
 
 async def _discard(client: Any) -> None:

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from overt.errors import UsageError
 from overt.events import REASONING_PHASES
 from overt.ledger.base import Ledger, TrailRow
-from overt.ledger.trail_index import POSITION
+from overt.ledger.trail_index import FIELD_POSITION, POSITION
 
 
 class Step(NamedTuple):
@@ -193,12 +193,16 @@ async def build_trail(ledger: Ledger, *, session_id: str | None = None,
 
 
 _PHASES = {phase: phase for phase in REASONING_PHASES}
-_P = POSITION
-_STEP = tuple(_P[c] for c in ("step_id", "step_number", "phase", "body_digest",
-                               "tool_call_id", "policy_decision_id", "approval_request_id"))
-_CALL = tuple(_P[c] for c in ("tool_call_id", "tool_name", "tool_status", "tool_duration_ms",
-                               "reason_code", "exc_type"))
-_PHASE, _SOURCE, _MODEL, _STATUS = _P["phase"], _P["source"], _P["model"], _P["status"]
+_F = FIELD_POSITION
+_STEP = tuple(_F["reasoning.step"][c] for c in (
+    "step_id", "step_number", "phase", "tool_call_id", "policy_decision_id",
+    "approval_request_id"))
+_CALL = tuple(_F["tool_call.completed"][c] for c in (
+    "tool_call_id", "tool_name", "tool_status", "tool_duration_ms", "reason_code", "exc_type"))
+_PHASE = _F["reasoning.step"]["phase"]
+_SOURCE, _MODEL = _F["turn.started"]["source"], _F["turn.started"]["model"]
+_STATUS = _F["turn.completed"]["status"]
+_DIGEST = POSITION["body_digest"]
 
 
 def assemble(rows: list[TrailRow], keep: frozenset[str] | None = None) -> list[TurnTrail]:
@@ -231,9 +235,9 @@ def assemble(rows: list[TrailRow], keep: frozenset[str] | None = None) -> list[T
         if kind == "reasoning.step":
             phase = r[_PHASE]
             if keep is None or phase in keep:
-                i, n, _, d, c, p, a = step_at
+                i, n, _, c, p, a = step_at
                 turn.steps.append(new(Step, (seq, at, r[i], r[n], phases.get(phase, phase),
-                                             r[-1], r[d], r[c], r[p], r[a])))
+                                             r[-1], r[_DIGEST], r[c], r[p], r[a])))
         elif kind == "tool_call.completed":
             turn.tool_calls.append(new(ToolCallRecord, (seq, at, *[r[i] for i in call_at])))
         elif kind == "turn.started":
@@ -249,8 +253,8 @@ def assemble(rows: list[TrailRow], keep: frozenset[str] | None = None) -> list[T
 def _approval_record(turn: TurnTrail, seq: int, at: str, kind: str,
                      r: Sequence[Any]) -> None:
     """The records of the approval path (columns named in
-    :data:`~overt.ledger.trail_index.POSITION`)."""
-    p = _P
+    :data:`~overt.ledger.trail_index.FIELD_POSITION`)."""
+    p = _F.get(kind, {})
     if kind == "policy.decision":
         turn.decisions = (*turn.decisions, DecisionRecord(
             seq, at, r[p["decision_id"]], r[p["tool_call_id"]], r[p["tool_name"]],

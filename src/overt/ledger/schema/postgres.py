@@ -217,6 +217,9 @@ def fill_trail_index(conn: Any) -> None:
         for seq, kind, at, turn_id, session_id, data, body_seq in rows:
             copy.write_row(index_row(seq, kind, at, turn_id, session_id, decode(data, seq),
                                      body_seq))
+    # statistics now, not when autovacuum gets to it (if it runs): without them the
+    # planner guesses a session holds a hundred rows
+    conn.execute("ANALYZE trail_index")
 
 
 COPY_TRAIL_INDEX = f"COPY trail_index ({', '.join(COLUMNS)}) FROM STDIN"
