@@ -21,13 +21,6 @@ it calls a tool again instead of answering, round after round. So:
    may add another call, at most four, or stop). Free decoding first keeps
    plain answers and code (a ``package.json`` is not a call: no ``arguments``
    key) unconstrained; the grammar only shapes a call the model has begun.
-   **The call threshold**: where the reply's most likely first token opens no
-   call but the openings of a call (``<tool_call>``, ``{``, ``{"``, a fence)
-   hold at least ``call_threshold`` (0.2%) of that token's probability, the
-   call is made anyway. The 0.5B model answers "what's the staging host?" or
-   "has anything gone wrong?" from nothing while giving a call 0.3-17%, and
-   gives one at most 0.1% for "thanks", "hello" or "explain p95" (measured on
-   the eval suite's questions).
 2. **Answer turn** (tool results present): the tools list is dropped, and the
    tool round is folded into one user message, "Here is what the tools
    returned: … Using these results, answer my question: …"
