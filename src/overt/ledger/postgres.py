@@ -76,6 +76,7 @@ from overt.ledger.chain import (
     with_body_check,
     with_content_check,
 )
+from overt.ledger.groups import next_group
 from overt.ledger.notify import AppendSignal
 from overt.ledger.schema.postgres import COPY_TRAIL_INDEX, FILLS, MIGRATIONS, MIGRATIONS_TABLE
 from overt.ledger.sql import POSTGRES as D
@@ -280,21 +281,9 @@ class PostgresLedger:
     def _write_loop(self) -> None:
         conn: Any = None
         while True:
-            first = self._queue.get()
-            if first is None:
-                break
-            group = [first]
-            stop = False
-            while len(group) < MAX_BATCH:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                group.append(more)
-            conn = self._commit_group(conn, group)
+            group, stop = next_group(self._queue, MAX_BATCH)
+            if group:
+                conn = self._commit_group(conn, group)
             if stop:
                 break
         if conn is not None:

@@ -65,6 +65,7 @@ from overt.ledger.chain import (
     with_body_check,
     with_content_check,
 )
+from overt.ledger.groups import next_group
 from overt.ledger.notify import AppendSignal
 from overt.ledger.schema.sqlite import (
     FILLS,
@@ -259,21 +260,9 @@ class SqliteLedger:
     def _write_loop(self, conn: sqlite3.Connection) -> None:
         try:
             while True:
-                first = self._queue.get()
-                if first is None:
-                    return
-                group = [first]
-                stop = False
-                while len(group) < MAX_BATCH:
-                    try:
-                        more = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if more is None:
-                        stop = True
-                        break
-                    group.append(more)
-                self._commit_group(conn, group)
+                group, stop = next_group(self._queue, MAX_BATCH)
+                if group:
+                    self._commit_group(conn, group)
                 if stop:
                     return
         finally:
