@@ -39,10 +39,11 @@ CHILD = textwrap.dedent("""
         try:
             resumed = await rt.approve(role)
         except ApprovalError as exc:
-            print(json.dumps({"refused": str(exc)}))
+            print(json.dumps({"refused": str(exc)}), flush=True)
         else:
             print(json.dumps({"status": resumed.request.status,
-                              "text": resumed.result.text if resumed.result else None}))
+                              "text": resumed.result.text if resumed.result else None}),
+                  flush=True)
         await rt.close()
 
     asyncio.run(main())
@@ -53,7 +54,8 @@ ROOT = str(Path(__file__).resolve().parents[2])
 def _child(tmp_path: Path, url: str, log: Path, role: str, arg: str) -> subprocess.Popen[str]:
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    return subprocess.Popen([sys.executable, str(script), ROOT, url, str(log), role, arg],
+    return subprocess.Popen([sys.executable, "-X", "faulthandler", str(script), ROOT, url,
+                             str(log), role, arg],
                             stdout=subprocess.PIPE, text=True)
 
 
