@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from overt.errors import ExtraMissingError, ModelAssetError, ModelError, UsageError
+from overt.models import llama_sampling
 from overt.models.base import Model
 from overt.models.local import LocalModel
 from overt.types import Message, ModelRequest, ToolCall, ToolSpec
@@ -86,6 +87,9 @@ def fake_llama(monkeypatch: pytest.MonkeyPatch) -> type[FakeLlama]:
     module.llama_grammar = grammar_module  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "llama_cpp", module)
     monkeypatch.setitem(sys.modules, "llama_cpp.llama_grammar", grammar_module)
+    # Sampling itself (llama.cpp's logits and samplers) is the fake's script.
+    monkeypatch.setattr(llama_sampling, "sample_tokens",
+                        lambda llm, tokens, **kw: llm.generate(tokens, grammar=kw["grammar"]))
     return FakeLlama
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from overt.models import llama_sampling
 from overt.models.local import LocalModel
 from overt.types import Message, ModelRequest, ModelResponse
 from tests.models.test_local import TOOLS, FakeGrammar, FakeLlama
@@ -70,6 +71,8 @@ def stateful_llama(monkeypatch: pytest.MonkeyPatch) -> None:
     module.llama_state_set_data = _set_data  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "llama_cpp", module)
     monkeypatch.setitem(sys.modules, "llama_cpp.llama_grammar", grammar_module)
+    monkeypatch.setattr(llama_sampling, "sample_tokens",
+                        lambda llm, tokens, **kw: llm.generate(tokens, grammar=kw["grammar"]))
 
 
 def _model(tmp_path: Path, **options: Any) -> LocalModel:

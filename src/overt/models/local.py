@@ -59,16 +59,18 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import json
 import math
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from overt.errors import ExtraMissingError, ModelError, UsageError
+from overt.models import llama_sampling
 from overt.models.assets import (
     ASSETS,
     QWEN25_CODER_05B,
@@ -157,6 +159,7 @@ class LocalModel:
         name: str | None = None,
         prefix_cache: bool | str | os.PathLike[str] = True,
         call_threshold: float = 0.002,
+        flash_attn: bool = False,
     ) -> None:
         if model_path is None:
             self.path = ensure_asset(asset, cache_dir, progress=progress, download=download)
@@ -174,6 +177,7 @@ class LocalModel:
         # layer per token) can stall on a descheduled thread: pass n_threads=1 there.
         self.n_threads = n_threads or cpus
         self.n_threads_batch = n_threads_batch or cpus
+        self.flash_attn = flash_attn
         self.seed = seed
         self.temperature = temperature
         self.top_p = top_p
@@ -265,7 +269,7 @@ class LocalModel:
             llm = llama_cpp.Llama(model_path=str(self.path), n_ctx=self.n_ctx,
                                   n_threads=self.n_threads,
                                   n_threads_batch=self.n_threads_batch, seed=self.seed,
-                                  verbose=False)
+                                  flash_attn=self.flash_attn, verbose=False)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(f"llama.cpp could not load {self.path}: {exc}") from exc
         special = llm.tokenize(b"<tool_call><|im_end|><|endoftext|>", add_bos=False, special=True)
@@ -281,7 +285,8 @@ class LocalModel:
         self._grammar_cls = LlamaGrammar
         if self._prefix_dir is not None and hasattr(llama_cpp, "llama_state_get_data"):
             self._prefixes = PrefixCache(self._prefix_dir, model_sha256=self._sha256,
-                                         n_ctx=self.n_ctx, llama_cpp_version=self._version)
+                                         n_ctx=self.n_ctx, llama_cpp_version=self._version,
+                                         flash_attn=self.flash_attn)
         self._llm = llm
         return llm
 
@@ -444,13 +449,19 @@ class LocalModel:
         a first token that opens no call still ends in ``call`` when a call is likely
         enough there (:meth:`_call_likely`).
         """
-        out: list[int] = []
-        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         if max_new <= 0:
             return "", 0, "length"
-        for token in llm.generate(tokens, temp=self.temperature, top_p=self.top_p,
-                                  top_k=self.top_k, repeat_penalty=self.repeat_penalty,
-                                  grammar=grammar):
+        with contextlib.closing(llama_sampling.sample_tokens(
+                llm, tokens, grammar=grammar, temperature=self.temperature, top_k=self.top_k,
+                top_p=self.top_p, repeat_penalty=self.repeat_penalty, seed=self.seed)) as sampled:
+            return self._watch(llm, sampled, len(tokens), max_new, watch, on_text, probe)
+
+    def _watch(self, llm: Any, sampled: Iterator[int], n_prompt: int, max_new: int,
+               watch: bool, on_text: Callable[[str], None] | None,
+               probe: bool) -> tuple[str, int, str]:
+        out: list[int] = []
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        for token in sampled:
             if probe and not out and watch and self._call_likely(llm, token):
                 return "", 0, "call"
             if token in self._eog:
@@ -464,7 +475,7 @@ class LocalModel:
                 match = _CALL_START.search(text := self._text(llm, out))
                 if match:
                     return text[: match.start()], len(out), "call"
-            if len(out) >= max_new or len(tokens) + len(out) >= self.n_ctx:
+            if len(out) >= max_new or n_prompt + len(out) >= self.n_ctx:
                 return self._text(llm, out), len(out), "length"
         return self._text(llm, out), len(out), "stop"
 
