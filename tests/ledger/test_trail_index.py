@@ -11,15 +11,9 @@ import pytest
 from overt.clock import now_iso
 from overt.errors import LedgerError
 from overt.ledger import open_ledger, postgres, sqlite, trail_index
-from overt.ledger.base import TrailRow
-from overt.ledger.trail_index import (
-    COLUMNS,
-    TRAIL_FIELDS,
-    check,
-    decode,
-    index_row,
-    trail_row,
-)
+from overt.ledger.base import TrailRows
+from overt.ledger.trail_index import COLUMNS, TRAIL_FIELDS, check, decode, index_row
+from overt.ledger.trail_read import row_of
 from overt.reasoning.trail import TurnTrail, assemble
 from tests.backends import Raw
 from tests.conftest import run
@@ -46,7 +40,7 @@ def _from_chain(ledger: Any, **scope: Any) -> list[TurnTrail]:
             since=scope.get("since"), until=scope.get("until")))}
     entries = run(ledger.entries(turn_id=turn_id, session_id=None if turns is not None
                                  or turn_id is not None else scope.get("session_id")))
-    rows: list[TrailRow] = []
+    rows = TrailRows([], [], [])
     for e in entries:
         if e.kind not in TRAIL_FIELDS or e.turn_id is None or (
                 turns is not None and e.turn_id not in turns):
@@ -55,8 +49,9 @@ def _from_chain(ledger: Any, **scope: Any) -> list[TurnTrail]:
                                              e.data, None), strict=True))
         digest = values["body_digest"]
         body = None if digest is None else run(ledger.content(digest, seq=e.seq))
-        rows.append(trail_row(values, body))
-    return assemble(rows)
+        group, row = row_of(values, body)
+        getattr(rows, group).append(row)
+    return assemble(rows, session_id=scope.get("session_id"))
 
 
 def _indexed(ledger: Any, **scope: Any) -> list[TurnTrail]:

@@ -41,11 +41,11 @@ from typing import Any, TypeVar
 from overt.clock import now_iso
 from overt.errors import LedgerConflict, LedgerError, MigrationError
 from overt.events import Event, LedgerPruned
-from overt.ledger import legacy_journal, retention, sql, trail_index, tree
+from overt.ledger import legacy_journal, retention, sql, trail_index, trail_read, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
-    TrailRow,
+    TrailRows,
     TurnSummary,
     UsageRow,
     VerifyReport,
@@ -400,10 +400,10 @@ class SqliteLedger:
 
     async def trail_rows(self, *, turn_id: str | None = None,
                          session_id: str | None = None, since: str | None = None,
-                         until: str | None = None) -> list[TrailRow]:
-        statement, params = sql.trail_indexed(D, turn_id=turn_id, session_id=session_id,
-                                              since=since, until=until)
-        return await self._aquery(statement, params)
+                         until: str | None = None) -> TrailRows:
+        reads = trail_read.statements(D, turn_id=turn_id, session_id=session_id,
+                                      since=since, until=until)
+        return await self._aread(lambda conn: trail_read.read(conn, reads))
 
     async def content(self, digest: str, *, seq: int | None = None) -> str | None:
         if seq is None:

@@ -63,46 +63,6 @@ KEY_COLUMNS = ("session_id", "seq", "turn_id", "kind", "at", "body_digest", "bod
 COLUMNS = KEY_COLUMNS + FIELD_COLUMNS
 """The table's columns, in the order an :data:`IndexRow` holds them."""
 
-TEXT_SLOTS: dict[str, tuple[str, ...]] = {
-    kind: tuple(f for f in fields
-                if f != "content_digest" and f not in INTEGER_FIELDS | REAL_FIELDS)
-    for kind, fields in TRAIL_FIELDS.items()}
-"""The text fields of each kind, in the order a trail row holds them in its slots."""
-
-SLOTS = max(len(fields) for fields in TEXT_SLOTS.values())
-
-READ_COLUMNS = ("seq", "kind", "turn_id", "session_id", "at", "body_digest", "step_number",
-                "tool_duration_ms", *[f"slot{n}" for n in range(SLOTS)])
-"""What a trail reads of each row, in order (then the body itself). A row carries
-only its own kind's text fields, in :data:`SLOTS` shared columns (``slotN`` is the
-``N``-th of :data:`TEXT_SLOTS`): the columns of every kind, ``NULL`` in most rows,
-cost the reading of 80,000 rows a third of its time."""
-
-POSITION = {name: i for i, name in enumerate(READ_COLUMNS)}
-"""Where each key column is in a :data:`~overt.ledger.base.TrailRow`."""
-
-FIRST_SLOT = POSITION["slot0"]
-
-FIELD_POSITION: dict[str, dict[str, int]] = {
-    kind: {**{f: FIRST_SLOT + i for i, f in enumerate(TEXT_SLOTS[kind])},
-           **{f: POSITION[f] for f in fields if f in INTEGER_FIELDS | REAL_FIELDS}}
-    for kind, fields in TRAIL_FIELDS.items()}
-"""Where each field of each kind is in a :data:`~overt.ledger.base.TrailRow`."""
-
-
-def slot_sql(n: int, table: str = "t") -> str:
-    """The SQL of trail row slot ``n``: the column of the row's kind that it holds."""
-    branches = " ".join(f"WHEN '{kind}' THEN {table}.{fields[n]}"
-                        for kind, fields in TEXT_SLOTS.items() if len(fields) > n)
-    return f"CASE {table}.kind {branches} END"
-
-
-def trail_row(values: Mapping[str, Any], body: str | None) -> tuple[Any, ...]:
-    """The trail row of an index row given as ``{column: value}`` (:data:`COLUMNS`)."""
-    fields = TEXT_SLOTS[values["kind"]]
-    return (*[values[c] for c in READ_COLUMNS[:FIRST_SLOT]],
-            *[values[fields[n]] if n < len(fields) else None for n in range(SLOTS)], body)
-
 IndexRow = tuple[Any, ...]
 """One row as inserted: values of :data:`COLUMNS` (a session of none is ``""``)."""
 
