@@ -238,9 +238,8 @@ class SqliteLedger:
                     body_seqs = {digest: seq for seq, digest, _ in bodies}
                     conn.executemany(sql.insert_content(D), _keyed(bodies, at))
                 conn.executemany(sql.insert_entries(D), entry_rows)
-                indexed = trail_index.index_rows(entries, body_seqs)
-                if indexed:
-                    conn.executemany(sql.insert_trail_index(D), indexed)
+                for statement, indexed in trail_index.inserts(entries, body_seqs, D.ph):
+                    conn.executemany(statement, indexed)
             for statement, values in inserts:
                 conn.execute(statement, values)
             return entries, head

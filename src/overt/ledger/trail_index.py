@@ -22,6 +22,7 @@ never a body.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -131,6 +132,49 @@ def index_rows(entries: Iterable[Entry], body_seqs: dict[str, int]) -> list[Inde
         rows.append(index_row(e.seq, e.kind, e.at, e.turn_id, e.session_id, e.data,
                               body_seqs.get(digest) if digest.__class__ is str else None))
     return rows
+
+
+KIND_COLUMNS: dict[str, tuple[str, ...]] = {
+    kind: tuple(f for f in fields if f != "content_digest")
+    for kind, fields in TRAIL_FIELDS.items()}
+"""The field columns of each kind (the rest of its row is ``NULL``)."""
+
+
+def inserts(entries: Iterable[Entry], body_seqs: dict[str, int],
+            ph: str) -> list[tuple[str, list[IndexRow]]]:
+    """The index rows of a batch (as :func:`index_rows`) as ``INSERT`` statements
+    naming only each kind's columns, with their rows (``ph``: the placeholder).
+
+    The same rows are stored; but a statement binding all of :data:`COLUMNS`, most
+    of them ``NULL``, cost SQLite three times as much per row (41 µs against 12
+    for a commit of five steps).
+    """
+    by_kind: dict[str, list[IndexRow]] = {}
+    for e in entries:
+        fields = KIND_COLUMNS.get(e.kind)
+        if fields is None or e.turn_id is None:
+            continue
+        body = BODY_FIELDS.get(e.kind)
+        digest = e.data.get(body) if body is not None else None
+        if digest.__class__ is not str:
+            digest = None
+        data = e.data
+        row = (e.session_id or "", e.seq, e.turn_id, e.kind, e.at, digest,
+               body_seqs.get(digest) if digest is not None else None,
+               *[_value(f, data.get(f)) for f in fields])
+        rows = by_kind.get(e.kind)
+        if rows is None:
+            by_kind[e.kind] = [row]
+        else:
+            rows.append(row)
+    return [(_insert(kind, ph), rows) for kind, rows in by_kind.items()]
+
+
+@functools.cache
+def _insert(kind: str, ph: str) -> str:
+    columns = KEY_COLUMNS + KIND_COLUMNS[kind]
+    return (f"INSERT INTO trail_index ({', '.join(columns)}) "
+            f"VALUES ({', '.join([ph] * len(columns))})")
 
 
 def check(rows: Iterable[Sequence[Any]], held: int,
