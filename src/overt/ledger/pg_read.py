@@ -22,11 +22,6 @@ from overt.ledger.chain import (
 )
 from overt.ledger.sql import POSTGRES as D
 
-try:
-    import psycopg
-except ImportError:  # pragma: no cover - exercised only without the extra
-    psycopg = None  # type: ignore[assignment]
-
 TRAIL_WORK_MEM = "64MB"
 """The sort memory of one trail read (a rare, whole-session read), for its
 transaction alone: 50,000 steps with their text are about 15 MB, which the
@@ -39,7 +34,6 @@ def trail(conn: Any, reads: Sequence[tuple[str, Sequence[Any]]]) -> TrailRows:
     with conn.transaction(), conn.cursor(binary=True) as cur:
         cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         cur.execute(f"SET LOCAL work_mem = '{TRAIL_WORK_MEM}'")
-        cur.adapters.register_loader("bytea", _Utf8Loader)  # bodies read as text
         turns, steps, events = (cur.execute(s, p).fetchall() for s, p in reads)
         return TrailRows(turns, steps, events)
 
@@ -82,12 +76,3 @@ def verify(conn: Any, check_content: bool, check_index: bool, check_bodies: bool
         return with_body_check(report, counted.rows(cur), present, pruned=bool(anchors),
                                began_pruned=began_pruned_on(conn, D.ph))
 
-
-if psycopg is not None:
-    class _Utf8Loader(psycopg.adapt.Loader):
-        """A ``bytea`` (a body: PostgreSQL text cannot hold NUL) read as the text it holds."""
-
-        format = psycopg.pq.Format.BINARY
-
-        def load(self, data: Any) -> str:
-            return bytes(data).decode("utf-8")

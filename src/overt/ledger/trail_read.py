@@ -58,9 +58,9 @@ EVENT_POSITION: dict[str, dict[str, int]] = {
 """Where each field of each event kind is in its row."""
 
 
-def _column(name: str) -> str:
-    if name == "body":
-        return "c.body"
+def _column(d: Dialect, name: str) -> str:
+    if name == "body":  # PostgreSQL keeps a body in bytea (text cannot hold NUL)
+        return "c.body" if d.name == "sqlite" else "convert_from(c.body, 'UTF8')"
     if name.startswith("slot"):
         n = int(name[4:])
         branches = " ".join(f"WHEN '{kind}' THEN t.{fields[n]}"
@@ -110,7 +110,7 @@ def statements(d: Dialect, *, turn_id: str | None, session_id: str | None,
                            ("events", EVENT_COLUMNS)):
         kinds = ", ".join(f"'{k}'" for k in GROUP_KINDS[group])
         body = join if "body" in columns else ""
-        reads.append((f"SELECT {', '.join(_column(c) for c in columns)} FROM {source} {body} "
+        reads.append((f"SELECT {', '.join(_column(d, c) for c in columns)} FROM {source} {body} "
                       f"WHERE {scope} AND t.kind IN ({kinds}) ORDER BY {order}", params))
     return reads
 
