@@ -273,7 +273,7 @@ def trail_index_check(d: Dialect) -> str:
     columns = ", ".join(f"t.{c}" for c in trail_index.COLUMNS)
     return (f"SELECT a.seq, a.kind, a.at, a.turn_id, a.session_id, a.data, "
             f"{body_of(d, 'seq')}, {columns} FROM audit_log a LEFT JOIN trail_index t "
-            "ON t.session_id = coalesce(a.session_id, '') AND t.seq = a.seq "
+            "ON t.session_id = coalesce(a.session_id, '') AND t.kind = a.kind AND t.seq = a.seq "
             f"WHERE a.kind IN ({_TRAIL_KINDS}) AND a.turn_id IS NOT NULL ORDER BY a.seq")
 
 

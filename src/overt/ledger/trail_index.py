@@ -6,9 +6,11 @@ decision and approval of the turns in scope, 80,000 entries for a session of
 10,000 turns. Read from the chain, each entry's JSON must be searched for its
 body's digest in SQL and decoded whole in Python. The index holds, for each such
 entry, only the fields the trail reads, one typed column each (``NULL`` where
-its kind has none), clustered by session, with the digest of the body it shows
-and the ``seq`` the body is stored under in ``content_blobs``; a session's trail
-is then one range scan, readable by ``sqlite3`` or ``psql`` as any table is.
+its kind has none), clustered by session and kind (:data:`KEY`), with the
+digest of the body it shows and the ``seq`` the body is stored under in
+``content_blobs``; a session's trail is then one range per kind
+(:mod:`overt.ledger.trail_read`), readable by ``sqlite3`` or ``psql`` as any
+table is.
 
 It is derived, never a source of truth: written from the chain's entries in the
 transaction that stores them (by each backend's writer), filled from the chain
@@ -71,17 +73,26 @@ _PICK = {kind: tuple(f if f in fields else None for f in FIELD_COLUMNS)
          for kind, fields in TRAIL_FIELDS.items()}
 
 
-def table_sql(*, postgres: bool) -> str:
-    """``CREATE TABLE trail_index``, typed for the backend."""
+KEY = ("session_id", "kind", "seq")
+"""The table's primary key (migration 14): each kind's rows of a session are one
+range, in ``seq`` order, so a trail reads each of its three groups
+(:mod:`overt.ledger.trail_read`) without passing over the others' rows. Migration
+11 keyed it by ``(session_id, seq)``."""
+
+
+def table_sql(*, postgres: bool, name: str = "trail_index",
+              key: tuple[str, ...] = ("session_id", "seq")) -> str:
+    """``CREATE TABLE`` of the trail index, typed for the backend (``key``: as
+    migration 11 made it; :data:`KEY` since migration 14)."""
     integer = "BIGINT" if postgres else "INTEGER"
     real = "DOUBLE PRECISION" if postgres else "REAL"
     fields = "".join(
         f",\n    {c} {integer if c in INTEGER_FIELDS else real if c in REAL_FIELDS else 'TEXT'}"
         for c in FIELD_COLUMNS)
-    return (f"CREATE TABLE trail_index (\n    session_id TEXT NOT NULL,\n"
+    return (f"CREATE TABLE {name} (\n    session_id TEXT NOT NULL,\n"
             f"    seq {integer} NOT NULL,\n    turn_id TEXT NOT NULL,\n    kind TEXT NOT NULL,\n"
             f"    at TEXT NOT NULL,\n    body_digest TEXT,\n    body_seq {integer}{fields},\n"
-            f"    PRIMARY KEY (session_id, seq)\n){'' if postgres else ' WITHOUT ROWID'};\n")
+            f"    PRIMARY KEY ({', '.join(key)})\n){'' if postgres else ' WITHOUT ROWID'};\n")
 
 
 def _value(field: str, value: Any) -> Any:

@@ -3,10 +3,11 @@ fields its kind has.
 
 A trail of 10,000 turns is 80,000 rows, and the database driver's cost is per
 value handed to Python (about 50 ns each, ``NULL`` or not), so a row of every
-kind's columns, most of them ``NULL``, costs a third more than rows of their own
-kind's fields. One query per kind would read the session's range of the index
-once per kind (8 ms each on SQLite for 80,000 rows), so the kinds are read in
-three groups, in one snapshot:
+kind's columns, most of them ``NULL``, costs more than rows of their own kind's
+fields. The index is keyed by (session, kind, seq), so each read below is one
+range per kind, in ``seq`` order. The kinds are read in three groups, in one
+snapshot (a query per kind would cost a statement, a sort on PostgreSQL, and a
+round of Python per kind for the rare kinds of the approval path):
 
 - **turns** (``turn.started``), with the message body: :data:`TURN_COLUMNS`;
 - **steps** (``reasoning.step``, five of every eight rows), with the step's
@@ -59,8 +60,14 @@ EVENT_POSITION: dict[str, dict[str, int]] = {
 
 
 def _column(d: Dialect, name: str) -> str:
-    if name == "body":  # PostgreSQL keeps a body in bytea (text cannot hold NUL)
-        return "c.body" if d.name == "sqlite" else "convert_from(c.body, 'UTF8')"
+    if name == "body":
+        if d.name == "sqlite":
+            return "c.body"
+        # a body is bytea (text cannot hold NUL): converted here, psycopg reads it in C.
+        # One look-up per row: with statistics, a join is planned as a hash of the
+        # whole content tier, for one session's steps
+        return ("(SELECT convert_from(c.body, 'UTF8') FROM content_blobs c "
+                "WHERE c.seq = t.body_seq AND c.digest = t.body_digest)")
     if name.startswith("slot"):
         n = int(name[4:])
         branches = " ".join(f"WHEN '{kind}' THEN t.{fields[n]}"
@@ -101,15 +108,16 @@ def statements(d: Dialect, *, turn_id: str | None, session_id: str | None,
         source, order, params = "trail_index t", "t.seq", [session_id or ""]
         scope = f"t.session_id = {d.ph}"
     else:
-        source, order = ("audit_log a JOIN trail_index t ON "
-                         "t.session_id = coalesce(a.session_id, '') AND t.seq = a.seq"), "a.seq"
+        source = ("audit_log a JOIN trail_index t ON t.session_id = "
+                  "coalesce(a.session_id, '') AND t.kind = a.kind AND t.seq = a.seq")
+        order = "a.seq"
         scope, params = _scope(d, turn_id=turn_id, session_id=session_id, since=since,
                                until=until)
     reads = []
     for group, columns in (("turns", TURN_COLUMNS), ("steps", STEP_COLUMNS),
                            ("events", EVENT_COLUMNS)):
         kinds = ", ".join(f"'{k}'" for k in GROUP_KINDS[group])
-        body = join if "body" in columns else ""
+        body = join if "body" in columns and d.name == "sqlite" else ""
         reads.append((f"SELECT {', '.join(_column(d, c) for c in columns)} FROM {source} {body} "
                       f"WHERE {scope} AND t.kind IN ({kinds}) ORDER BY {order}", params))
     return reads
