@@ -193,12 +193,13 @@ def _assembled(rows: TrailRows, keep: frozenset[str] | None,
     """:func:`assemble`, with the cyclic garbage collector paused while it runs.
 
     Assembling 10,000 turns makes some 90,000 objects the collector tracks (steps,
-    tool calls, turns, their lists), none of them garbage; as they accumulate the
-    collector would walk the growing heap several times over for nothing (a third
-    of the assembly's time). It is paused around this one synchronous call alone,
-    with no ``await`` inside, so nothing else of this thread runs meanwhile; other
-    threads' garbage is still freed by reference counting, and their cycles at
-    the next collection, a few tens of milliseconds later.
+    tool calls, turns, their lists), none of them garbage; as they accumulate, the
+    collector walks the growing heap again and again for nothing (a full
+    collection among them): 30 ms more for a trail whose assembly takes 20. It is
+    paused around this one synchronous call alone, with no ``await`` inside, so
+    nothing else of this thread runs meanwhile; other threads' garbage is still
+    freed by reference counting, and their cycles at the next collection, some
+    20 ms later. The read before it (an ``await``) runs with the collector on.
     """
     collecting = gc.isenabled()
     gc.disable()
