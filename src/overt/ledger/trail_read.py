@@ -6,8 +6,8 @@ value handed to Python (about 50 ns each, ``NULL`` or not), so a row of every
 kind's columns, most of them ``NULL``, costs more than rows of their own kind's
 fields. The index is keyed by (session, kind, seq), so each read below is one
 range per kind, in ``seq`` order. The kinds are read in three groups, in one
-snapshot (a query per kind would cost a statement, a sort on PostgreSQL, and a
-round of Python per kind for the rare kinds of the approval path):
+snapshot (the events read kind by kind, with exactly each kind's columns,
+measured the same, for a statement and a loop more per kind):
 
 - **turns** (``turn.started``), with the message body: :data:`TURN_COLUMNS`;
 - **steps** (``reasoning.step``, five of every eight rows), with the step's
