@@ -41,11 +41,11 @@ from overt.types import Message, ToolSpec
 DECLINE = ToolSpec(
     name="cannot_do",
     description=(
-        "The operator tells you to do something that no other tool here does: approve or "
-        "deny a request, delete or prune records, pause or stop yourself, send or post a "
-        "message, change a setting or a budget. Choose this instead of a tool that only "
-        "looks related. Not for questions: a question about approvals, usage, state or "
-        "memory goes to its tool."),
+        "Only when the operator tells you to change something that no other tool here "
+        "changes: approve or deny a pending request, delete or prune records, pause or "
+        "stop yourself, send or post a message, change a setting or a budget. A question "
+        "(how many approvals are waiting, what was spent, what is remembered) is never "
+        "this: it goes to its tool."),
     input_schema={"type": "object", "properties": {}},
     read_only=True,
 )
