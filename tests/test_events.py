@@ -11,6 +11,7 @@ from typing import Any, Literal, get_args, get_origin
 import pytest
 
 from overt.errors import EventDecodeError, LedgerError
+from overt.event_decode import from_entry
 from overt.events import (
     EVENT_TYPES,
     AnyEvent,
@@ -19,7 +20,6 @@ from overt.events import (
     HookBlocked,
     ToolCallCompleted,
     TurnStarted,
-    from_entry,
 )
 from tests.conftest import run
 

@@ -2,8 +2,8 @@
 
 The engine emits them; the ledger records each as one audit entry (``kind`` plus
 the event's fields as ``data``); hooks, exports and the web cockpit read them.
-Readers get them back typed (:func:`from_entry`, ``Entry.event``), so a field
-renamed here breaks its readers at type-check time.
+Readers get them back typed (:func:`overt.event_decode.from_entry`,
+``Entry.event``), so a field renamed here breaks its readers at type-check time.
 Events hold identifiers, statuses, numbers and digests only: never message
 text, tool arguments or tool results. Content goes to the ledger's content tier
 beside the event, referenced by digest.
@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar, overload
-
-from overt.errors import EventDecodeError
+from typing import Any, ClassVar, Literal
 
 ToolStatus = Literal["ok", "not_allowed", "execution_error", "timeout", "unknown_tool"]
 TOOL_STATUSES: tuple[str, ...] = ("ok", "not_allowed", "execution_error", "timeout",
@@ -593,55 +591,3 @@ EVENT_TYPES: dict[str, type[Event]] = {
                 NodeSuperseded, LinkCreated, LinkRetracted, ChannelReceived, ChannelReplied,
                 ChannelReplyFailed, EvalCompleted)
 }
-
-
-E = TypeVar("E", bound=Event)
-_SHAPES: dict[type[Event], tuple[tuple[str, ...], frozenset[str]]] = {}
-
-
-def _shape(cls: type[Event]) -> tuple[tuple[str, ...], frozenset[str]]:
-    """An event class's data fields, and those of them without a default."""
-    shape = _SHAPES.get(cls)
-    if shape is None:
-        fields = [f for f in dataclasses.fields(cls) if f.name not in ("turn_id", "session_id")]
-        shape = (tuple(f.name for f in fields), frozenset(
-            f.name for f in fields
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING))
-        _SHAPES[cls] = shape
-    return shape
-
-
-@overload
-def from_entry(kind: str, data: Mapping[str, Any], *, turn_id: str | None = ...,
-               session_id: str | None = ..., expect: None = ...) -> AnyEvent: ...
-
-
-@overload
-def from_entry(kind: str, data: Mapping[str, Any], *, turn_id: str | None = ...,
-               session_id: str | None = ..., expect: type[E]) -> E: ...
-
-
-def from_entry(kind: str, data: Mapping[str, Any], *, turn_id: str | None = None,
-               session_id: str | None = None, expect: type[Event] | None = None) -> Event:
-    """The typed event an entry of ``kind`` with ``data`` recorded.
-
-    A field the class gained after the entry was written takes its default; a
-    key of ``data`` the class does not have (written by a later version) is left
-    out. ``expect``: the class the caller reads, checked against ``kind``.
-
-    Raises:
-        EventDecodeError: no event class has ``kind``, ``kind`` is not
-            ``expect``'s, or ``data`` lacks a field the class requires.
-    """
-    cls = EVENT_TYPES.get(kind)
-    if cls is None:
-        raise EventDecodeError(f"no event class records kind {kind!r}", kind=kind)
-    if expect is not None and cls is not expect:
-        raise EventDecodeError(f"a {kind} entry is not a {expect.kind} event", kind=kind)
-    names, required = _shape(cls)
-    missing = required.difference(data)
-    if missing:
-        raise EventDecodeError(f"a {kind} entry lacks the field(s) {sorted(missing)} its "
-                               f"event class {cls.__name__} requires", kind=kind)
-    return cls(turn_id=turn_id, session_id=session_id,
-               **{name: data[name] for name in names if name in data})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 from typing import Any
 
@@ -261,6 +262,7 @@ def test_a_ledger_at_an_older_schema_is_brought_up_to_date(
     for module in (sqlite, postgres):
         monkeypatch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:1])
     monkeypatch.setattr(trail_index, "index_rows", lambda entries, bodies: [])  # before 11
+    monkeypatch.setattr(trail_index, "inserts", lambda entries, bodies, ph: [])
     # bodies as an overt before migration 9 stored them: (seq, digest, body, created_at)
     monkeypatch.setattr(sqlite.sql, "insert_content", lambda d: (
         "INSERT INTO content_blobs (seq, digest, body, created_at) VALUES (?, ?, ?, ?)"))
@@ -334,6 +336,34 @@ def test_a_caller_cancelled_while_its_record_is_queued_leaves_the_writer_running
 
     entries = run(cancel_one())
     assert entries[0].turn_id == "T-after"
+    # the writer had taken the cancelled caller's batch: it is on the record all the same
+    assert [e.turn_id for e in run(ledger.entries())] == ["T-cancelled", "T-after"]
+    assert run(ledger.verify(check_bodies=False)).ok
+
+
+def test_callers_on_several_event_loops_and_threads_each_hear_of_their_own_batch(
+        ledger: Any) -> None:
+    """Batches of callers on four event loops (each in its thread) and of blocking
+    callers share the writer's commits; each caller gets its own entries back."""
+    def on_a_loop(n: int) -> list[str | None]:
+        async def many() -> list[str | None]:
+            batches = await asyncio.gather(*[ledger.record([_started_event(f"L{n}-{i}")])
+                                             for i in range(25)])
+            return [e.turn_id for batch in batches for e in batch]
+        return asyncio.run(many())
+
+    def blocking(n: int) -> list[str | None]:
+        return [e.turn_id for i in range(25)
+                for e in ledger.record_sync([_started_event(f"B{n}-{i}")])]
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        loops = [pool.submit(on_a_loop, n) for n in range(4)]
+        blocked = [pool.submit(blocking, n) for n in range(2)]
+        for n, future in enumerate(loops):
+            assert future.result() == [f"L{n}-{i}" for i in range(25)]
+        for n, future in enumerate(blocked):
+            assert future.result() == [f"B{n}-{i}" for i in range(25)]
+    assert run(ledger.count("turn.started")) == 150
     assert run(ledger.verify(check_bodies=False)).ok
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -70,12 +71,15 @@ def test_a_phase_filter_keeps_only_those_steps(ledger: Any) -> None:
 def test_a_paused_turn_says_what_it_waits_on(ledger: Any) -> None:
     turn = run(held_for_approval_then_approved(ledger))
     rows = run(ledger.trail_rows(turn_id=turn.turn_id))
-    from overt.ledger.trail_index import POSITION
+    from overt.ledger.base import TrailRows
+    from overt.ledger.trail_read import EVENT_COLUMNS, STEP_COLUMNS
     from overt.reasoning.trail import assemble
 
     # the turn as it stood while it waited: up to its pause
-    paused = next(i for i, r in enumerate(rows) if r[POSITION["kind"]] == "turn.paused")
-    rows = rows[:paused + 1]
+    seq = EVENT_COLUMNS.index("seq")
+    paused = next(r[seq] for r in rows.events if r[EVENT_COLUMNS.index("kind")] == "turn.paused")
+    rows = TrailRows(rows.turns, [r for r in rows.steps if r[STEP_COLUMNS.index("seq")] <= paused],
+                     [r for r in rows.events if r[seq] <= paused])
 
     assert assemble(rows)[0].paused_on == turn.request_ids[0]
 
@@ -98,3 +102,62 @@ def test_a_step_whose_text_is_not_stored_reads_as_none(ledger: Any) -> None:
         content_digest="sha256:" + "0" * 64)]))
     trail = run(build_trail(ledger, turn_id="T-lost"))
     assert [(s.step_number, s.content) for _, s in trail.steps()] == [(0, None)]
+
+
+def test_a_turn_whose_start_was_pruned_keeps_its_place_its_session_and_its_first_time(
+        ledger: Any) -> None:
+    from overt.engine.record import Recorder
+    from overt.ids import new_ulid
+    from overt.reasoning.steps import TurnSteps
+    from tests.reasoning.turns import call_done, completed, started
+
+    run(thinking_two_calls_a_denial_and_an_error(ledger, "s1", "pruned whole"))
+    rec, turn_id = Recorder(ledger, []), new_ulid()
+    steps = TurnSteps(rec, turn_id, "s1")
+    rec.add(started(rec, turn_id, "s1", "cut in two"))
+    steps.model_reasoning("Checking.", "")
+    run(rec.flush())
+    time.sleep(0.002)  # the cutoff falls strictly inside the turn
+    cutoff = now_iso()
+    rec.add(call_done(rec, turn_id, "s1", "tc1", "check_credits", "ok", "$2"))
+    run(rec.flush())  # the turn's first entry left: a tool call, alone in its commit
+    time.sleep(0.002)
+    steps.executed("tc1", "check_credits", "ok", "$2")
+    rec.add(completed(rec, turn_id, "s1", tools=1))
+    run(rec.flush())
+    after = run(thinking_two_calls_a_denial_and_an_error(ledger, "s1", "after"))
+    assert run(ledger.prune(cutoff)).removed_entries > 0
+
+    first_left = run(ledger.entries(turn_id=turn_id, kinds=["tool_call.completed"]))[0]
+    for trail in (run(build_trail(ledger, session_id="s1")),
+                  run(build_trail(ledger, turn_id=turn_id))):
+        cut = trail.turns[0]
+        assert cut.turn_id == turn_id and cut.message is None and cut.session_id == "s1"
+        assert cut.started_at == first_left.at  # not the time of its first step left
+        assert [c.tool_call_id for c in cut.tool_calls] == ["tc1"]
+        assert [s.phase for s in cut.steps] == ["execute"] and cut.status == "completed"
+    assert [t.turn_id for t in run(build_trail(ledger, session_id="s1")).turns] == [
+        turn_id, after.turn_id]
+
+
+def test_the_garbage_collector_runs_while_the_trail_is_read(ledger: Any) -> None:
+    """Only the synchronous assembly pauses the collector: never the read, an await
+    during which the rest of the process runs."""
+    import gc
+
+    run(thinking_two_calls_a_denial_and_an_error(ledger))
+    seen: list[bool] = []
+
+    class Watched:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(ledger, name)
+
+        async def trail_rows(self, **scope: Any) -> Any:
+            seen.append(gc.isenabled())
+            rows = await ledger.trail_rows(**scope)
+            seen.append(gc.isenabled())
+            return rows
+
+    assert gc.isenabled()
+    trail = run(build_trail(Watched(), session_id="s1"))  # type: ignore[arg-type]
+    assert seen == [True, True] and gc.isenabled() and len(trail.turns) == 1

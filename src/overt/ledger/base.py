@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, overload
+from typing import Any, NamedTuple, Protocol, TypeVar, overload
 
-from overt.events import AnyEvent, Event, LedgerPruned, from_entry
+from overt.event_decode import from_entry
+from overt.events import AnyEvent, Event, LedgerPruned
 from overt.ledger.notify import AppendSignal
 
 E = TypeVar("E", bound=Event)
@@ -104,14 +105,20 @@ class UsageRow:
     session: str = "*"
 
 
-TrailRow = tuple[Any, ...]
-"""One entry of a reasoning trail, as the trail index holds it: the columns of
-:data:`~overt.ledger.trail_index.READ_COLUMNS` (seq, kind, turn_id, session_id,
-at, body_digest, step_number, tool_duration_ms, then the entry kind's own text
-fields in shared slots, ``None`` past them), then the body ``body_digest`` names
-(``None`` when not stored). A plain tuple, as the database returns it: a trail
-is read 80,000 rows at a time. :data:`~overt.ledger.trail_index.FIELD_POSITION`
-names each kind's places."""
+class TrailRows(NamedTuple):
+    """The entries of a reasoning trail, as the trail index holds them, in three
+    groups, each in ``seq`` order and each row a plain tuple of only its kind's
+    fields, as the database returns it (a trail is read 80,000 rows at a time):
+    see :mod:`overt.ledger.trail_read` for the columns of each."""
+
+    turns: list[tuple[Any, ...]]
+    """Turns (their ``turn.started``), with the message
+    (:data:`~overt.ledger.trail_read.TURN_COLUMNS`)."""
+    steps: list[tuple[Any, ...]]
+    """Reasoning steps, with their text (:data:`~overt.ledger.trail_read.STEP_COLUMNS`)."""
+    events: list[tuple[Any, ...]]
+    """Every other kind a trail reads (:data:`~overt.ledger.trail_read.EVENT_COLUMNS`)."""
+
 
 TableRow = tuple[str, Mapping[str, Any]]
 """(table, {column: value}): a row written beside the chain in the same transaction."""
@@ -152,9 +159,9 @@ class Ledger(Protocol):
 
     async def trail_rows(self, *, turn_id: str | None = None,
                          session_id: str | None = None, since: str | None = None,
-                         until: str | None = None) -> list[TrailRow]:
+                         until: str | None = None) -> TrailRows:
         """The entries of the turns in scope of the kinds a trail reads
-        (:data:`~overt.ledger.trail_index.TRAIL_KINDS`), in ``seq`` order.
+        (:data:`~overt.ledger.trail_index.TRAIL_KINDS`), read in one snapshot.
 
         In scope: the turn ``turn_id``; else the turns of ``session_id`` and/or
         started in ``[since, until)``.

@@ -30,7 +30,6 @@ restart once the server is back.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import logging
 import queue
@@ -50,33 +49,28 @@ from overt.errors import (
     UsageError,
 )
 from overt.events import Event, LedgerPruned
-from overt.ledger import retention, sql, trail_index, tree
+from overt.ledger import pg_read, retention, sql, trail_index, trail_read, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
-    TrailRow,
+    TrailRows,
     TurnSummary,
     UsageRow,
     VerifyReport,
 )
-from overt.ledger.canonical import GENESIS, digest_bytes
+from overt.ledger.canonical import GENESIS
 from overt.ledger.chain import (
     ENTRY_COLUMNS,
-    Counted,
     Draft,
     Progress,
     Row,
     batch_claims,
-    began_pruned_on,
     chain,
     content_rows,
     drafts,
     row_to_entry,
-    verify_payloads,
-    with_body_check,
-    with_content_check,
 )
-from overt.ledger.groups import next_group
+from overt.ledger.groups import Answer, Caller, answer, next_group
 from overt.ledger.notify import AppendSignal
 from overt.ledger.schema.postgres import COPY_TRAIL_INDEX, FILLS, MIGRATIONS, MIGRATIONS_TABLE
 from overt.ledger.sql import POSTGRES as D
@@ -144,7 +138,7 @@ def url_pool_size(url: str) -> int:
 class _Pending:
     batch: list[Draft]
     contents: Mapping[str, str] | None
-    future: concurrent.futures.Future[list[Entry]]
+    caller: Caller
     claims: list[tuple[str, str]]
     inserts: list[tuple[str, tuple[Any, ...]]]
 
@@ -249,16 +243,18 @@ class PostgresLedger:
     async def record(self, events: Sequence[Event],
                      contents: Mapping[str, str] | None = None, *,
                      rows: Sequence[TableRow] = ()) -> list[Entry]:
-        return await asyncio.wrap_future(self._submit(events, contents, rows))
+        result: list[Entry] = await self._submit(events, contents, rows, Caller.on_loop())
+        return result
 
     def record_sync(self, events: Sequence[Event],
                     contents: Mapping[str, str] | None = None, *,
                     rows: Sequence[TableRow] = ()) -> list[Entry]:
         """:meth:`record`, for callers without an event loop."""
-        return self._submit(events, contents, rows).result()
+        result: list[Entry] = self._submit(events, contents, rows, Caller.blocking()).result()
+        return result
 
     def _submit(self, events: Sequence[Event], contents: Mapping[str, str] | None,
-                rows: Sequence[TableRow] = ()) -> concurrent.futures.Future[list[Entry]]:
+                rows: Sequence[TableRow], caller: Caller) -> Any:
         if self._closed:
             raise LedgerError(f"ledger {_safe(self.url)} is closed")
         try:
@@ -268,10 +264,8 @@ class PostgresLedger:
         except (TypeError, ValueError) as exc:
             raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
         claims = batch_claims(batch)
-        future: concurrent.futures.Future[list[Entry]] = concurrent.futures.Future()
-        future.set_running_or_notify_cancel()  # a cancelled caller cannot take it back
-        self._queue.put(_Pending(batch, contents, future, claims, inserts))
-        return future
+        self._queue.put(_Pending(batch, contents, caller, claims, inserts))
+        return caller.future
 
     async def claimed(self, kind: str, claim: str) -> Entry | None:
         row = await self._aread(
@@ -296,29 +290,30 @@ class PostgresLedger:
             results = self._append(conn, group, head)
         except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError) as exc:
             if len(group) == 1:
-                group[0].future.set_exception(
-                    LedgerError(f"cannot append to ledger {_safe(self.url)}: {exc}"))
+                answer([(group[0].caller, False,
+                         LedgerError(f"cannot append to ledger {_safe(self.url)}: {exc}"))])
                 return conn
             for pending in group:
                 conn = self._commit_group(conn, [pending])
             return conn
         except psycopg.Error as exc:
-            for pending in group:
-                pending.future.set_exception(
-                    LedgerError(f"cannot append to ledger {_safe(self.url)}: {exc}"))
+            error = LedgerError(f"cannot append to ledger {_safe(self.url)}: {exc}")
+            answer((pending.caller, False, error) for pending in group)
             if conn is not None:
                 conn.close()
             return None
         last, turns = 0, set[str | None]()
+        answers: list[Answer] = []
         for pending, result in zip(group, results, strict=True):
             if isinstance(result, LedgerConflict):
-                pending.future.set_exception(result)
+                answers.append((pending.caller, False, result))
             else:
-                pending.future.set_result(result)
+                answers.append((pending.caller, True, result))
                 last = max([last, *(e.seq for e in result)])
                 turns.update(e.turn_id for e in result)
         if last:
             self.appended.notify(last, turns)
+        answer(answers)
         return conn
 
     def _begin(self, conn: Any) -> tuple[Any, tuple[int, str]]:
@@ -462,20 +457,10 @@ class PostgresLedger:
 
     async def trail_rows(self, *, turn_id: str | None = None,
                          session_id: str | None = None, since: str | None = None,
-                         until: str | None = None) -> list[TrailRow]:
-        statement, params = sql.trail_indexed(D, turn_id=turn_id, session_id=session_id,
-                                              since=since, until=until)
-
-        def read(conn: Any) -> list[TrailRow]:
-            # the rows come sorted by seq, bodies and all: 80,000 rows (10,000 turns)
-            # are about 24 MB, which the default work_mem (4 MB) sorts on disk
-            with conn.transaction(), conn.cursor(binary=True) as cur:
-                cur.execute(f"SET LOCAL work_mem = '{TRAIL_WORK_MEM}'")
-                cur.adapters.register_loader("bytea", _Utf8Loader)  # bodies read as text
-                rows: list[TrailRow] = cur.execute(statement, params).fetchall()
-                return rows
-
-        return await self._aread(read)
+                         until: str | None = None) -> TrailRows:
+        reads = trail_read.statements(D, turn_id=turn_id, session_id=session_id,
+                                      since=since, until=until)
+        return await self._aread(lambda conn: pg_read.trail(conn, reads))
 
     async def content(self, digest: str, *, seq: int | None = None) -> str | None:
         params: tuple[Any, ...] = (digest,) if seq is None else (seq, digest)
@@ -527,44 +512,10 @@ class PostgresLedger:
     def verify_sync(self, *, check_content: bool = True, check_index: bool = True,
                     check_bodies: bool = True, progress: Progress | None = None
                     ) -> VerifyReport:
-        """:meth:`verify`, for callers without an event loop.
-
-        Reads the chain through a server-side cursor, in one repeatable-read
-        snapshot, so a concurrent writer neither blocks it nor shows it a torn head.
-        """
+        """:meth:`verify`, for callers without an event loop (see :func:`.pg_read.verify`)."""
         try:
             with self._connect() as conn:
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                counted = Counted.of(conn, progress, check_index, check_content, check_bodies)
-                anchors = {int(s): h for s, h in conn.execute(sql.prune_anchors(D))
-                           if s is not None and h is not None}
-                with conn.cursor(name="overt_verify", binary=True) as cur:
-                    cur.itersize = 10_000
-                    cur.execute(sql.PG_VERIFY_PAYLOADS)
-                    report = verify_payloads(counted.rows(cur), anchors)
-                if check_index and report.ok:
-                    report = trail_index.verified(report, conn, sql.trail_index_check(D),
-                                                  anchors, counted.rows)
-                if not check_content or not report.ok:
-                    return report
-                checked, bad, present = 0, [], set()
-                with conn.cursor(name="overt_verify_content") as cur:
-                    cur.itersize = 2_000
-                    cur.execute("SELECT digest, body FROM content_blobs")
-                    for digest, body in counted.rows(cur):
-                        checked += 1
-                        present.add(digest)
-                        if digest_bytes(bytes(body)) != digest:
-                            bad.append(digest)
-                report = with_content_check(report, checked, bad)
-                if not check_bodies:
-                    return report
-                with conn.cursor(name="overt_verify_pointers") as cur:
-                    cur.itersize = 10_000
-                    cur.execute(sql.body_pointers(D))
-                    return with_body_check(report, counted.rows(cur), present,
-                                           pruned=bool(anchors),
-                                           began_pruned=began_pruned_on(conn, D.ph))
+                return pg_read.verify(conn, check_content, check_index, check_bodies, progress)
         except psycopg.Error as exc:
             raise LedgerError(f"cannot read ledger {_safe(self.url)}: {exc}") from exc
 
@@ -582,27 +533,12 @@ class PostgresLedger:
             self._pool.close()
 
 
-TRAIL_WORK_MEM = "64MB"
-"""The sort memory of one trail read (a rare, whole-session read), for its
-transaction alone."""
-
-
 def _lock_head(conn: Any) -> tuple[int, str]:
     cur = conn.execute(_BEGIN_LOCK_HEAD)
     cur.nextset()
     cur.nextset()
     row = cur.fetchone()
     return (int(row[0]), row[1]) if row else (0, GENESIS)
-
-
-if psycopg is not None:
-    class _Utf8Loader(psycopg.adapt.Loader):
-        """A ``bytea`` (a body: PostgreSQL text cannot hold NUL) read as the text it holds."""
-
-        format = psycopg.pq.Format.BINARY
-
-        def load(self, data: Any) -> str:
-            return bytes(data).decode("utf-8")
 
 
 def _safe(url: str) -> str:

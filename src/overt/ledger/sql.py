@@ -229,24 +229,6 @@ BODY_WINDOW = 4096
 any one transaction of a turn holds."""
 
 
-def _trail_scope(d: Dialect, *, turn_id: str | None, session_id: str | None,
-                 since: str | None, until: str | None) -> tuple[str, list[Any]]:
-    """The condition on entries ``a`` of the turns in scope, and its parameters."""
-    if turn_id is not None:
-        return f"a.turn_id = {d.ph}", [turn_id]
-    if since is None and until is None:
-        return f"a.session_id = {d.ph}", [session_id]
-    params: list[Any] = []
-    started = ["s.kind = 'turn.started'", kind_indexed("s")]
-    for condition, value in ((f"s.session_id = {d.ph}", session_id),
-                             (f"s.at >= {d.ph}", since), (f"s.at < {d.ph}", until)):
-        if value is not None:
-            started.append(condition)
-            params.append(value)
-    return (f"a.turn_id IN (SELECT s.turn_id FROM audit_log s WHERE {' AND '.join(started)})",
-            params)
-
-
 def body_of(d: Dialect, column: str) -> str:
     """``column`` (``body``, ``key``) of the content row holding the body that entry
     ``a`` of a kind in :data:`~overt.ledger.trail_index.BODY_FIELDS` names; NULL for
@@ -285,39 +267,13 @@ def delete_trail_index_through(d: Dialect) -> str:
     return f"DELETE FROM trail_index WHERE seq <= {d.ph}"
 
 
-_BODY_JOIN = "LEFT JOIN content_blobs c ON {on} AND c.digest = t.body_digest"
-
-
-def trail_indexed(d: Dialect, *, turn_id: str | None, session_id: str | None,
-                  since: str | None, until: str | None) -> tuple[str, list[Any]]:
-    """Read from the trail index: the :data:`~overt.ledger.trail_index.READ_COLUMNS`
-    and the body of each entry of the turns in scope, in ``seq`` order. A session's
-    rows are one range of the index; other scopes find their turns through the
-    chain's indexes first.
-
-    In scope: the one turn ``turn_id``; else the turns of ``session_id`` and/or
-    started in ``[since, until)``.
-    """
-    columns = ", ".join([f"t.{c}" for c in trail_index.READ_COLUMNS[:trail_index.FIRST_SLOT]]
-                        + [trail_index.slot_sql(n) for n in range(trail_index.SLOTS)])
-    join = _BODY_JOIN.format(on=content_seq(d, "=", "t.body_seq", "c"))
-    select = f"SELECT {columns}, c.body FROM trail_index t {join} WHERE "
-    if turn_id is None and since is None and until is None:
-        return f"{select}t.session_id = {d.ph} ORDER BY t.seq", [session_id or ""]
-    scope, params = _trail_scope(d, turn_id=turn_id, session_id=session_id, since=since,
-                                 until=until)
-    return (f"SELECT {columns}, c.body FROM audit_log a JOIN trail_index t "
-            "ON t.session_id = coalesce(a.session_id, '') AND t.seq = a.seq "
-            f"{join} WHERE {scope} AND a.kind IN ({_TRAIL_KINDS}) ORDER BY a.seq", params)
-
-
 def trail_index_check(d: Dialect) -> str:
     """Each entry the trail index should hold, the seq its body is found under, and
     the index's row for it (see :func:`overt.ledger.trail_index.check`)."""
     columns = ", ".join(f"t.{c}" for c in trail_index.COLUMNS)
     return (f"SELECT a.seq, a.kind, a.at, a.turn_id, a.session_id, a.data, "
             f"{body_of(d, 'seq')}, {columns} FROM audit_log a LEFT JOIN trail_index t "
-            "ON t.session_id = coalesce(a.session_id, '') AND t.seq = a.seq "
+            "ON t.session_id = coalesce(a.session_id, '') AND t.kind = a.kind AND t.seq = a.seq "
             f"WHERE a.kind IN ({_TRAIL_KINDS}) AND a.turn_id IS NOT NULL ORDER BY a.seq")
 
 

@@ -41,11 +41,11 @@ from typing import Any, TypeVar
 from overt.clock import now_iso
 from overt.errors import LedgerConflict, LedgerError, MigrationError
 from overt.events import Event, LedgerPruned
-from overt.ledger import legacy_journal, retention, sql, trail_index, tree
+from overt.ledger import legacy_journal, retention, sql, trail_index, trail_read, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
-    TrailRow,
+    TrailRows,
     TurnSummary,
     UsageRow,
     VerifyReport,
@@ -65,7 +65,7 @@ from overt.ledger.chain import (
     with_body_check,
     with_content_check,
 )
-from overt.ledger.groups import next_group
+from overt.ledger.groups import Answer, Caller, answer, next_group
 from overt.ledger.notify import AppendSignal
 from overt.ledger.schema.sqlite import (
     FILLS,
@@ -91,7 +91,7 @@ group's time, it stores its rows and returns its result and the new head."""
 @dataclass(slots=True)
 class _Pending:
     work: Work
-    future: concurrent.futures.Future[Any]
+    caller: Caller
 
 
 class SqliteLedger:
@@ -198,15 +198,16 @@ class SqliteLedger:
     async def record(self, events: Sequence[Event],
                      contents: Mapping[str, str] | None = None, *,
                      rows: Sequence[TableRow] = ()) -> list[Entry]:
-        result: list[Entry] = await asyncio.wrap_future(
-            self._submit(self._record_work(events, contents, rows)))
+        result: list[Entry] = await self._submit(self._record_work(events, contents, rows),
+                                                 Caller.on_loop())
         return result
 
     def record_sync(self, events: Sequence[Event],
                     contents: Mapping[str, str] | None = None, *,
                     rows: Sequence[TableRow] = ()) -> list[Entry]:
         """:meth:`record`, for callers without an event loop."""
-        result: list[Entry] = self._submit(self._record_work(events, contents, rows)).result()
+        result: list[Entry] = self._submit(self._record_work(events, contents, rows),
+                                           Caller.blocking()).result()
         return result
 
     def _record_work(self, events: Sequence[Event], contents: Mapping[str, str] | None,
@@ -238,24 +239,20 @@ class SqliteLedger:
                     body_seqs = {digest: seq for seq, digest, _ in bodies}
                     conn.executemany(sql.insert_content(D), _keyed(bodies, at))
                 conn.executemany(sql.insert_entries(D), entry_rows)
-                indexed = trail_index.index_rows(entries, body_seqs)
-                if indexed:
-                    conn.executemany(sql.insert_trail_index(D), indexed)
+                for statement, indexed in trail_index.inserts(entries, body_seqs, D.ph):
+                    conn.executemany(statement, indexed)
             for statement, values in inserts:
                 conn.execute(statement, values)
             return entries, head
 
         return work
 
-    def _submit(self, work: Work) -> concurrent.futures.Future[Any]:
+    def _submit(self, work: Work, caller: Caller) -> Any:
+        """Queue ``work`` for the writer; the future ``caller`` waits on."""
         if self._closed:
             raise LedgerError(f"ledger {self.path} is closed")
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        # running from now: a caller cancelled while waiting cannot take back a batch
-        # the writer may be committing (and the writer's answer never meets a cancel)
-        future.set_running_or_notify_cancel()
-        self._queue.put(_Pending(work, future))
-        return future
+        self._queue.put(_Pending(work, caller))
+        return caller.future
 
     def _write_loop(self, conn: sqlite3.Connection) -> None:
         try:
@@ -271,7 +268,7 @@ class SqliteLedger:
     def _commit_group(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:
         """Commit ``group`` in one transaction, each batch under its own savepoint;
         then answer each caller (a batch that failed, with its error)."""
-        results: list[tuple[bool, Any]] = []
+        results: list[Answer] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -288,11 +285,11 @@ class SqliteLedger:
                         conn.execute("ROLLBACK TO batch" if shared else "ROLLBACK")
                         if shared:
                             conn.execute("RELEASE batch")
-                        results.append((False, self._error(exc)))
+                        results.append((pending.caller, False, self._error(exc)))
                         continue
                     if shared:
                         conn.execute("RELEASE batch")
-                    results.append((True, result))
+                    results.append((pending.caller, True, result))
                 if conn.in_transaction:
                     conn.execute("COMMIT")
             except BaseException:
@@ -301,20 +298,16 @@ class SqliteLedger:
                 raise
         except Exception as exc:  # noqa: BLE001  nothing committed: every caller told why
             error = LedgerError(f"cannot write ledger {self.path}: {exc}")
-            for pending in group:
-                pending.future.set_exception(error)
+            answer((pending.caller, False, error) for pending in group)
             return
         last, turns = 0, set[str | None]()
-        for pending, (ok, result) in zip(group, results, strict=True):
-            if not ok:
-                pending.future.set_exception(result)
-                continue
-            pending.future.set_result(result)
-            if isinstance(result, list) and result:
+        for _, ok, result in results:
+            if ok and isinstance(result, list) and result:
                 last = max(last, result[-1].seq)
                 turns.update(e.turn_id for e in result)
         if last:
             self.appended.notify(last, turns)
+        answer(results)  # last: the callers' loops wake to a writer that is done
 
     def _error(self, exc: Exception) -> Exception:
         if isinstance(exc, (LedgerError, LedgerConflict)):
@@ -327,11 +320,12 @@ class SqliteLedger:
 
     async def prune(self, cutoff: str) -> LedgerPruned:
         """Remove entries and content older than ``cutoff`` (see :mod:`.retention`)."""
-        record: LedgerPruned = await asyncio.wrap_future(self._submit(self._prune_work(cutoff)))
+        record: LedgerPruned = await self._submit(self._prune_work(cutoff), Caller.on_loop())
         return record
 
     def prune_sync(self, cutoff: str) -> LedgerPruned:
-        record: LedgerPruned = self._submit(self._prune_work(cutoff)).result()
+        record: LedgerPruned = self._submit(self._prune_work(cutoff),
+                                            Caller.blocking()).result()
         return record
 
     @staticmethod
@@ -400,10 +394,10 @@ class SqliteLedger:
 
     async def trail_rows(self, *, turn_id: str | None = None,
                          session_id: str | None = None, since: str | None = None,
-                         until: str | None = None) -> list[TrailRow]:
-        statement, params = sql.trail_indexed(D, turn_id=turn_id, session_id=session_id,
-                                              since=since, until=until)
-        return await self._aquery(statement, params)
+                         until: str | None = None) -> TrailRows:
+        reads = trail_read.statements(D, turn_id=turn_id, session_id=session_id,
+                                      since=since, until=until)
+        return await self._aread(lambda conn: trail_read.read(conn, reads))
 
     async def content(self, digest: str, *, seq: int | None = None) -> str | None:
         if seq is None:

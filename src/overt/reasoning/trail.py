@@ -1,8 +1,8 @@
 """The audit trail: turns in order, each with its reasoning steps, tool calls,
 policy decisions and approvals joined.
 
-Built from one ledger query (:meth:`~overt.ledger.base.Ledger.trail_rows`),
-whatever the number of turns: an auditor asks for a whole session, or for
+Built from one ledger read (:meth:`~overt.ledger.base.Ledger.trail_rows`: three
+queries in one snapshot), whatever the number of turns: an auditor asks for a whole session, or for
 everything in a time window across sessions, and reads why each call was made
 next to what the call did and who let it through.
 """
@@ -10,14 +10,16 @@ next to what the call did and who let it through.
 from __future__ import annotations
 
 import gc
+import operator
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from overt.errors import UsageError
 from overt.events import REASONING_PHASES
-from overt.ledger.base import Ledger, TrailRow
-from overt.ledger.trail_index import FIELD_POSITION, POSITION
+from overt.ledger.base import Ledger, TrailRows
+from overt.ledger.trail_index import TRAIL_KINDS
+from overt.ledger.trail_read import EVENT_COLUMNS, EVENT_POSITION, STEP_COLUMNS
 
 
 class Step(NamedTuple):
@@ -176,85 +178,131 @@ async def build_trail(ledger: Ledger, *, session_id: str | None = None,
     if turn_id is None and session_id is None and since is None and until is None:
         raise UsageError("a trail needs a turn, a session or a time range")
     keep = check_phases(phases)
-    # Reading and assembling a trail allocates some 500,000 objects (tuples, step
-    # records, decoded records), none of them garbage: the cyclic collector would
-    # walk the growing heap again and again for nothing (40 % of the assembly of
-    # 50,000 steps). Reference counting still frees what is dropped.
+    rows = await ledger.trail_rows(turn_id=turn_id, session_id=session_id,
+                                   since=since, until=until)
+    session = session_id
+    if turn_id is not None and not rows.turns and (rows.steps or rows.events):
+        # the turn's start was pruned: its session is what its entries say
+        first = await ledger.entries(turn_id=turn_id, kinds=TRAIL_KINDS, limit=1)
+        session = first[0].session_id if first else None
+    return Trail(_assembled(rows, keep, session), session_id, turn_id, since, until)
+
+
+def _assembled(rows: TrailRows, keep: frozenset[str] | None,
+               session_id: str | None) -> list[TurnTrail]:
+    """:func:`assemble`, with the cyclic garbage collector paused while it runs.
+
+    Assembling 10,000 turns makes some 90,000 objects the collector tracks (steps,
+    tool calls, turns, their lists), none of them garbage; as they accumulate, the
+    collector walks the growing heap again and again for nothing (a full
+    collection among them): 30 ms more for a trail whose assembly takes 20. It is
+    paused around this one synchronous call alone, with no ``await`` inside, so
+    nothing else of this thread runs meanwhile; other threads' garbage is still
+    freed by reference counting, and their cycles at the next collection, some
+    20 ms later. The read before it (an ``await``) runs with the collector on.
+    """
     collecting = gc.isenabled()
     gc.disable()
     try:
-        rows = await ledger.trail_rows(turn_id=turn_id, session_id=session_id,
-                                       since=since, until=until)
-        turns = assemble(rows, keep)
+        return assemble(rows, keep, session_id)
     finally:
         if collecting:
             gc.enable()
-    return Trail(turns, session_id, turn_id, since, until)
 
 
-_PHASES = {phase: phase for phase in REASONING_PHASES}
-_F = FIELD_POSITION
-_STEP = tuple(_F["reasoning.step"][c] for c in (
-    "step_id", "step_number", "phase", "tool_call_id", "policy_decision_id",
-    "approval_request_id"))
-_CALL = tuple(_F["tool_call.completed"][c] for c in (
-    "tool_call_id", "tool_name", "tool_status", "tool_duration_ms", "reason_code", "exc_type"))
-_PHASE = _F["reasoning.step"]["phase"]
-_SOURCE, _MODEL = _F["turn.started"]["source"], _F["turn.started"]["model"]
-_STATUS = _F["turn.completed"]["status"]
-_DIGEST = POSITION["body_digest"]
+_CALL = operator.itemgetter(*[EVENT_COLUMNS.index(c) for c in ("seq", "at")],
+                            *[EVENT_POSITION["tool_call.completed"][c] for c in (
+                                "tool_call_id", "tool_name", "tool_status", "tool_duration_ms",
+                                "reason_code", "exc_type")])
+"""A tool call's record from its event row, in :class:`ToolCallRecord`'s order."""
+_STATUS = EVENT_POSITION["turn.completed"]["status"]
+_PHASE = STEP_COLUMNS.index("phase")
 
 
-def assemble(rows: list[TrailRow], keep: frozenset[str] | None = None) -> list[TurnTrail]:
-    """Turns from trail rows (see :data:`~overt.ledger.base.TrailRow`), in ``seq`` order.
+def assemble(rows: TrailRows, keep: frozenset[str] | None = None,
+             session_id: str | None = None) -> list[TurnTrail]:
+    """Turns from the rows of a trail (:class:`~overt.ledger.base.TrailRows`), in the
+    order they started (of their first entry), each record in ``seq`` order.
 
-    The hot loop of a trail: a row's columns go straight into its named tuple
-    (``tuple.__new__``: a named tuple's own ``__new__`` is Python code), the turn
-    looked up only when it changes, and the strings many records repeat (a
-    commit's time, a phase) shared, not held once per record: fewer objects for
-    the garbage collector to walk once the trail is built.
+    ``session_id``: the session of a turn whose ``turn.started`` is not among the
+    rows (pruned); every other turn's is its start's.
+
+    The hot loops of a trail: a step's row is its turn and then its
+    :class:`Step`'s fields, in order, so the record is the row's tail
+    (``tuple.__new__``: a named tuple's own ``__new__`` is Python code), and the
+    turn is looked up only when it changes.
     """
     turns: dict[str, TurnTrail] = {}
-    new, phases = tuple.__new__, _PHASES
-    step_at, call_at = _STEP, _CALL
+    first: dict[str, int] = {}
+    for seq, turn_id, session, at, source, model, message in rows.turns:
+        started = turns.get(turn_id)
+        if started is None:
+            turns[turn_id] = TurnTrail(turn_id, session or None, at, source, model, message)
+            first[turn_id] = seq
+        else:  # started twice (a ledger written by hand): the later start stands
+            started.started_at, started.source, started.model, started.message = (
+                at, source, model, message)
+    early = _Early(turns, first, session_id)
+    new = tuple.__new__
     current: str | None = None
-    last_at = ""
     turn = TurnTrail("", None, "")
-    for r in rows:
-        seq, kind, turn_id, at = r[0], r[1], r[2], r[4]
-        if at == last_at:
-            at = last_at
-        else:
-            last_at = at
+    steps: list[Step] = []
+    for r in rows.steps:
+        if r[0] != current:
+            current = r[0]
+            found = turns.get(r[0])
+            turn = found if found is not None and r[1] > first[r[0]] else early.turn(*r[:3])
+            steps = turn.steps
+        if keep is None or r[_PHASE] in keep:
+            steps.append(new(Step, r[1:]))
+    current = None
+    call, status = _CALL, _STATUS
+    for r in rows.events:
+        turn_id, kind = r[0], r[1]
         if turn_id != current:
             current = turn_id
             found = turns.get(turn_id)
-            if found is None:
-                found = turns[turn_id] = TurnTrail(turn_id, r[3] or None, at)
-            turn = found
-        if kind == "reasoning.step":
-            phase = r[_PHASE]
-            if keep is None or phase in keep:
-                i, n, _, c, p, a = step_at
-                turn.steps.append(new(Step, (seq, at, r[i], r[n], phases.get(phase, phase),
-                                             r[-1], r[_DIGEST], r[c], r[p], r[a])))
-        elif kind == "tool_call.completed":
-            turn.tool_calls.append(new(ToolCallRecord, (seq, at, *[r[i] for i in call_at])))
-        elif kind == "turn.started":
-            turn.started_at, turn.source, turn.model, turn.message = (
-                at, r[_SOURCE], r[_MODEL], r[-1])
+            turn = found if found is not None and r[2] > first[turn_id] else early.turn(
+                turn_id, r[2], r[3])
+        if kind == "tool_call.completed":
+            turn.tool_calls.append(new(ToolCallRecord, call(r)))
         elif kind == "turn.completed":
-            turn.status, turn.completed_at, turn.paused_on = r[_STATUS], at, None
+            turn.status, turn.completed_at, turn.paused_on = r[status], r[3], None
         else:
-            _approval_record(turn, seq, at, kind, r)
-    return list(turns.values())
+            _approval_record(turn, kind, r)
+    if not early.moved:
+        return list(turns.values())
+    return sorted(turns.values(), key=lambda t: first[t.turn_id])
 
 
-def _approval_record(turn: TurnTrail, seq: int, at: str, kind: str,
-                     r: Sequence[Any]) -> None:
+class _Early:
+    """The turns rows come for before their start: a turn whose ``turn.started``
+    is not among the rows (pruned, or out of scope), or an entry before it."""
+
+    def __init__(self, turns: dict[str, TurnTrail], first: dict[str, int],
+                 session_id: str | None) -> None:
+        self.turns, self.first, self.session_id = turns, first, session_id
+        self.unstarted: set[str] = set()
+        self.moved = False
+
+    def turn(self, turn_id: str, seq: int, at: str) -> TurnTrail:
+        """The turn ``turn_id``, whose entry ``seq`` (at ``at``) is the first seen."""
+        turn = self.turns.get(turn_id)
+        if turn is None:
+            turn = self.turns[turn_id] = TurnTrail(turn_id, self.session_id, at)
+            self.unstarted.add(turn_id)
+        elif turn_id in self.unstarted:
+            turn.started_at = at  # a turn with no start began at its first entry
+        self.first[turn_id] = seq
+        self.moved = True
+        return turn
+
+
+def _approval_record(turn: TurnTrail, kind: str, r: Sequence[Any]) -> None:
     """The records of the approval path (columns named in
-    :data:`~overt.ledger.trail_index.FIELD_POSITION`)."""
-    p = _F.get(kind, {})
+    :data:`~overt.ledger.trail_read.EVENT_POSITION`)."""
+    seq, at = r[2], r[3]
+    p = EVENT_POSITION[kind]
     if kind == "policy.decision":
         turn.decisions = (*turn.decisions, DecisionRecord(
             seq, at, r[p["decision_id"]], r[p["tool_call_id"]], r[p["tool_name"]],

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from overt.errors import LedgerError, UsageError
-from overt.events import TurnStarted, from_entry
+from overt.event_decode import from_entry
+from overt.events import TurnStarted
 from overt.ledger.sql import POSTGRES, SQLITE, Dialect
 from overt.sessions import queries
 from overt.types import Message, ToolCall

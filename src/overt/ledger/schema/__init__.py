@@ -22,4 +22,5 @@ NAMES: dict[int, str] = {
     11: "trail index in plain columns: each session's trail entries together",
     12: "Merkle tree: stored subtrees (tiles of 256 entries, a prune's edge)",
     13: "memory search indexes each word's first three characters (SQLite; GIN already does)",
+    14: "trail index keyed by session, kind and seq: a trail reads each kind as one range",
 }

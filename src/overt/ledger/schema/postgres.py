@@ -26,7 +26,7 @@ from overt.ledger.sql import (
     reasoning_steps_view,
     trail_index_fill,
 )
-from overt.ledger.trail_index import COLUMNS, decode, index_row, table_sql
+from overt.ledger.trail_index import COLUMNS, KEY, decode, index_row, table_sql
 
 FUNCTIONS = """
 CREATE OR REPLACE FUNCTION overt_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -234,6 +234,11 @@ CREATE TABLE merkle_nodes (
 CREATE INDEX merkle_nodes_at ON merkle_nodes (level, first_leaf);
 """ + _guard("merkle_nodes", gated=False)
 
+# The trail index keyed by (session_id, kind, seq) (see overt.ledger.trail_index.KEY).
+_TRAIL_BY_KIND_V14 = (
+    "ALTER TABLE trail_index DROP CONSTRAINT trail_index_pkey, "
+    f"ADD CONSTRAINT trail_index_pkey PRIMARY KEY ({', '.join(KEY)});\n")
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (version, NAMES[version], script) for version, script in (
         (1, _INITIAL),
@@ -249,6 +254,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (11, _TRAIL_INDEX_V11),
         (12, _MERKLE_NODES_V12),
         (13, "SELECT 1"),  # SQLite's prefix index; GIN matches prefixes as it is
+        (14, _TRAIL_BY_KIND_V14),
     )]
 
 FILLS: dict[int, Callable[[Any], None]] = {11: fill_trail_index}

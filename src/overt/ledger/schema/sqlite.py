@@ -28,7 +28,7 @@ from overt.ledger.sql import (
     reasoning_steps_view,
     trail_index_fill,
 )
-from overt.ledger.trail_index import decode, index_row, table_sql
+from overt.ledger.trail_index import KEY, decode, index_row, table_sql
 
 APPEND_ONLY = "overt ledger is append-only"
 
@@ -237,6 +237,16 @@ CREATE TABLE merkle_nodes (
 CREATE INDEX merkle_nodes_at ON merkle_nodes (level, first_leaf);
 """ + _append_only("merkle_nodes")
 
+# The trail index keyed by (session_id, kind, seq) (see overt.ledger.trail_index.KEY):
+# a table WITHOUT ROWID is its key's order, so it is rebuilt, with its guards.
+_TRAIL_BY_KIND_V14 = (table_sql(postgres=False, name="trail_index_by_kind", key=KEY)
+                      + "INSERT INTO trail_index_by_kind SELECT * FROM trail_index;\n"
+                      "DROP TRIGGER trail_index_no_update;\n"
+                      "DROP TRIGGER trail_index_no_delete;\n"
+                      "DROP TABLE trail_index;\n"
+                      "ALTER TABLE trail_index_by_kind RENAME TO trail_index;\n"
+                      + _append_only("trail_index"))
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (version, NAMES[version], script) for version, script in (
         (1, _INITIAL),
@@ -252,6 +262,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (11, _TRAIL_INDEX_V11),
         (12, _MERKLE_NODES_V12),
         (13, memory_search.sqlite_prefix()),
+        (14, _TRAIL_BY_KIND_V14),
     )]
 
 FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {11: fill_trail_index}

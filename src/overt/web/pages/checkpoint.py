@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from overt.errors import ExtraMissingError, LedgerIntegrityError
-from overt.events import LedgerCheckpointed, from_entry
+from overt.event_decode import from_entry
+from overt.events import LedgerCheckpointed
 from overt.ledger import sql
 from overt.ledger.checkpoints import Checkpoint
 from overt.ledger.signing import DASH, PublicKey
