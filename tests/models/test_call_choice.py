@@ -89,3 +89,21 @@ def test_an_earlier_answers_figures_are_stale_unless_the_operator_wrote_them() -
     assert not restates("17 times 23 is 391, over 1 dollar.", stale)
     assert not restates("v0.0500.1 and x6", stale)
     assert not restates("anything", frozenset())
+
+
+def test_optional_enum_filters_without_a_default_are_left_out_of_the_grammar() -> None:
+    search = ToolSpec("node_search", "Search.", {
+        "type": "object", "additionalProperties": False,
+        "properties": {"query": {"type": "string", "default": ""},
+                       "kind": {"type": "string", "enum": ["Note", "Ticket"]},
+                       "limit": {"type": "integer", "default": 10}}})
+    (made,) = callable_tools([search], [])
+    assert list(made.input_schema["properties"]) == ["query", "limit"]
+    assert made.input_schema["additionalProperties"] is False
+    assert "kind" in search.input_schema["properties"]  # the shown schema is unchanged
+    (usage,) = callable_tools([ToolSpec("get_usage", "Usage.", {
+        "type": "object", "properties": {
+            "period": {"type": "string", "enum": ["today", "7d"], "default": "today"}}})], [])
+    assert "period" in usage.input_schema["properties"]  # has a default: kept
+    assert callable_tools([LINK], [A])[0].input_schema["properties"]["kind"]["enum"] == [
+        "applies_to"]  # required: kept

@@ -23,6 +23,9 @@ built from the offered tools' schemas. Three things shape that choice here:
   (call probability below 0.1%). A reply without a call that restates a figure
   of an earlier assistant answer (one no operator message holds) is dropped
   for a call (:func:`restates`).
+- **No guessed filters.** An optional enum argument without a default (a filter
+  whose absence means "all": ``node_search``'s ``kind`` and ``scope``) is left out
+  of the call grammar; the models filled it with a guess that hid the node asked for.
 - **A JSON fence is a call.** A reply that opens with a fenced JSON block in a
   turn with tools is the model writing a tool's data instead of calling it
   (it made up a usage table); :func:`opens_json_fence` lets the decoder take it
@@ -92,15 +95,32 @@ def _id_args(schema: Mapping[str, Any]) -> list[str]:
             and prop.get("type") == "string" and "enum" not in prop]
 
 
+def _without_optional_filters(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` less its optional enum arguments that have no default: a filter whose
+    absence means "all" (``node_search``'s ``kind`` and ``scope``). The 0.5B and 1.5B
+    models fill every such field with a guess (``kind: "Ticket"`` for a Note)."""
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return dict(schema)
+    required = set(schema.get("required") or ())
+    kept = {name: prop for name, prop in properties.items()
+            if name in required or not isinstance(prop, Mapping)
+            or "enum" not in prop or "default" in prop}
+    if len(kept) == len(properties):
+        return dict(schema)
+    return {**schema, "properties": kept, "additionalProperties": False}
+
+
 def callable_tools(tools: Sequence[ToolSpec], ids: Sequence[str]) -> list[ToolSpec]:
     """``tools`` as the call grammar offers them: id arguments limited to ``ids``; a tool
     that requires an id argument left out when ``ids`` is empty."""
     out: list[ToolSpec] = []
     for spec in tools:
-        schema = dict(spec.input_schema)
+        schema = _without_optional_filters(spec.input_schema)
         names = _id_args(schema)
         if not names:
-            out.append(spec)
+            out.append(spec if schema == spec.input_schema else
+                       ToolSpec(spec.name, spec.description, schema, spec.read_only))
             continue
         required = set(schema.get("required") or ())
         if not ids:
