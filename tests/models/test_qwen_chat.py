@@ -73,13 +73,15 @@ def test_a_turn_is_past_its_tool_round_once_a_result_follows_the_last_user_messa
     assert not has_tool_results((*CONVERSATION, Message("user", "and now?")))
 
 
-def test_the_answer_rendering_folds_results_into_one_user_message_repeating_the_question() -> None:
+def test_the_answer_rendering_folds_results_into_one_user_message_question_first() -> None:
     folded = answer_messages(CONVERSATION)
     assert [m.role for m in folded] == ["system", "user"]
     text = folded[-1].content
     assert 'get_usage returned:\n{"total_cost_usd": 0.0}' in text
     assert "get_operational_state (error) returned:\nboom" in text
-    assert text.endswith("giving the values as they are and no other numbers: What is my burn?")
+    # The question comes first: put last, the 0.5B model echoed it as its answer.
+    assert text.startswith("My question: What is my burn?\n")
+    assert text.endswith("with no other numbers.")
 
 
 def test_the_call_schema_pins_each_name_to_its_own_arguments() -> None:

@@ -38,7 +38,7 @@ def test_the_routing_lines_name_only_the_tools_offered() -> None:
 
 @pytest.mark.parametrize("rule", [
     "Never pre-announce", "never guess a value", "State only numbers that a tool returned",
-    "I cannot do that from here",
+    "you cannot do it from\nhere",
 ])
 def test_the_shipped_prompt_states_each_rule(rule: str) -> None:
     assert rule in default_template()

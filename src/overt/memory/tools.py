@@ -75,8 +75,9 @@ class MemoryTools:
 
     async def node_create(self, ctx: ToolContext, kind: str | None = None,
                           title: str | None = None, body: str | None = None) -> Envelope:
-        """Store a new fact in long-term memory as a typed node (a Decision, Gotcha,
-        Component, Ticket, Note, ...). Returns its id, to link it or revise it later.
+        """Store a new fact the operator tells you to remember, note or save, as a typed
+        node in long-term memory (a Decision, Gotcha, Component, Ticket, Note, ...).
+        Returns its id, to link it or revise it later.
 
         Args:
             kind: the node kind, one of the kinds listed.
@@ -116,8 +117,9 @@ class MemoryTools:
 
     async def node_search(self, ctx: ToolContext, query: str = "", kind: str | None = None,
                           scope: str = "own", limit: int = 10) -> Envelope:
-        """Search long-term memory by words, best matches first; current revisions only.
-        With no query, the newest nodes.
+        """Answer a question about something remembered (a host, a decision, a ticket)
+        by searching long-term memory for its words, best matches first; current
+        revisions only. With no query, the newest nodes.
 
         Args:
             query: words to look for in titles and bodies.

@@ -21,9 +21,15 @@ it calls a tool again instead of answering, round after round. So:
    may add another call, at most four, or stop). Free decoding first keeps
    plain answers and code (a ``package.json`` is not a call: no ``arguments``
    key) unconstrained; the grammar only shapes a call the model has begun.
+   What the grammar offers (:mod:`overt.models.call_choice`): the offered
+   tools, their id arguments limited to the ids the conversation holds, and
+   ``cannot_do``, shown with the tools: chosen, the reply is decoded without
+   tools after "I cannot do that from here." (the operator's language). A
+   reply that opens a fenced JSON block, or that restates a figure of an
+   earlier answer, is taken for a call too.
 2. **Answer turn** (tool results present): the tools list is dropped, and the
-   tool round is folded into one user message, "Here is what the tools
-   returned: … Using these results, answer my question: …"
+   tool round is folded into one user message, "My question: … Here is what
+   the tools returned: … Answer my question now …"
    (:func:`overt.models.qwen_chat.answer_messages`). One tool round per
    question, with every call of that round answered.
 
@@ -65,7 +71,7 @@ import math
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -80,6 +86,16 @@ from overt.models.assets import (
     known_sha256,
 )
 from overt.models.base import TextSink
+from overt.models.call_choice import (
+    DECLINE,
+    callable_tools,
+    decline_opening,
+    ids_in,
+    listing,
+    opens_json_fence,
+    restates,
+    stale_figures,
+)
 from overt.models.prefix_cache import MIN_PREFIX_TOKENS, PrefixCache
 from overt.models.qwen_chat import (
     Segment,
@@ -160,6 +176,7 @@ class LocalModel:
         prefix_cache: bool | str | os.PathLike[str] = True,
         call_threshold: float = 0.002,
         flash_attn: bool = False,
+        decline: bool = True,
     ) -> None:
         if model_path is None:
             self.path = ensure_asset(asset, cache_dir, progress=progress, download=download)
@@ -187,6 +204,7 @@ class LocalModel:
         self.grammar = grammar
         self.answer_style = answer_style
         self.call_threshold = call_threshold
+        self.decline = decline
         self._call_starts: set[int] = set()
         self._logits: Callable[[Any], Any] | None = None
         self._lock = threading.Lock()
@@ -334,25 +352,46 @@ class LocalModel:
         offered: Sequence[ToolSpec] = request.tools
         if has_tool_results(messages) and self.answer_style == "user_message":
             messages, offered = answer_messages(messages), ()
-        segments = render_segments(messages, offered)
-        prompt = self._tokens(llm, segments)
+        shown = listing(offered, self.decline and self.grammar) if offered else ()
+        choice = callable_tools(shown, ids_in(messages)) if self.grammar else []
+        raw, prompt_len, generated, finish, constrained, budget = self._reply(
+            llm, request, messages, shown, choice, on_text)
+        text, reasoning = split_reasoning(raw)
+        text, calls = parse_tool_calls(text, [t.name for t in request.tools])
+        if any(c.name == DECLINE.name for c in calls):  # no tool: answer without one
+            raw, again, more, finish, _, budget = self._reply(
+                llm, request, messages, (), [], on_text, opening=decline_opening(messages))
+            prompt_len, generated = prompt_len + again, generated + more
+            text, reasoning = split_reasoning(raw)
+            calls = ()
+        stop = "tool_use" if calls else ("max_tokens" if finish == "length" else "end_turn")
+        return ModelResponse(
+            text=text, tool_calls=calls, model=self.name, stop_reason=stop, reasoning=reasoning,
+            usage=Usage(input_tokens=prompt_len, output_tokens=generated, cost_usd=0.0),
+            info=self._info(budget, constrained),
+        )
+
+    def _reply(self, llm: Any, request: ModelRequest, messages: Sequence[Message],
+               shown: Sequence[ToolSpec], choice: Sequence[ToolSpec],
+               on_text: Callable[[str], None] | None,
+               opening: str = "") -> tuple[str, int, int, str, bool, int]:
+        """Decode one reply to ``messages`` with ``shown`` listed and a call limited to
+        ``choice``, after ``opening`` (text the reply is made to begin with): (raw text,
+        prompt tokens, generated, finish, grammar used, budget)."""
+        segments = render_segments(messages, shown)
+        prompt = self._tokens(llm, [*segments, (opening, False)])
         self._warm_prefix(llm, self._tokens(llm, _system_turn(segments)))
         room = self.n_ctx - len(prompt)
         if room < 16:
             raise ModelError(f"{self.name}: the prompt is {len(prompt)} tokens; it does not fit "
                              f"the context window of {self.n_ctx} tokens")
         budget = min(request.max_output_tokens or self.max_tokens, room)
-        grammar = self._call_grammar(offered) if offered and self.grammar else None
-        raw, generated, finish, constrained = self._decode(llm, prompt, budget, grammar,
-                                                           on_text)
-        text, reasoning = split_reasoning(raw)
-        text, calls = parse_tool_calls(text, [t.name for t in request.tools])
-        stop = "tool_use" if calls else ("max_tokens" if finish == "length" else "end_turn")
-        return ModelResponse(
-            text=text, tool_calls=calls, model=self.name, stop_reason=stop, reasoning=reasoning,
-            usage=Usage(input_tokens=len(prompt), output_tokens=generated, cost_usd=0.0),
-            info=self._info(budget, constrained),
-        )
+        grammar = self._call_grammar(choice) if choice else None
+        if opening and on_text is not None:
+            on_text(opening)
+        raw, generated, finish, constrained = self._decode(
+            llm, prompt, budget, grammar, on_text, stale_figures(messages) if choice else ())
+        return opening + raw, len(prompt), generated, finish, constrained, budget
 
     def _warm_prefix(self, llm: Any, prefix: list[int]) -> None:
         """Have ``llm``'s KV cache hold the fixed ``prefix`` (the system turn with the
@@ -410,8 +449,13 @@ class LocalModel:
         return self._grammars[key]
 
     def _decode(self, llm: Any, prompt: list[int], budget: int, grammar: Any,
-                on_text: Callable[[str], None] | None = None) -> tuple[str, int, str, bool]:
+                on_text: Callable[[str], None] | None = None,
+                stale: Collection[str] = ()) -> tuple[str, int, str, bool]:
         """Decode one reply; a tool call the model begins is re-decoded under ``grammar``.
+
+        A reply without a call that restates one of the ``stale`` figures (those of the
+        assistant's earlier answers) is dropped for a call: an earlier answer's value
+        does not answer a new question (:func:`~overt.models.call_choice.restates`).
 
         Returns the raw reply, tokens generated, why decoding stopped
         (``"stop"`` or ``"length"``), and whether the grammar was used. Only the
@@ -426,6 +470,8 @@ class LocalModel:
                                           budget - generated, None, watch,
                                           None if calls else on_text, probe=not reply)
             generated += n
+            if why == "stop" and watch and not reply and restates(text, stale):
+                text, why = "", "call"
             if why != "call":
                 return _joined([*reply, (text, False)]), generated, why, calls > 0
             reply.append((text.rstrip(), False))
@@ -475,6 +521,8 @@ class LocalModel:
                 match = _CALL_START.search(text := self._text(llm, out))
                 if match:
                     return text[: match.start()], len(out), "call"
+                if probe and opens_json_fence(text):  # a tool's data, made up: a call
+                    return "", len(out), "call"
             if len(out) >= max_new or n_prompt + len(out) >= self.n_ctx:
                 return self._text(llm, out), len(out), "length"
         return self._text(llm, out), len(out), "stop"

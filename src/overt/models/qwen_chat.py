@@ -36,9 +36,9 @@ _TOOLS_FOOTER = (
     '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
 )
 ANSWER_PROMPT = (
-    "Here is what the tools returned:\n\n{results}\n\n"
-    "Using only these results, answer my question in one or two sentences, giving the "
-    "values as they are and no other numbers: {question}"
+    "My question: {question}\n\nHere is what the tools returned:\n\n{results}\n\n"
+    "Answer my question now, in one or two sentences, in my language, using only these "
+    "results and giving the values as they are, with no other numbers."
 )
 
 

@@ -48,8 +48,9 @@ ROUTING: dict[str, str] = {
                              "`get_operational_state`.",
     "node_create": "\"Remember\", \"note\", \"save\" a fact (覚えておいて, メモして): "
                    "`node_create`.",
-    "node_search": "A question about something remembered (a host, a decision, a ticket): "
-                   "`node_search` with its key words.",
+    "node_search": "\"What is…\", \"what did we decide…\", \"what do we know about…\" "
+                   "something stored in memory (a host, a decision, a ticket; 覚えてる？): "
+                   "`node_search` with its key words. Never answer those from nothing.",
     "node_supersede": "\"Update\", \"it changed\" about a node whose id is in the "
                       "conversation: `node_supersede` with that id.",
     "link_create": "\"Link\" two nodes whose ids are in the conversation: `link_create`.",

@@ -1,0 +1,126 @@
+"""LocalModel's call choice on the fake llama of test_local.py: declining (no tool),
+id arguments limited to the ids seen, a JSON fence and an earlier answer's figure
+taken for a call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from overt.types import Message, ToolSpec
+from tests.models.test_local import QUESTION, FakeLlama, _ask, _model
+from tests.models.test_local import fake_llama as fake_llama  # the fixture
+
+NODE = "01M87ZS9587F06BPR29NGTP8CY"
+READ = ToolSpec("node_read", "Read a node.", {
+    "type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}})
+
+
+def _variants(grammar: Any) -> dict[str, Any]:
+    schema = json.loads(grammar.schema)
+    return {v["properties"]["name"]["const"]: v["properties"]["arguments"]
+            for v in schema.get("oneOf", [schema])}
+
+
+def test_choosing_cannot_do_drops_the_call_and_answers_without_tools(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    def script(prompt: str, grammar: Any) -> str:
+        if grammar is not None:
+            return '{"name": "cannot_do", "arguments": {}}'
+        if prompt.endswith("I cannot do that from here."):
+            return " Use `overt approvals`."
+        return "" if prompt.endswith("</tool_call>") else "<tool_call>"
+
+    model = _model(tmp_path, script)
+    response = _ask(model, Message("user", "Approve the pending deploy."))
+    assert response.tool_calls == ()
+    assert response.text == "I cannot do that from here. Use `overt approvals`."
+    assert response.stop_reason == "end_turn"
+    shown, constrained, _, answered = model._llm.calls
+    assert '"name": "cannot_do"' in shown[0]  # listed with the tools
+    assert "cannot_do" in _variants(constrained[1])
+    assert "# Tools" not in answered[0] and answered[1] is None
+
+
+def test_the_decline_answer_opens_in_japanese_for_a_japanese_request(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    def script(prompt: str, grammar: Any) -> str:
+        if grammar is not None:
+            return '{"name": "cannot_do", "arguments": {}}'
+        return "" if prompt.endswith(("。", "</tool_call>")) else "<tool_call>"
+
+    response = _ask(_model(tmp_path, script), Message("user", "自分を一時停止して。"))
+    assert response.text == "それはここからはできません。"
+
+
+def test_without_decline_no_cannot_do_is_offered(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    def script(prompt: str, grammar: Any) -> str:
+        if grammar is not None:
+            return '{"name": "get_usage", "arguments": {}}'
+        return "" if prompt.endswith("</tool_call>") else "<tool_call>"
+
+    model = _model(tmp_path, script, decline=False)
+    _ask(model, QUESTION)
+    assert "cannot_do" not in model._llm.calls[0][0]
+    assert "cannot_do" not in _variants(model._llm.calls[1][1])
+
+
+def test_id_arguments_take_only_ids_the_conversation_holds(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    def script(prompt: str, grammar: Any) -> str:
+        if grammar is not None:
+            return f'{{"name": "node_read", "arguments": {{"id": "{NODE}"}}}}'
+        return "" if prompt.endswith("</tool_call>") else "<tool_call>"
+
+    model = _model(tmp_path, script)
+    tools = (READ,)
+    _ask(model, Message("user", "What's in the staging note?"), tools=tools)
+    assert "node_read" not in _variants(model._llm.calls[1][1])  # no id seen: left out
+    model._llm.calls.clear()
+    response = _ask(model, Message("assistant", f"Node {NODE} holds it."),
+                    Message("user", "Read it."), tools=tools)
+    assert _variants(model._llm.calls[1][1])["node_read"]["properties"]["id"] == {
+        "enum": [NODE]}
+    assert response.tool_calls[0].arguments == {"id": NODE}
+
+
+def test_a_reply_opening_a_json_fence_is_decoded_as_a_call(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    def script(prompt: str, grammar: Any) -> str:
+        if grammar is not None:
+            return '{"name": "get_usage", "arguments": {"period": "30d"}}'
+        if prompt.endswith("</tool_call>"):
+            return ""
+        return '```json\n{"usage": {"tokens": 100}}\n```'
+
+    response = _ask(_model(tmp_path, script), QUESTION)
+    assert [c.name for c in response.tool_calls] == ["get_usage"]
+    assert "100" not in response.text
+
+
+def test_a_reply_restating_an_earlier_answers_figure_becomes_a_call(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    def script(prompt: str, grammar: Any) -> str:
+        if grammar is not None:
+            return '{"name": "get_usage", "arguments": {"period": "7d"}}'
+        if prompt.endswith("</tool_call>"):
+            return ""
+        return "Over the last 7 days you spent $0.0500."
+
+    history = (Message("user", "What did I spend today?"),
+               Message("assistant", "Today you spent $0.0500 over 6 inferences."))
+    response = _ask(_model(tmp_path, script), *history,
+                    Message("user", "And over the last 7 days?"))
+    assert [(c.name, dict(c.arguments)) for c in response.tool_calls] == [
+        ("get_usage", {"period": "7d"})]
+    answer = _ask(_model(tmp_path, script), *history, Message("user", "And 7 days?"),
+                  tools=())
+    assert answer.text == "Over the last 7 days you spent $0.0500."  # no tools: as decoded
