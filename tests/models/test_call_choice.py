@@ -107,3 +107,29 @@ def test_optional_enum_filters_without_a_default_are_left_out_of_the_grammar() -
     assert "period" in usage.input_schema["properties"]  # has a default: kept
     assert callable_tools([LINK], [A])[0].input_schema["properties"]["kind"]["enum"] == [
         "applies_to"]  # required: kept
+
+
+def test_questions_and_requests_to_be_shown_ask_orders_do_not() -> None:
+    from overt.models.call_choice import asks
+    asking = ["How many approvals are waiting for me?", "Is anything waiting on my approval",
+              "承認待ちは何件ありますか？", "Show me my usage per day.", "今の稼働状況を教えて。",
+              "最近エラーは出てる？", "What did we decide about deploys on Fridays?"]
+    ordering = ["Approve the pending deploy request.", "Can you approve the deploy?",
+                "自分を一時停止して。", "保留中の承認を全部承認して。", "承認してくれますか？",
+                "Raise my daily budget to $50.", "Please delete last week's entries?", ""]
+    for text in asking:
+        assert asks([Message("user", text)]), text
+    for text in ordering:
+        assert not asks([Message("user", text)]), text
+    # the last operator message counts, not the assistant's
+    assert asks([Message("user", "Approve it."), Message("assistant", "I cannot."),
+                 Message("user", "Then how many are waiting?")])
+
+
+def test_a_question_cannot_be_declined_in_the_grammar() -> None:
+    from overt.models.call_choice import DECLINE, choosable, listing
+    read = ToolSpec("node_read", "Read a node.", {"type": "object", "properties": {}})
+    shown = listing([read])
+    assert DECLINE in choosable(shown, [Message("user", "Approve the deploy.")])
+    assert DECLINE not in choosable(shown, [Message("user", "How many approvals wait?")])
+    assert [t.name for t in choosable(shown, [Message("user", "Any errors?")])] == ["node_read"]

@@ -80,7 +80,7 @@ def test_id_arguments_take_only_ids_the_conversation_holds(
 
     model = _model(tmp_path, script)
     tools = (READ,)
-    _ask(model, Message("user", "What's in the staging note?"), tools=tools)
+    _ask(model, Message("user", "Open the staging note."), tools=tools)
     assert "node_read" not in _variants(model._llm.calls[1][1])  # no id seen: left out
     model._llm.calls.clear()
     response = _ask(model, Message("assistant", f"Node {NODE} holds it."),

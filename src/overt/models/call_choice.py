@@ -26,6 +26,12 @@ built from the offered tools' schemas. Three things shape that choice here:
 - **No guessed filters.** An optional enum argument without a default (a filter
   whose absence means "all": ``node_search``'s ``kind`` and ``scope``) is left out
   of the call grammar; the models filled it with a guess that hid the node asked for.
+- **A question is never declined.** The 0.5B model picks :data:`DECLINE` for
+  "How many approvals are waiting for me?" as surely as for "Approve the
+  deploy" (its description says a question is never this; the model does not
+  follow it). The decline is offered in the grammar only when the operator's
+  last message gives an order rather than asks (:func:`asks`); a question goes
+  to a real tool. It stays in the listing, so the cached prompt is the same.
 - **A JSON fence is a call.** A reply that opens with a fenced JSON block in a
   turn with tools is the model writing a tool's data instead of calling it
   (it made up a usage table); :func:`opens_json_fence` lets the decoder take it
@@ -136,6 +142,46 @@ def callable_tools(tools: Sequence[ToolSpec], ids: Sequence[str]) -> list[ToolSp
         schema["properties"] = properties
         out.append(ToolSpec(spec.name, spec.description, schema, spec.read_only))
     return out
+
+
+_REQUEST_EN = re.compile(
+    r"^(?:please|pls|kindly|go ahead|(?:can|could|would|will) (?:you|u)\b)", re.I)
+_QUESTION_EN = re.compile(
+    r"^(?:how|what|what's|whats|which|who|whom|whose|when|where|why|is|are|was|were|"
+    r"do|does|did|has|have|had|any|anything|am)\b", re.I)
+_REQUEST_JA = re.compile(
+    r"(?:して|して下さい|してください|しておいて|しといて|してくれ|してくれる|してくれますか|"
+    r"してもらえる|してもらえますか|しろ|せよ|ください|下さい|てほしい|て欲しい)[。！!？?\s]*$")
+_INFO_EN = re.compile(
+    r"^(?:show|tell|list|give me|break|summari[sz]e|explain|describe|remind me|look up|"
+    r"find|search|check)\b", re.I)
+_INFO_JA = re.compile(r"(?:教えて|見せて|説明して|調べて|探して|確認して)")
+_QUESTION_JA = re.compile(
+    r"(?:か|かな|の|ですか|ますか|でしょうか|何|いつ|どこ|どれ|誰)[。？?\s]*$")
+
+
+def asks(messages: Sequence[Message]) -> bool:
+    """Whether the operator's last message asks for information rather than gives
+    an order: a question ("How many approvals are waiting?", "承認待ちは何件？") or
+    a request to be shown something ("Show me ...", "教えて") is answered from a
+    tool, never declined. A polite request to act ("Can you approve it?",
+    "承認してくれますか？") is an order."""
+    last = next((m.content for m in reversed(messages) if m.role == "user"), "") or ""
+    text = last.strip()
+    if not text:
+        return False
+    if _INFO_EN.match(text) or _INFO_JA.search(text):  # "show me ...", "教えて"
+        return True
+    if _REQUEST_EN.match(text) or _REQUEST_JA.search(text):
+        return False
+    return (text.endswith(("?", "？")) or bool(_QUESTION_EN.match(text))
+            or bool(_QUESTION_JA.search(text)))
+
+
+def choosable(shown: Sequence[ToolSpec], messages: Sequence[Message]) -> list[ToolSpec]:
+    """The listed tools the model may call now: :data:`DECLINE` only for an order."""
+    asking = asks(messages)
+    return [t for t in shown if not (asking and t.name == DECLINE.name)]
 
 
 def opens_json_fence(text: str) -> bool:

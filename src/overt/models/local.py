@@ -89,6 +89,7 @@ from overt.models.base import TextSink
 from overt.models.call_choice import (
     DECLINE,
     callable_tools,
+    choosable,
     decline_opening,
     ids_in,
     listing,
@@ -353,7 +354,8 @@ class LocalModel:
         if has_tool_results(messages) and self.answer_style == "user_message":
             messages, offered = answer_messages(messages), ()
         shown = listing(offered, self.decline and self.grammar) if offered else ()
-        choice = callable_tools(shown, ids_in(messages)) if self.grammar else []
+        choice = (callable_tools(choosable(shown, messages), ids_in(messages))
+                  if self.grammar else [])
         raw, prompt_len, generated, finish, constrained, budget = self._reply(
             llm, request, messages, shown, choice, on_text)
         text, reasoning = split_reasoning(raw)
