@@ -153,3 +153,23 @@ def test_the_model_stays_open_between_cases_for_the_caller_to_close(tmp_path: Pa
     ask = {"question": "Hi", "expect": {"tool": None}}
     run(run_suite(model, _cases({"id": "a", **ask}, {"id": "b", **ask}), _config(tmp_path)))
     assert model.closed == 0
+
+
+def test_the_prompt_digest_changes_with_a_tool_description(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    from overt.tools.registry import ToolRegistry
+    from overt.types import ToolSpec
+    cases = _cases({"id": "math", "question": "What is 17 times 23?",
+                    "expect": {"tool": None}})
+    model = FunctionModel(_operator, name="fn")
+    first = run(run_suite(model, cases, _config(tmp_path / "a"))).prompt_sha256
+    again = run(run_suite(model, cases, _config(tmp_path / "b"))).prompt_sha256
+    assert first == again  # the same prompt and tools: the same digest
+    specs = ToolRegistry.specs
+
+    def reworded(self: ToolRegistry) -> tuple[ToolSpec, ...]:
+        return tuple(ToolSpec(s.name, s.description + " Reworded.", s.input_schema,
+                              s.read_only) for s in specs(self))
+
+    monkeypatch.setattr(ToolRegistry, "specs", reworded)
+    assert run(run_suite(model, cases, _config(tmp_path / "c"))).prompt_sha256 != first

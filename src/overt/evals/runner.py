@@ -178,10 +178,19 @@ def _plain(case: EvalCase) -> dict[str, Any]:
     return {name: getattr(case, name) for name in case.__slots__}
 
 
+def shown_prompt(runtime: Runtime) -> str:
+    """What the model is shown besides the conversation: the system prompt, then each
+    offered tool's name, description and schema (canonical JSON). Its digest is the
+    suite's ``prompt_sha256``, so a reworded tool description is on the record too."""
+    tools = [[s.name, s.description, s.input_schema] for s in runtime.engine.tools.specs()]
+    return runtime.engine.system_prompt + "\n" + json.dumps(
+        tools, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 async def run_case(case: EvalCase, model: RecordingModel, config: Config,
                    directory: Path) -> tuple[CaseResult, str]:
     """Run ``case`` on a fresh runtime whose ledger lives in ``directory``; returns
-    its result and the system prompt the runtime sent."""
+    its result and the prompt the model was shown (:func:`shown_prompt`)."""
     model.exchanges.clear()
     runtime = Runtime.from_config(config.with_(db=str(directory / "ledger.db"), transcript=""),
                                   model=model)
@@ -209,7 +218,7 @@ async def run_case(case: EvalCase, model: RecordingModel, config: Config,
             verdict = Grade(False, verdict.tool_ok, verdict.args_ok, verdict.invented,
                             (*verdict.failures, f"turn error: {error}"))
         return (CaseResult(case, verdict, answer, tuple(calls), latency, error),
-                runtime.engine.system_prompt)
+                shown_prompt(runtime))
     finally:
         await runtime.close()
 
