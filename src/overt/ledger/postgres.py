@@ -30,6 +30,7 @@ restart once the server is back.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import queue
@@ -70,7 +71,7 @@ from overt.ledger.chain import (
     drafts,
     row_to_entry,
 )
-from overt.ledger.groups import Answer, Caller, answer, next_group
+from overt.ledger.groups import next_group
 from overt.ledger.notify import AppendSignal
 from overt.ledger.schema.postgres import COPY_TRAIL_INDEX, FILLS, MIGRATIONS, MIGRATIONS_TABLE
 from overt.ledger.sql import POSTGRES as D
@@ -138,7 +139,7 @@ def url_pool_size(url: str) -> int:
 class _Pending:
     batch: list[Draft]
     contents: Mapping[str, str] | None
-    caller: Caller
+    future: concurrent.futures.Future[list[Entry]]
     claims: list[tuple[str, str]]
     inserts: list[tuple[str, tuple[Any, ...]]]
 
@@ -243,18 +244,16 @@ class PostgresLedger:
     async def record(self, events: Sequence[Event],
                      contents: Mapping[str, str] | None = None, *,
                      rows: Sequence[TableRow] = ()) -> list[Entry]:
-        result: list[Entry] = await self._submit(events, contents, rows, Caller.on_loop())
-        return result
+        return await asyncio.wrap_future(self._submit(events, contents, rows))
 
     def record_sync(self, events: Sequence[Event],
                     contents: Mapping[str, str] | None = None, *,
                     rows: Sequence[TableRow] = ()) -> list[Entry]:
         """:meth:`record`, for callers without an event loop."""
-        result: list[Entry] = self._submit(events, contents, rows, Caller.blocking()).result()
-        return result
+        return self._submit(events, contents, rows).result()
 
     def _submit(self, events: Sequence[Event], contents: Mapping[str, str] | None,
-                rows: Sequence[TableRow], caller: Caller) -> Any:
+                rows: Sequence[TableRow] = ()) -> concurrent.futures.Future[list[Entry]]:
         if self._closed:
             raise LedgerError(f"ledger {_safe(self.url)} is closed")
         try:
@@ -264,8 +263,10 @@ class PostgresLedger:
         except (TypeError, ValueError) as exc:
             raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
         claims = batch_claims(batch)
-        self._queue.put(_Pending(batch, contents, caller, claims, inserts))
-        return caller.future
+        future: concurrent.futures.Future[list[Entry]] = concurrent.futures.Future()
+        future.set_running_or_notify_cancel()  # a cancelled caller cannot take it back
+        self._queue.put(_Pending(batch, contents, future, claims, inserts))
+        return future
 
     async def claimed(self, kind: str, claim: str) -> Entry | None:
         row = await self._aread(
@@ -290,30 +291,29 @@ class PostgresLedger:
             results = self._append(conn, group, head)
         except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError) as exc:
             if len(group) == 1:
-                answer([(group[0].caller, False,
-                         LedgerError(f"cannot append to ledger {_safe(self.url)}: {exc}"))])
+                group[0].future.set_exception(
+                    LedgerError(f"cannot append to ledger {_safe(self.url)}: {exc}"))
                 return conn
             for pending in group:
                 conn = self._commit_group(conn, [pending])
             return conn
         except psycopg.Error as exc:
-            error = LedgerError(f"cannot append to ledger {_safe(self.url)}: {exc}")
-            answer((pending.caller, False, error) for pending in group)
+            for pending in group:
+                pending.future.set_exception(
+                    LedgerError(f"cannot append to ledger {_safe(self.url)}: {exc}"))
             if conn is not None:
                 conn.close()
             return None
         last, turns = 0, set[str | None]()
-        answers: list[Answer] = []
         for pending, result in zip(group, results, strict=True):
             if isinstance(result, LedgerConflict):
-                answers.append((pending.caller, False, result))
+                pending.future.set_exception(result)
             else:
-                answers.append((pending.caller, True, result))
+                pending.future.set_result(result)
                 last = max([last, *(e.seq for e in result)])
                 turns.update(e.turn_id for e in result)
         if last:
             self.appended.notify(last, turns)
-        answer(answers)
         return conn
 
     def _begin(self, conn: Any) -> tuple[Any, tuple[int, str]]:

@@ -65,7 +65,7 @@ from overt.ledger.chain import (
     with_body_check,
     with_content_check,
 )
-from overt.ledger.groups import Answer, Caller, answer, next_group
+from overt.ledger.groups import next_group
 from overt.ledger.notify import AppendSignal
 from overt.ledger.schema.sqlite import (
     FILLS,
@@ -91,7 +91,7 @@ group's time, it stores its rows and returns its result and the new head."""
 @dataclass(slots=True)
 class _Pending:
     work: Work
-    caller: Caller
+    future: concurrent.futures.Future[Any]
 
 
 class SqliteLedger:
@@ -198,16 +198,15 @@ class SqliteLedger:
     async def record(self, events: Sequence[Event],
                      contents: Mapping[str, str] | None = None, *,
                      rows: Sequence[TableRow] = ()) -> list[Entry]:
-        result: list[Entry] = await self._submit(self._record_work(events, contents, rows),
-                                                 Caller.on_loop())
+        result: list[Entry] = await asyncio.wrap_future(
+            self._submit(self._record_work(events, contents, rows)))
         return result
 
     def record_sync(self, events: Sequence[Event],
                     contents: Mapping[str, str] | None = None, *,
                     rows: Sequence[TableRow] = ()) -> list[Entry]:
         """:meth:`record`, for callers without an event loop."""
-        result: list[Entry] = self._submit(self._record_work(events, contents, rows),
-                                           Caller.blocking()).result()
+        result: list[Entry] = self._submit(self._record_work(events, contents, rows)).result()
         return result
 
     def _record_work(self, events: Sequence[Event], contents: Mapping[str, str] | None,
@@ -247,12 +246,15 @@ class SqliteLedger:
 
         return work
 
-    def _submit(self, work: Work, caller: Caller) -> Any:
-        """Queue ``work`` for the writer; the future ``caller`` waits on."""
+    def _submit(self, work: Work) -> concurrent.futures.Future[Any]:
         if self._closed:
             raise LedgerError(f"ledger {self.path} is closed")
-        self._queue.put(_Pending(work, caller))
-        return caller.future
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        # running from now: a caller cancelled while waiting cannot take back a batch
+        # the writer may be committing (and the writer's answer never meets a cancel)
+        future.set_running_or_notify_cancel()
+        self._queue.put(_Pending(work, future))
+        return future
 
     def _write_loop(self, conn: sqlite3.Connection) -> None:
         try:
@@ -268,7 +270,7 @@ class SqliteLedger:
     def _commit_group(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:
         """Commit ``group`` in one transaction, each batch under its own savepoint;
         then answer each caller (a batch that failed, with its error)."""
-        results: list[Answer] = []
+        results: list[tuple[bool, Any]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -285,11 +287,11 @@ class SqliteLedger:
                         conn.execute("ROLLBACK TO batch" if shared else "ROLLBACK")
                         if shared:
                             conn.execute("RELEASE batch")
-                        results.append((pending.caller, False, self._error(exc)))
+                        results.append((False, self._error(exc)))
                         continue
                     if shared:
                         conn.execute("RELEASE batch")
-                    results.append((pending.caller, True, result))
+                    results.append((True, result))
                 if conn.in_transaction:
                     conn.execute("COMMIT")
             except BaseException:
@@ -298,16 +300,20 @@ class SqliteLedger:
                 raise
         except Exception as exc:  # noqa: BLE001  nothing committed: every caller told why
             error = LedgerError(f"cannot write ledger {self.path}: {exc}")
-            answer((pending.caller, False, error) for pending in group)
+            for pending in group:
+                pending.future.set_exception(error)
             return
         last, turns = 0, set[str | None]()
-        for _, ok, result in results:
-            if ok and isinstance(result, list) and result:
+        for pending, (ok, result) in zip(group, results, strict=True):
+            if not ok:
+                pending.future.set_exception(result)
+                continue
+            pending.future.set_result(result)
+            if isinstance(result, list) and result:
                 last = max(last, result[-1].seq)
                 turns.update(e.turn_id for e in result)
         if last:
             self.appended.notify(last, turns)
-        answer(results)  # last: the callers' loops wake to a writer that is done
 
     def _error(self, exc: Exception) -> Exception:
         if isinstance(exc, (LedgerError, LedgerConflict)):
@@ -320,12 +326,11 @@ class SqliteLedger:
 
     async def prune(self, cutoff: str) -> LedgerPruned:
         """Remove entries and content older than ``cutoff`` (see :mod:`.retention`)."""
-        record: LedgerPruned = await self._submit(self._prune_work(cutoff), Caller.on_loop())
+        record: LedgerPruned = await asyncio.wrap_future(self._submit(self._prune_work(cutoff)))
         return record
 
     def prune_sync(self, cutoff: str) -> LedgerPruned:
-        record: LedgerPruned = self._submit(self._prune_work(cutoff),
-                                            Caller.blocking()).result()
+        record: LedgerPruned = self._submit(self._prune_work(cutoff)).result()
         return record
 
     @staticmethod
