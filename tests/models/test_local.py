@@ -109,6 +109,16 @@ def _ask(model: LocalModel, *messages: Message, tools: tuple[ToolSpec, ...] = TO
 QUESTION = Message("user", "What is my burn this week?")
 
 
+def calling(call: str, free: str = "<tool_call>") -> Script:
+    """A script that writes ``call`` under the call grammar, ``free`` otherwise, and
+    nothing once a call is closed."""
+    def script(prompt: str, grammar: Any) -> str:
+        if grammar is not None:
+            return call
+        return "" if prompt.endswith("</tool_call>") else free
+    return script
+
+
 def test_a_local_model_is_a_model_and_names_itself_after_its_file(tmp_path: Path) -> None:
     model = _model(tmp_path, lambda p, g: "")
     assert isinstance(model, Model)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from overt.types import Message, ToolSpec
-from tests.models.test_local import QUESTION, FakeLlama, _ask, _model
+from tests.models.test_local import QUESTION, FakeLlama, _ask, _model, calling
 from tests.models.test_local import fake_llama as fake_llama  # the fixture
 
 NODE = "01M87ZS9587F06BPR29NGTP8CY"
@@ -73,11 +73,7 @@ def test_without_decline_no_cannot_do_is_offered(
 def test_id_arguments_take_only_ids_the_conversation_holds(
     tmp_path: Path, fake_llama: type[FakeLlama],
 ) -> None:
-    def script(prompt: str, grammar: Any) -> str:
-        if grammar is not None:
-            return f'{{"name": "node_read", "arguments": {{"id": "{NODE}"}}}}'
-        return "" if prompt.endswith("</tool_call>") else "<tool_call>"
-
+    script = calling(f'{{"name": "node_read", "arguments": {{"id": "{NODE}"}}}}')
     model = _model(tmp_path, script)
     tools = (READ,)
     _ask(model, Message("user", "Open the staging note."), tools=tools)
@@ -93,13 +89,8 @@ def test_id_arguments_take_only_ids_the_conversation_holds(
 def test_a_reply_opening_a_json_fence_is_decoded_as_a_call(
     tmp_path: Path, fake_llama: type[FakeLlama],
 ) -> None:
-    def script(prompt: str, grammar: Any) -> str:
-        if grammar is not None:
-            return '{"name": "get_usage", "arguments": {"period": "30d"}}'
-        if prompt.endswith("</tool_call>"):
-            return ""
-        return '```json\n{"usage": {"tokens": 100}}\n```'
-
+    script = calling('{"name": "get_usage", "arguments": {"period": "30d"}}',
+                     '```json\n{"usage": {"tokens": 100}}\n```')
     response = _ask(_model(tmp_path, script), QUESTION)
     assert [c.name for c in response.tool_calls] == ["get_usage"]
     assert "100" not in response.text
@@ -108,13 +99,8 @@ def test_a_reply_opening_a_json_fence_is_decoded_as_a_call(
 def test_a_reply_restating_an_earlier_answers_figure_becomes_a_call(
     tmp_path: Path, fake_llama: type[FakeLlama],
 ) -> None:
-    def script(prompt: str, grammar: Any) -> str:
-        if grammar is not None:
-            return '{"name": "get_usage", "arguments": {"period": "7d"}}'
-        if prompt.endswith("</tool_call>"):
-            return ""
-        return "Over the last 7 days you spent $0.0500."
-
+    script = calling('{"name": "get_usage", "arguments": {"period": "7d"}}',
+                     "Over the last 7 days you spent $0.0500.")
     history = (Message("user", "What did I spend today?"),
                Message("assistant", "Today you spent $0.0500 over 6 inferences."))
     response = _ask(_model(tmp_path, script), *history,
