@@ -77,7 +77,7 @@ def test_the_answer_rendering_folds_results_into_one_user_message_question_first
     folded = answer_messages(CONVERSATION)
     assert [m.role for m in folded] == ["system", "user"]
     text = folded[-1].content
-    assert 'get_usage returned:\n{"total_cost_usd": 0.0}' in text
+    assert "get_usage returned:\ntotal cost: $0.0" in text  # a JSON result, as short lines
     assert "get_operational_state (error) returned:\nboom" in text
     # The question comes first: put last, the 0.5B model echoed it as its answer.
     assert text.startswith("My question: What is my burn?\n")

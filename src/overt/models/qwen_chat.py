@@ -23,6 +23,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from overt.models.result_text import brief
 from overt.types import Message, ToolCall, ToolSpec
 
 DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
@@ -133,8 +134,10 @@ def answer_messages(messages: Sequence[Message]) -> list[Message]:
 
     Messages before the last user message stay as they are. The assistant's
     tool calls are dropped, and the tool results become one user message,
-    ``name returned:\\n<content>`` each (``name (error) returned`` for an
-    error result), ending by repeating the question.
+    ``name returned:\\n<result>`` each (``name (error) returned`` for an
+    error result), after the question; a JSON result is given as short lines
+    (:func:`overt.models.result_text.brief`), which the 0.5B model neither
+    echoes nor misreads as it did the JSON.
     """
     last = _last_user(messages)
     if last < 0:
@@ -143,7 +146,7 @@ def answer_messages(messages: Sequence[Message]) -> list[Message]:
     for m in messages[last + 1:]:
         if m.role == "tool":
             status = " (error)" if m.is_error else ""
-            results.append(f"{m.name or 'tool'}{status} returned:\n{m.content}")
+            results.append(f"{m.name or 'tool'}{status} returned:\n{brief(m.content)}")
     text = ANSWER_PROMPT.format(results="\n\n".join(results), question=messages[last].content)
     return [*messages[:last], Message("user", text)]
 

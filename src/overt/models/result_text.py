@@ -1,0 +1,118 @@
+"""A tool result as the small local model reads it when it answers: short lines, not JSON.
+
+A tool's result is JSON (:func:`overt.engine.dispatch.render_result`); the ledger
+records it, the eval grades against its fields, and larger models read it well. The
+0.5B model does not: handed ``{"period": "today", "since":
+"2026-11-25T00:00:00.000000Z", ..., "total_cost_usd": 0.0335, ...}`` it echoed
+the JSON as its answer, or gave the token count when asked what was spent. So only
+the answer turn of :mod:`overt.models.local` sees :func:`brief` of each result:
+
+- one ``label: value`` line per field, the label the key with spaces
+  (``total input tokens: 21849``);
+- money labelled as money: a ``*_usd`` field reads ``total cost: $0.0335``;
+- timestamps to the second, in UTC (``2026-11-25 00:00:00 UTC``);
+- ``null`` and an empty list read ``none``, booleans ``yes``/``no``;
+- a list of objects one row a line (``- route default, model m, inferences 3, …``);
+- a breakdown of one row whose figures are the totals above it keeps only its
+  names (``by route and model: route default, model m (all of it)``).
+
+Values are never recomputed or rounded: every figure of the brief is one of the
+result's. Text that is not a JSON object (an error's message) is left as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+_TIMESTAMP = re.compile(
+    r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.\d+)?(?:Z|[+-]00:?00)$")
+_MONEY = "_usd"
+
+
+def brief(content: str) -> str:
+    """``content`` (a tool result) as short lines, when it is a JSON object; else as is."""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return content
+    if not isinstance(value, dict) or not value:
+        return content
+    return "\n".join(_object_lines(value))
+
+
+def _label(key: str) -> str:
+    name = key[: -len(_MONEY)] if key.endswith(_MONEY) else key
+    return name.replace("_", " ").strip() or key
+
+
+def _scalar(key: str, value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float):
+        text = format(Decimal(repr(value)), "f") if isinstance(value, float) else str(value)
+        return f"${text}" if key.endswith(_MONEY) else text
+    if isinstance(value, str):
+        match = _TIMESTAMP.match(value)
+        return f"{match.group(1)} {match.group(2)} UTC" if match else value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _row(item: Any) -> str:
+    if isinstance(item, Mapping):
+        return ", ".join(f"{_label(k)} {_inline(k, v)}" for k, v in item.items())
+    return _scalar("", item)
+
+
+def _inline(key: str, value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "(" + _row(value) + ")" if value else "none"
+    if isinstance(value, list):
+        return "; ".join(_row(v) for v in value) if value else "none"
+    return _scalar(key, value)
+
+
+def _totals(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object's own figures by name, ``total_x`` also as ``x``."""
+    out: dict[str, Any] = {}
+    for key, value in obj.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = value
+            if key.startswith("total_"):
+                out[key[len("total_"):]] = value
+    return out
+
+
+def _repeats_totals(rows: Sequence[Any], totals: Mapping[str, Any]) -> bool:
+    """Whether ``rows`` is one object whose every figure is the same-named total."""
+    if len(rows) != 1 or not isinstance(rows[0], Mapping):
+        return False
+    figures = {k: v for k, v in rows[0].items()
+               if isinstance(v, int | float) and not isinstance(v, bool)}
+    return bool(figures) and all(k in totals and totals[k] == v for k, v in figures.items())
+
+
+def _object_lines(obj: Mapping[str, Any], indent: str = "") -> list[str]:
+    totals = _totals(obj)
+    lines: list[str] = []
+    for key, value in obj.items():
+        label = _label(key)
+        if isinstance(value, list) and value:
+            if _repeats_totals(value, totals):
+                names = ", ".join(f"{_label(k)} {_scalar(k, v)}" for k, v in value[0].items()
+                                  if not isinstance(v, int | float) or isinstance(v, bool))
+                lines.append(f"{indent}{label}: {names or 'one'} (all of it)")
+                continue
+            lines.append(f"{indent}{label}:")
+            lines += [f"{indent}- {_row(item)}" for item in value]
+        elif isinstance(value, Mapping) and value:
+            lines.append(f"{indent}{label}:")
+            lines += _object_lines(value, indent + "  ")
+        else:
+            lines.append(f"{indent}{label}: {_inline(key, value)}")
+    return lines

@@ -1,0 +1,60 @@
+"""The short rendering of a tool result that the local model answers from."""
+
+from __future__ import annotations
+
+import json
+
+from overt.engine.dispatch import render_result
+from overt.evals.figures import answer_figures, source_figures
+from overt.models.result_text import brief
+
+USAGE = {
+    "period": "today", "since": "2026-11-25T00:00:00.000000Z",
+    "total_input_tokens": 2313, "total_output_tokens": 31, "total_cost_usd": 0.0125,
+    "inferences": 1,
+    "by_route_and_model": [{"route": "default", "model": "m", "inferences": 1,
+                            "input_tokens": 2313, "output_tokens": 31, "cost_usd": 0.0125}],
+}
+
+
+def test_a_usage_result_reads_as_labelled_lines() -> None:
+    assert brief(render_result(USAGE)).splitlines() == [
+        "period: today",
+        "since: 2026-11-25 00:00:00 UTC",
+        "total input tokens: 2313",
+        "total output tokens: 31",
+        "total cost: $0.0125",
+        "inferences: 1",
+        "by route and model: route default, model m (all of it)",
+    ]
+
+
+def test_a_breakdown_of_several_rows_keeps_every_row() -> None:
+    rows = [{"model": "a", "cost_usd": 0.5}, {"model": "b", "cost_usd": 1e-05}]
+    text = brief(json.dumps({"total_cost_usd": 0.50001, "by_model": rows}))
+    assert text.splitlines() == ["total cost: $0.50001", "by model:",
+                                 "- model a, cost $0.5", "- model b, cost $0.00001"]
+
+
+def test_a_row_that_differs_from_the_totals_is_kept() -> None:
+    text = brief(json.dumps({"total_cost_usd": 1.0, "by_day": [{"day": "d", "cost_usd": 0.5}]}))
+    assert "- day d, cost $0.5" in text
+
+
+def test_none_empty_lists_booleans_and_nested_objects() -> None:
+    state = {"last_error": None, "pending": [], "ok": True,
+             "error": {"at": "2026-11-25T01:02:03.456789+00:00", "type": "Boom"}}
+    assert brief(json.dumps(state)).splitlines() == [
+        "last error: none", "pending: none", "ok: yes",
+        "error:", "  at: 2026-11-25 01:02:03 UTC", "  type: Boom"]
+
+
+def test_text_that_is_no_json_object_is_left_as_it_is() -> None:
+    for content in ("not_found: no node", "[1, 2]", "{}", "42", '"text"'):
+        assert brief(content) == content
+
+
+def test_every_figure_of_the_brief_is_one_of_the_results() -> None:
+    content = render_result(USAGE)
+    pool = source_figures([content])
+    assert all(f in pool for f in answer_figures(brief(content)))
