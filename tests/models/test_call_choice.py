@@ -126,10 +126,14 @@ def test_questions_and_requests_to_be_shown_ask_orders_do_not() -> None:
                  Message("user", "Then how many are waiting?")])
 
 
-def test_a_question_cannot_be_declined_in_the_grammar() -> None:
+def test_a_question_cannot_be_declined_nor_write_in_the_grammar() -> None:
     from overt.models.call_choice import DECLINE, choosable, listing
-    read = ToolSpec("node_read", "Read a node.", {"type": "object", "properties": {}})
-    shown = listing([read])
-    assert DECLINE in choosable(shown, [Message("user", "Approve the deploy.")])
-    assert DECLINE not in choosable(shown, [Message("user", "How many approvals wait?")])
-    assert [t.name for t in choosable(shown, [Message("user", "Any errors?")])] == ["node_read"]
+    read = ToolSpec("node_search", "Search.", {"type": "object", "properties": {}},
+                    read_only=True)
+    write = ToolSpec("node_create", "Write a node.", {"type": "object", "properties": {}})
+    shown = listing([read, write])
+    assert choosable(shown, [Message("user", "Approve the deploy.")]) == list(shown)
+    assert choosable(shown, [Message("user", "Remember that the host is h1.")]) == list(shown)
+    for question in ("How many approvals wait?", "What's the staging database host?",
+                     "ホスト名を覚えてる？ staging で探して。"):
+        assert choosable(shown, [Message("user", question)]) == [read], question

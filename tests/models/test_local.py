@@ -22,8 +22,9 @@ SPECIAL = {"<tool_call>": 1, "<|im_end|>": 2, "<|endoftext|>": 3}
 TOOLS = (
     ToolSpec("get_usage", "Tokens and cost.",
              {"type": "object", "properties": {"period": {"enum": ["today", "7d"]}},
-              "additionalProperties": False}),
-    ToolSpec("get_operational_state", "Runtime state.", {"type": "object", "properties": {}}),
+              "additionalProperties": False}, read_only=True),
+    ToolSpec("get_operational_state", "Runtime state.", {"type": "object", "properties": {}},
+             read_only=True),
 )
 Script = Callable[[str, Any], str]
 

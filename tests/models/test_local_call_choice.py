@@ -14,7 +14,8 @@ from tests.models.test_local import fake_llama as fake_llama  # the fixture
 
 NODE = "01M87ZS9587F06BPR29NGTP8CY"
 READ = ToolSpec("node_read", "Read a node.", {
-    "type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}})
+    "type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}},
+    read_only=True)
 
 
 def _variants(grammar: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ USAGE = {
 def test_a_usage_result_reads_as_labelled_lines() -> None:
     assert brief(render_result(USAGE)).splitlines() == [
         "period: today",
-        "since: 2026-11-25 00:00:00 UTC",
+        "since: 2026-11-25 00:00 UTC",
         "total input tokens: 2313",
         "total output tokens: 31",
         "total cost: $0.0125",
@@ -46,7 +46,7 @@ def test_none_empty_lists_booleans_and_nested_objects() -> None:
              "error": {"at": "2026-11-25T01:02:03.456789+00:00", "type": "Boom"}}
     assert brief(json.dumps(state)).splitlines() == [
         "last error: none", "pending: none", "ok: yes",
-        "error:", "  at: 2026-11-25 01:02:03 UTC", "  type: Boom"]
+        "error:", "  at: 2026-11-25 01:02 UTC", "  type: Boom"]
 
 
 def test_text_that_is_no_json_object_is_left_as_it_is() -> None:

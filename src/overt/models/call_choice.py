@@ -26,12 +26,14 @@ built from the offered tools' schemas. Three things shape that choice here:
 - **No guessed filters.** An optional enum argument without a default (a filter
   whose absence means "all": ``node_search``'s ``kind`` and ``scope``) is left out
   of the call grammar; the models filled it with a guess that hid the node asked for.
-- **A question is never declined.** The 0.5B model picks :data:`DECLINE` for
-  "How many approvals are waiting for me?" as surely as for "Approve the
-  deploy" (its description says a question is never this; the model does not
-  follow it). The decline is offered in the grammar only when the operator's
-  last message gives an order rather than asks (:func:`asks`); a question goes
-  to a real tool. It stays in the listing, so the cached prompt is the same.
+- **A question is never declined, and only reads.** The 0.5B model picks
+  :data:`DECLINE` for "How many approvals are waiting for me?" as surely as for
+  "Approve the deploy" (its description says a question is never this; the
+  model does not follow it), and answered "What's the staging database host?"
+  by writing a node with a made-up body. The decline and the tools that change
+  something are offered in the grammar only when the operator's last message
+  gives an order rather than asks (:func:`asks`); a question goes to a tool that
+  reads. The listing is unchanged, so the cached prompt is the same.
 - **A JSON fence is a call.** A reply that opens with a fenced JSON block in a
   turn with tools is the model writing a tool's data instead of calling it
   (it made up a usage table); :func:`opens_json_fence` lets the decoder take it
@@ -179,9 +181,13 @@ def asks(messages: Sequence[Message]) -> bool:
 
 
 def choosable(shown: Sequence[ToolSpec], messages: Sequence[Message]) -> list[ToolSpec]:
-    """The listed tools the model may call now: :data:`DECLINE` only for an order."""
-    asking = asks(messages)
-    return [t for t in shown if not (asking and t.name == DECLINE.name)]
+    """The listed tools the model may call now: for a question, only the tools that
+    read (never :data:`DECLINE`, never a tool that writes or changes something);
+    for an order, all of them. Asked "What's the staging database host?", the 0.5B
+    model wrote a node with a made-up body instead of searching for it."""
+    if not asks(messages):
+        return list(shown)
+    return [t for t in shown if t.read_only and t.name != DECLINE.name]
 
 
 def opens_json_fence(text: str) -> bool:

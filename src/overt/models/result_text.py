@@ -10,7 +10,8 @@ the answer turn of :mod:`overt.models.local` sees :func:`brief` of each result:
 - one ``label: value`` line per field, the label the key with spaces
   (``total input tokens: 21849``);
 - money labelled as money: a ``*_usd`` field reads ``total cost: $0.0335``;
-- timestamps to the second, in UTC (``2026-11-25 00:00:00 UTC``);
+- timestamps to the minute, in UTC (``2026-11-25 00:00 UTC``): the seconds,
+  cut from their fraction, would read as a figure the result does not hold;
 - ``null`` and an empty list read ``none``, booleans ``yes``/``no``;
 - a list of objects one row a line (``- route default, model m, inferences 3, …``);
 - a breakdown of one row whose figures are the totals above it keeps only its
@@ -29,7 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 _TIMESTAMP = re.compile(
-    r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.\d+)?(?:Z|[+-]00:?00)$")
+    r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}):\d{2}(?:\.\d+)?(?:Z|[+-]00:?00)$")
 _MONEY = "_usd"
 
 

@@ -79,7 +79,8 @@ async def get_usage(ctx: ToolContext, period: Period = "today",
     Use when the operator asks about cost, burn, spend, tokens or usage.
 
     Args:
-        period: which period to total: today (since midnight UTC), 24h, 7d, 30d or all.
+        period: which period to total: today (since midnight UTC), 24h, 7d, 30d or all
+            (everything since the ledger's first entry).
         by: how to break the total down: route_and_model, route, model, day or session.
     """
     since = period_start(period)
