@@ -24,6 +24,7 @@ def test_get_usage_totals_tokens_and_cost_per_route_and_model_from_the_ledger(
     result = runtime.model.requests[-1].messages[-1].content  # type: ignore[attr-defined]
     usage = json.loads(result)
     assert usage["total_input_tokens"] == 300 and usage["total_output_tokens"] == 30
+    assert usage["total_tokens"] == 330
     assert usage["total_cost_usd"] == 0.003
     assert usage["by_route_and_model"][0] == {
         "route": "default", "model": "m-cheap", "inferences": 2, "input_tokens": 300,

@@ -79,8 +79,7 @@ async def get_usage(ctx: ToolContext, period: Period = "today",
     Use when the operator asks about cost, burn, spend, tokens or usage.
 
     Args:
-        period: which period to total: today (since midnight UTC), 24h, 7d, 30d or all
-            (everything since the ledger's first entry).
+        period: which period to total: today (since midnight UTC), 24h, 7d, 30d or all.
         by: how to break the total down: route_and_model, route, model, day or session.
     """
     since = period_start(period)
@@ -99,6 +98,7 @@ async def get_usage(ctx: ToolContext, period: Period = "today",
     return {
         "period": period,
         "since": since,
+        "total_tokens": sum(r.input_tokens + r.output_tokens for r in rows),
         "total_input_tokens": sum(r.input_tokens for r in rows),
         "total_output_tokens": sum(r.output_tokens for r in rows),
         "total_cost_usd": round(sum(r.cost_usd for r in rows), 6),
