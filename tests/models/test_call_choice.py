@@ -127,7 +127,7 @@ def test_questions_and_requests_to_be_shown_ask_orders_do_not() -> None:
 
 
 def test_a_question_cannot_be_declined_nor_write_in_the_grammar() -> None:
-    from overt.models.call_choice import DECLINE, choosable, listing
+    from overt.models.call_choice import choosable, listing
     read = ToolSpec("node_search", "Search.", {"type": "object", "properties": {}},
                     read_only=True)
     write = ToolSpec("node_create", "Write a node.", {"type": "object", "properties": {}})
