@@ -135,9 +135,9 @@ def answer_messages(messages: Sequence[Message]) -> list[Message]:
     Messages before the last user message stay as they are. The assistant's
     tool calls are dropped, and the tool results become one user message,
     ``name returned:\\n<result>`` each (``name (error) returned`` for an
-    error result), after the question; a JSON result is given as short lines
-    (:func:`overt.models.result_text.brief`), which the 0.5B model neither
-    echoes nor misreads as it did the JSON.
+    error result), after the question; a JSON result is given as short labelled
+    lines (:func:`overt.models.result_text.brief`): fewer tokens, and the 0.5B
+    model read token counts for cost in the JSON.
     """
     last = _last_user(messages)
     if last < 0:
