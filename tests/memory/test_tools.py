@@ -74,6 +74,18 @@ def test_node_search_ranks_filters_and_caps_the_limit(ledger: Any) -> None:
     assert code(call(ctx, "node_search", scope="everyone")) == "invalid_argument"
 
 
+def test_a_snake_case_query_that_finds_nothing_is_searched_as_its_words(ledger: Any) -> None:
+    ctx = context(ledger)
+    create(ctx, "Ticket", "PICK-12 invoice rounding bug", "Totals round twice.")
+    create(ctx, "Note", "node_search tips", "Give it key words.")
+    found = call(ctx, "node_search", query="invoice_rounding_ticket")
+    assert [r["title"] for r in found["results"]] == ["PICK-12 invoice rounding bug"]
+    assert found["searched"] == "invoice rounding ticket"
+    key = call(ctx, "node_search", query="node_search")  # found as written: no fallback
+    assert [r["title"] for r in key["results"]] == ["node_search tips"]
+    assert "searched" not in key
+
+
 def test_node_search_body_is_shortened_in_results(ledger: Any) -> None:
     ctx = context(ledger)
     create(ctx, "Note", "Long one", "word " * 200)

@@ -141,10 +141,20 @@ class MemoryTools:
                 return denied
         store = store_for(ctx.ledger)
         capped = limit > MAX_LIMIT
-        hits = await store.search(query, kind=kind, actor=access.me(ctx) if scope == "own"
-                                  else None, limit=min(limit, MAX_LIMIT))
+        actor = access.me(ctx) if scope == "own" else None
+        hits = await store.search(query, kind=kind, actor=actor, limit=min(limit, MAX_LIMIT))
+        searched = query
+        if not hits and "_" in query:
+            # A small model writes its key words snake_case ("invoice_rounding_ticket"),
+            # which the search takes for one key, matched as a phrase: none found, the
+            # words are searched.
+            searched = query.replace("_", " ")
+            hits = await store.search(searched, kind=kind, actor=actor,
+                                      limit=min(limit, MAX_LIMIT))
         answer = ok(results=[{**h.node.to_dict(body_limit=SNIPPET), "score": round(h.score, 6)}
                              for h in hits], count=len(hits), scope=scope)
+        if searched != query:
+            answer.update(searched=searched)
         if capped:
             answer.update(limit=MAX_LIMIT, limit_capped=True,
                           note=f"limit {limit} was capped to {MAX_LIMIT}")
