@@ -173,3 +173,23 @@ def test_the_prompt_digest_changes_with_a_tool_description(
 
     monkeypatch.setattr(ToolRegistry, "specs", reworded)
     assert run(run_suite(model, cases, _config(tmp_path / "c"))).prompt_sha256 != first
+
+
+def test_the_prompt_digest_covers_what_the_model_adds_to_the_tool_listing(
+        tmp_path: Path) -> None:
+    from overt.types import ToolSpec
+    cases = _cases({"id": "math", "question": "What is 17 times 23?",
+                    "expect": {"tool": None}})
+
+    class Listing(FunctionModel):
+        extra: tuple[ToolSpec, ...] = ()
+
+        def shown_tools(self, offered: Any) -> tuple[ToolSpec, ...]:
+            return (*offered, *self.extra)
+
+    model = Listing(_operator, name="fn")
+    plain = run(run_suite(FunctionModel(_operator, name="fn"), cases,
+                          _config(tmp_path / "a"))).prompt_sha256
+    assert run(run_suite(model, cases, _config(tmp_path / "b"))).prompt_sha256 == plain
+    model.extra = (ToolSpec("cannot_do", "No tool does it.", {"type": "object"}),)
+    assert run(run_suite(model, cases, _config(tmp_path / "c"))).prompt_sha256 != plain

@@ -111,3 +111,16 @@ def test_a_reply_restating_an_earlier_answers_figure_becomes_a_call(
     answer = _ask(_model(tmp_path, script), *history, Message("user", "And 7 days?"),
                   tools=())
     assert answer.text == "Over the last 7 days you spent $0.0500."  # no tools: as decoded
+
+
+def test_the_model_says_what_it_lists_for_the_offered_tools(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    from overt.models.base import ListsTools
+
+    model = _model(tmp_path, lambda prompt, grammar: "")
+    assert isinstance(model, ListsTools)
+    assert [t.name for t in model.shown_tools((READ,))] == ["node_read", "cannot_do"]
+    assert model.shown_tools(()) == ()
+    plain = _model(tmp_path, lambda prompt, grammar: "", decline=False)
+    assert [t.name for t in plain.shown_tools((READ,))] == ["node_read"]

@@ -25,10 +25,10 @@ from overt.evals.grade import Call, Grade, grade, substitute
 from overt.evals.seed import seed_ledger
 from overt.events import EvalCompleted
 from overt.ledger.canonical import digest_text
-from overt.models.base import Model
+from overt.models.base import ListsTools, Model
 from overt.policy.actors import Actor
 from overt.runtime import Runtime
-from overt.types import IncomingMessage, Message, ModelRequest, ModelResponse
+from overt.types import IncomingMessage, Message, ModelRequest, ModelResponse, ToolSpec
 
 
 class RecordingModel:
@@ -178,11 +178,16 @@ def _plain(case: EvalCase) -> dict[str, Any]:
     return {name: getattr(case, name) for name in case.__slots__}
 
 
-def shown_prompt(runtime: Runtime) -> str:
+def shown_prompt(runtime: Runtime, model: Model) -> str:
     """What the model is shown besides the conversation: the system prompt, then each
-    offered tool's name, description and schema (canonical JSON). Its digest is the
-    suite's ``prompt_sha256``, so a reworded tool description is on the record too."""
-    tools = [[s.name, s.description, s.input_schema] for s in runtime.engine.tools.specs()]
+    tool it lists, with its name, description and schema (canonical JSON). Its digest
+    is the suite's ``prompt_sha256``, so a reworded tool description is on the record
+    too. The tools are those offered, as ``model`` lists them when it says how
+    (``shown_tools``: the embedded model adds its own ``cannot_do`` choice)."""
+    specs: Sequence[ToolSpec] = runtime.engine.tools.specs()
+    if isinstance(model, ListsTools):
+        specs = model.shown_tools(specs)
+    tools = [[s.name, s.description, s.input_schema] for s in specs]
     return runtime.engine.system_prompt + "\n" + json.dumps(
         tools, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
@@ -218,7 +223,7 @@ async def run_case(case: EvalCase, model: RecordingModel, config: Config,
             verdict = Grade(False, verdict.tool_ok, verdict.args_ok, verdict.invented,
                             (*verdict.failures, f"turn error: {error}"))
         return (CaseResult(case, verdict, answer, tuple(calls), latency, error),
-                shown_prompt(runtime))
+                shown_prompt(runtime, model.inner))
     finally:
         await runtime.close()
 

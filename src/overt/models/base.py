@@ -8,10 +8,10 @@ every model still answers through ``complete``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
-from overt.types import ModelRequest, ModelResponse
+from overt.types import ModelRequest, ModelResponse, ToolSpec
 
 TextSink = Callable[[str], None]
 """Where a streaming model sends each piece of answer text as it is generated."""
@@ -50,6 +50,15 @@ class StreamingModel(Protocol):
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
 
     async def complete_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse: ...
+
+
+@runtime_checkable
+class ListsTools(Protocol):
+    """A model that lists tools in its prompt other than exactly those offered (the
+    embedded model adds a "no tool" choice): ``shown_tools`` says what it lists for
+    ``offered``, so what the model is shown can be digested (``overt eval``)."""
+
+    def shown_tools(self, offered: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]: ...
 
 
 async def complete_streaming(model: Model, request: ModelRequest,

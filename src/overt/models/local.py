@@ -353,7 +353,7 @@ class LocalModel:
         offered: Sequence[ToolSpec] = request.tools
         if has_tool_results(messages) and self.answer_style == "user_message":
             messages, offered = answer_messages(messages), ()
-        shown = listing(offered, self.decline and self.grammar) if offered else ()
+        shown = self.shown_tools(offered)
         choice = (callable_tools(choosable(shown, messages), ids_in(messages))
                   if self.grammar else [])
         raw, prompt_len, generated, finish, constrained, budget = self._reply(
@@ -372,6 +372,12 @@ class LocalModel:
             usage=Usage(input_tokens=prompt_len, output_tokens=generated, cost_usd=0.0),
             info=self._info(budget, constrained),
         )
+
+    def shown_tools(self, offered: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
+        """The tools as this model lists them in its prompt: ``offered``, then the
+        call choice's own entries (:data:`~overt.models.call_choice.DECLINE`). The
+        eval's prompt digest covers this listing, so a change to it is on the record."""
+        return listing(offered, self.decline and self.grammar) if offered else ()
 
     def _reply(self, llm: Any, request: ModelRequest, messages: Sequence[Message],
                shown: Sequence[ToolSpec], choice: Sequence[ToolSpec],
