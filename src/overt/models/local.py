@@ -176,7 +176,6 @@ class LocalModel:
         name: str | None = None,
         prefix_cache: bool | str | os.PathLike[str] = True,
         call_threshold: float = 0.002,
-        flash_attn: bool = False,
         decline: bool = True,
     ) -> None:
         if model_path is None:
@@ -195,7 +194,6 @@ class LocalModel:
         # layer per token) can stall on a descheduled thread: pass n_threads=1 there.
         self.n_threads = n_threads or cpus
         self.n_threads_batch = n_threads_batch or cpus
-        self.flash_attn = flash_attn
         self.seed = seed
         self.temperature = temperature
         self.top_p = top_p
@@ -288,7 +286,7 @@ class LocalModel:
             llm = llama_cpp.Llama(model_path=str(self.path), n_ctx=self.n_ctx,
                                   n_threads=self.n_threads,
                                   n_threads_batch=self.n_threads_batch, seed=self.seed,
-                                  flash_attn=self.flash_attn, verbose=False)
+                                  verbose=False)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(f"llama.cpp could not load {self.path}: {exc}") from exc
         special = llm.tokenize(b"<tool_call><|im_end|><|endoftext|>", add_bos=False, special=True)
@@ -304,8 +302,7 @@ class LocalModel:
         self._grammar_cls = LlamaGrammar
         if self._prefix_dir is not None and hasattr(llama_cpp, "llama_state_get_data"):
             self._prefixes = PrefixCache(self._prefix_dir, model_sha256=self._sha256,
-                                         n_ctx=self.n_ctx, llama_cpp_version=self._version,
-                                         flash_attn=self.flash_attn)
+                                         n_ctx=self.n_ctx, llama_cpp_version=self._version)
         self._llm = llm
         return llm
 

@@ -58,16 +58,11 @@ class PrefixKey:
     n_tokens: int
     n_ctx: int
     llama_cpp_version: str
-    flash_attn: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        key: dict[str, Any] = {
-            "model_sha256": self.model_sha256, "prefix_sha256": self.prefix_sha256,
-            "n_tokens": self.n_tokens, "n_ctx": self.n_ctx,
-            "llama_cpp_version": self.llama_cpp_version}
-        if self.flash_attn:  # its KV layout differs (V not transposed); off: the old key
-            key["flash_attn"] = True
-        return key
+        return {"model_sha256": self.model_sha256, "prefix_sha256": self.prefix_sha256,
+                "n_tokens": self.n_tokens, "n_ctx": self.n_ctx,
+                "llama_cpp_version": self.llama_cpp_version}
 
     @property
     def file_name(self) -> str:
@@ -84,16 +79,15 @@ class PrefixCache:
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, model_sha256: str, n_ctx: int,
-                 llama_cpp_version: str, flash_attn: bool = False) -> None:
+                 llama_cpp_version: str) -> None:
         self.directory = Path(directory)
         self.model_sha256 = model_sha256
         self.n_ctx = n_ctx
         self.llama_cpp_version = llama_cpp_version
-        self.flash_attn = flash_attn
 
     def key(self, tokens: Sequence[int]) -> PrefixKey:
         return PrefixKey(self.model_sha256, tokens_digest(tokens), len(tokens), self.n_ctx,
-                         self.llama_cpp_version, self.flash_attn)
+                         self.llama_cpp_version)
 
     def path(self, tokens: Sequence[int]) -> Path:
         return self.directory / self.key(tokens).file_name
