@@ -168,8 +168,7 @@ def asks(messages: Sequence[Message]) -> bool:
     a request to be shown something ("Show me ...", "教えて") is answered from a
     tool, never declined. A polite request to act ("Can you approve it?",
     "承認してくれますか？") is an order."""
-    last = next((m.content for m in reversed(messages) if m.role == "user"), "") or ""
-    text = last.strip()
+    text = _operator_text(messages).strip()
     if not text:
         return False
     if _INFO_EN.match(text) or _INFO_JA.search(text):  # "show me ...", "教えて"
@@ -199,8 +198,12 @@ def decline_opening(messages: Sequence[Message]) -> str:
     """How the reply to a declined request begins, in the operator's language (Japanese
     when the last message holds kana or kanji, else English); the model goes on from it
     (with the system prompt naming the operator's own path)."""
-    last = next((m.content for m in reversed(messages) if m.role == "user"), "")
-    return _OPENING["ja" if _JAPANESE.search(last) else "en"]
+    return _OPENING["ja" if _JAPANESE.search(_operator_text(messages)) else "en"]
+
+
+def _operator_text(messages: Sequence[Message]) -> str:
+    """The text of the operator's last message ("" when there is none)."""
+    return next((m.content for m in reversed(messages) if m.role == "user"), "") or ""
 
 
 def _figures(text: str) -> set[str]:
