@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from benchmarks._stats import quietest, row, summary
-from overt.engine.loop import Engine, _Turn
+from overt.engine.loop import Engine, Turn
 from overt.engine.values import EngineSettings
 from overt.events import Event
 from overt.hooks import PluginHost, hookimpl
@@ -138,12 +138,12 @@ async def _turns(host: PluginHost, calls: int, turns: int) -> list[float]:
 
 
 async def _tool_steps(host: PluginHost, steps: int) -> list[float]:
-    """The engine's own step for one tool call (``_Turn._tool_call``), timed alone."""
+    """The engine's own step for one tool call (``Turn._tool_call``), timed alone."""
     tools = ToolRegistry([lookup])
     host.add_tools(tools)
     engine = Engine(_model(1), tools, cast(Ledger, NullLedger()), hooks=host.hooks,
                     settings=EngineSettings(max_tool_calls=10**9))
-    turn = _Turn(engine, "cli", "cli:bench", "bench")
+    turn = Turn(engine, "cli", "cli:bench", "bench")
     call, offered = ToolCall("c1", "lookup", {"key": "k"}), frozenset({"lookup"})
     samples = []
     for _ in range(steps):
