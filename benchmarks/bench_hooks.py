@@ -142,7 +142,8 @@ async def _tool_steps(host: PluginHost, steps: int) -> list[float]:
     tools = ToolRegistry([lookup])
     host.add_tools(tools)
     engine = Engine(_model(1), tools, cast(Ledger, NullLedger()), hooks=host.hooks,
-                    settings=EngineSettings(max_tool_calls=10**9))
+                    settings=EngineSettings(max_tool_calls=10**9,
+                                            max_tool_calls_per_turn=10**9))
     turn = Turn(engine, "cli", "cli:bench", "bench")
     call, offered = ToolCall("c1", "lookup", {"key": "k"}), frozenset({"lookup"})
     samples = []
