@@ -82,6 +82,7 @@ def paced() -> dict[str, float]:
 
 
 def local() -> dict[str, float]:
+    from overt.models import llama_sampling
     from overt.models.local import LocalModel
 
     try:
@@ -90,18 +91,24 @@ def local() -> dict[str, float]:
         row("local model", f"skipped: {exc} (run `overt model prepare`)")
         return {}
     model.load()
-    llm = model._llm
-    sampled: list[float] = []  # when each generate() call yielded its first token
-    generate = llm.generate
+    sampled: list[float] = []  # when each decoding step sampled its first token
+    sample_tokens = llama_sampling.sample_tokens
 
     def timed(*args: Any, **kwargs: Any) -> Iterator[int]:
         first = True
-        for token in generate(*args, **kwargs):
+        for token in sample_tokens(*args, **kwargs):
             if first:
                 sampled.append(time.perf_counter())
                 first = False
             yield token
-    llm.generate = timed
+    llama_sampling.sample_tokens = timed  # type: ignore[assignment]
+    try:
+        return _timed_answers(model, sampled)
+    finally:
+        llama_sampling.sample_tokens = sample_tokens
+
+
+def _timed_answers(model: Any, sampled: list[float]) -> dict[str, float]:
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         runtime = Runtime(model=model, ledger=open_ledger(str(Path(tmp) / "l.db")))
