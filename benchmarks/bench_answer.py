@@ -16,7 +16,8 @@ Every run uses its own ledger in a temporary directory. Figures on a shared
 Skips, saying so, when the embedded model is not prepared
 (``overt model prepare local``).
 
-Run alone: ``python -m benchmarks.bench_answer [RUNS]`` (default 3).
+Run alone: ``python -m benchmarks.bench_answer [RUNS] [MODEL]`` (default 3 runs of
+``local``; ``local:quality`` times the 1.5B model).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from benchmarks._stats import row
 
 QUESTION = "How many tokens have I used today?"
 RUNS = 3
+MODEL = "local"
 
 
 def _load() -> str:
@@ -41,18 +43,19 @@ def _load() -> str:
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min), {os.cpu_count()} CPUs"
 
 
-def _prepared() -> bool:
-    from overt.models.assets import QWEN25_CODER_05B, is_prepared
+def _prepared(spec: str) -> bool:
+    from overt.models.assets import ASSETS, is_prepared
 
-    return is_prepared(QWEN25_CODER_05B, os.environ.get("OVERT_CACHE_DIR") or None)
+    return is_prepared(ASSETS[spec], os.environ.get("OVERT_CACHE_DIR") or None)
 
 
-def _cold(directory: Path, n: int) -> float:
+def _cold(directory: Path, n: int, spec: str) -> float:
     env = {**os.environ, "OVERT_DB": str(directory / f"cold-{n}.db")}
     src = Path(__file__).resolve().parent.parent / "src"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), env.get("PYTHONPATH")) if p)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "overt.cli", "ask", QUESTION], env=env,
+    done = subprocess.run([sys.executable, "-m", "overt.cli", "ask", "--model", spec, QUESTION],
+                          env=env,
                           capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
@@ -60,13 +63,13 @@ def _cold(directory: Path, n: int) -> float:
     return elapsed
 
 
-async def _warm(directory: Path, runs: int) -> list[float]:
+async def _warm(directory: Path, runs: int, spec: str) -> list[float]:
     from overt import IncomingMessage
     from overt.ledger import open_ledger
     from overt.models.local import LocalModel
     from overt.runtime import Runtime
 
-    model = LocalModel.from_asset("default", cache_dir=os.environ.get("OVERT_CACHE_DIR"))
+    model = LocalModel.from_asset(spec, cache_dir=os.environ.get("OVERT_CACHE_DIR"))
     model.load()
     runtime = Runtime(model=model, ledger=open_ledger(str(directory / "warm.db")))
     samples = []
@@ -87,22 +90,23 @@ def _spread(samples: list[float]) -> str:
             f"max {max(samples):5.1f} s   (n={len(samples)})")
 
 
-def main(runs: int = RUNS) -> None:
-    print("answer: a tool question to the embedded model (local, 0.5B)")
-    if not _prepared():
-        print("  skipped: the embedded model is not prepared; run `overt model prepare local`")
+def main(runs: int = RUNS, spec: str = MODEL) -> None:
+    print(f"answer: a tool question to the embedded model ({spec})")
+    if not _prepared(spec):
+        print(f"  skipped: the embedded model is not prepared; run `overt model prepare {spec}`")
         return
     row("machine", _load())
     with tempfile.TemporaryDirectory(prefix="overt-bench-answer-") as tmp:
         directory = Path(tmp)
-        first = _cold(directory, 0)
+        first = _cold(directory, 0, spec)
         row("cold process, first (may build the cache)", f"{first:5.1f} s")
-        cold = [_cold(directory, n) for n in range(1, runs + 1)]
+        cold = [_cold(directory, n, spec) for n in range(1, runs + 1)]
         row("cold process `overt ask` (target ≤ 5 s)", _spread(cold))
-        warm = asyncio.run(_warm(directory, runs))
+        warm = asyncio.run(_warm(directory, runs, spec))
         row("loaded model, chat/serve (target ≤ 3 s)", _spread(warm))
     row("machine, after", _load())
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else RUNS)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else RUNS,
+         sys.argv[2] if len(sys.argv) > 2 else MODEL)

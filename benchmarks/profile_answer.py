@@ -6,7 +6,8 @@ system turn came from (``disk``, ``held``, ``prefilled``), the tokens prefilled
 (evaluated in batches) and generated (one at a time), and the milliseconds of
 each; "outside the model" is the rest of the turn (the tool, the ledger).
 
-Run: ``python -m benchmarks.profile_answer [RUNS] [QUESTION]`` (the model must be prepared).
+Run: ``python -m benchmarks.profile_answer [RUNS] [QUESTION]`` (the model must be prepared;
+``OVERT_BENCH_MODEL=local:quality`` profiles the 1.5B model).
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ async def _main(runs: int, question: str) -> None:
     from overt.runtime import Runtime
 
     start = time.perf_counter()
-    model = LocalModel.from_asset("default", cache_dir=os.environ.get("OVERT_CACHE_DIR"))
+    model = LocalModel.from_asset(os.environ.get("OVERT_BENCH_MODEL", "local"),
+                                  cache_dir=os.environ.get("OVERT_CACHE_DIR"))
     model.load()
     print(f"load: {(time.perf_counter() - start) * 1000:.0f} ms")
     calls = _Calls()

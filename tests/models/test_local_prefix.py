@@ -132,3 +132,26 @@ def test_without_the_prefix_cache_nothing_is_saved(tmp_path: Path,
 def test_a_named_directory_holds_the_cache(tmp_path: Path, stateful_llama: None) -> None:
     _ask(_model(tmp_path, prefix_cache=tmp_path / "kv"))
     assert len(list((tmp_path / "kv").glob("*.kv"))) == 1
+
+
+def test_a_prefix_switched_away_from_and_back_comes_from_memory(
+        tmp_path: Path, stateful_llama: None) -> None:
+    model = _model(tmp_path)
+    _ask(model)
+    other = Message("system", "You are another assistant, with other rules. " * 4)
+    asyncio.run(model.complete(ModelRequest((other, Message("user", "hi")), TOOLS)))
+    for saved in (tmp_path / "prefix").glob("*.kv"):
+        saved.unlink()  # memory, not the file: a deleted file does not matter
+    assert _ask(model).info["prefix"] == "memory"
+    assert model._llm.restored is not None and model._llm.prefilled > 0
+
+
+def test_a_state_llama_refuses_is_dropped_from_memory_and_prefilled_again(
+        tmp_path: Path, stateful_llama: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = _model(tmp_path)
+    _ask(model)
+    other = Message("system", "You are another assistant, with other rules. " * 4)
+    asyncio.run(model.complete(ModelRequest((other, Message("user", "hi")), TOOLS)))
+    monkeypatch.setattr(sys.modules["llama_cpp"], "llama_state_set_data",
+                        lambda ctx, buffer, size: 0)
+    assert _ask(model).info["prefix"] == "prefilled"

@@ -57,8 +57,9 @@ tool results without: a tool result holding ``<|im_start|>`` stays text and
 cannot open a turn. Usage counts llama tokens (prompt, generated); cost is 0. ``info`` carries the
 weights' digest, the llama-cpp-python version, the sampling parameters (with
 ``grammar``: whether a grammar shaped this reply), ``n_ctx`` and ``prefix``: where the
-system turn's KV state came from (``disk``: the prefix cache, ``prefilled``: computed
-and then saved there, ``held``: this process's previous call, ``none``: not cached).
+system turn's KV state came from (``disk``: the prefix cache, ``memory``: the prefix
+cache's copy this process keeps, ``prefilled``: computed and then saved there,
+``held``: this process's previous call, ``none``: not cached).
 """
 
 from __future__ import annotations
@@ -400,9 +401,9 @@ class LocalModel:
 
     def _warm_prefix(self, llm: Any, prefix: list[int]) -> None:
         """Have ``llm``'s KV cache hold the fixed ``prefix`` (the system turn with the
-        tools), from this process's last call, else from the prefix cache on disk, else
-        by prefilling it and saving it there. llama.cpp's own prefix match then reuses
-        it for the prompt that follows."""
+        tools), from this process's last call, else from the prefix cache (held in
+        memory, or on disk), else by prefilling it and saving it there. llama.cpp's
+        own prefix match then reuses it for the prompt that follows."""
         cache = self._prefixes
         self._prefix_source = "none"
         if cache is None or len(prefix) < MIN_PREFIX_TOKENS:
@@ -413,8 +414,9 @@ class LocalModel:
         if shared * 2 >= len(prefix):  # most of it is already here: prefill the rest
             self._prefix_source = "held"
             return
-        if cache.load(llm, prefix):
-            self._prefix_source = "disk"
+        source = cache.load(llm, prefix)
+        if source is not None:
+            self._prefix_source = source
             return
         llm.reset()
         llm.eval(prefix)

@@ -13,6 +13,11 @@ state's own SHA-256, so a file that is truncated, corrupt, written by another
 build or for another prefix is refused (with a log line) and rebuilt, never
 loaded and never a crash.
 
+A process keeps the last :data:`HELD` states it loaded or saved in memory as well,
+verified once: a loaded model switches between two prefixes every turn (the call's
+system turn with the tools, the answer's without them), and reading and hashing the
+1.5B model's 75 MB state from disk again each time cost 300-700 ms of a turn.
+
 File layout (one file, written to a temporary name then renamed into place):
 ``OVERTKV1``, a 4-byte big-endian header length, the header (canonical JSON),
 then the prefix tokens (little-endian int32) and the state bytes.
@@ -28,6 +33,7 @@ import logging
 import os
 import struct
 import tempfile
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +44,8 @@ log = logging.getLogger("overt.models.prefix_cache")
 MAGIC = b"OVERTKV1"
 MIN_PREFIX_TOKENS = 64
 """A shorter prefix is prefilled faster than its file is read: not cached."""
+HELD = 2
+"""States kept in memory: the call's prefix and the answer's."""
 
 
 def tokens_digest(tokens: Sequence[int]) -> str:
@@ -84,6 +92,7 @@ class PrefixCache:
         self.model_sha256 = model_sha256
         self.n_ctx = n_ctx
         self.llama_cpp_version = llama_cpp_version
+        self._held: OrderedDict[str, Any] = OrderedDict()  # file name -> verified state
 
     def key(self, tokens: Sequence[int]) -> PrefixKey:
         return PrefixKey(self.model_sha256, tokens_digest(tokens), len(tokens), self.n_ctx,
@@ -164,24 +173,38 @@ class PrefixCache:
 
     # -- llama.cpp -------------------------------------------------------------
 
-    def load(self, llm: Any, tokens: Sequence[int]) -> bool:
-        """Put the saved state of ``tokens`` into ``llm``; False when there is none
-        (or it is refused), leaving ``llm`` reset."""
-        state = self.read(tokens)
-        if state is None:
-            return False
+    def load(self, llm: Any, tokens: Sequence[int]) -> str | None:
+        """Put the saved state of ``tokens`` into ``llm``: ``"memory"`` (held by this
+        process) or ``"disk"`` where it came from, or None when there is none (or it
+        is refused), leaving ``llm`` reset."""
         import llama_cpp
 
+        name = self.key(tokens).file_name
+        buffer = self._held.get(name)
+        source = "memory"
+        if buffer is None:
+            state = self.read(tokens)
+            if state is None:
+                return None
+            buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+            source = "disk"
         llm.reset()
-        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-        if llama_cpp.llama_state_set_data(llm.ctx, buffer, len(state)) != len(state):
+        if llama_cpp.llama_state_set_data(llm.ctx, buffer, len(buffer)) != len(buffer):
             log.warning("prefix cache %s: llama.cpp refused the state, rebuilding",
                         self.path(tokens))
+            self._held.pop(name, None)
             llm.reset()
-            return False
+            return None
         llm.input_ids[:len(tokens)] = tokens
         llm.n_tokens = len(tokens)
-        return True
+        self._hold(name, buffer)
+        return source
+
+    def _hold(self, name: str, buffer: Any) -> None:
+        self._held[name] = buffer
+        self._held.move_to_end(name)
+        while len(self._held) > HELD:
+            self._held.popitem(last=False)
 
     def save(self, llm: Any, tokens: Sequence[int]) -> None:
         """Write ``llm``'s state, which must hold exactly ``tokens``; a failure to write
@@ -191,7 +214,9 @@ class PrefixCache:
         size = llama_cpp.llama_state_get_size(llm.ctx)
         buffer = (ctypes.c_uint8 * size)()
         n = llama_cpp.llama_state_get_data(llm.ctx, buffer, size)
+        state = ctypes.string_at(buffer, n)
+        self._hold(self.key(tokens).file_name, (ctypes.c_uint8 * n).from_buffer_copy(state))
         try:
-            self.write(tokens, ctypes.string_at(buffer, n))
+            self.write(tokens, state)
         except OSError as exc:
             log.warning("prefix cache not written to %s: %s", self.directory, exc)

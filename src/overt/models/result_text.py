@@ -13,7 +13,11 @@ the answer turn of :mod:`overt.models.local` sees :func:`brief` of each result:
 - timestamps to the minute, in UTC (``2026-11-25 00:00 UTC``): the seconds,
   cut from their fraction, would read as a figure the result does not hold;
 - ``null`` and an empty list read ``none``, booleans ``yes``/``no``;
-- a list of objects one row a line (``- route default, model m, inferences 3, …``);
+- a list of objects one row a line (``- route default, model m, inferences 3, …``),
+  without the row's empty fields (``supersedes: null``) and without a field that
+  repeats an earlier one of the same row (a first revision's ``root_id``, its
+  ``id``): a memory search's rows were read as one run-on line, and the 0.5B
+  model answered from the wrong one;
 - a breakdown of one row whose figures are the totals above it keeps only its
   names (``by route and model: route default, model m (all of it)``).
 
@@ -66,8 +70,22 @@ def _scalar(key: str, value: Any) -> str:
 
 def _row(item: Any) -> str:
     if isinstance(item, Mapping):
-        return ", ".join(f"{_label(k)} {_inline(k, v)}" for k, v in item.items())
+        return ", ".join(f"{_label(k)} {_inline(k, v)}" for k, v in _row_fields(item))
     return _scalar("", item)
+
+
+def _row_fields(row: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The fields of one row worth a reader's tokens: none empty, none repeating an
+    earlier field's value (all of them when that would leave nothing)."""
+    kept: list[tuple[str, Any]] = []
+    for key, value in row.items():
+        if value is None or value == [] or value == {}:
+            continue
+        if any(value == v and type(value) is type(v) and not isinstance(v, bool | int | float)
+               for _, v in kept):
+            continue
+        kept.append((key, value))
+    return kept or list(row.items())
 
 
 def _inline(key: str, value: Any) -> str:
