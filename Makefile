@@ -44,7 +44,7 @@ bench: install
 
 # The eval suite on the embedded default: per-case lines, accuracy, invented figures,
 # p50/p95 latency; the full result in $(RESULTS)/eval-local.json.
-# Another model: make eval EVAL_MODEL=local:quality
+# Another model: make eval EVAL_MODEL=local:small
 RESULTS ?= results
 EVAL_MODEL ?= local
 eval: install

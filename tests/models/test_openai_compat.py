@@ -475,9 +475,9 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``python -m llama_cpp.server`` on the embedded model; its ``/v1`` URL."""
     pytest.importorskip("llama_cpp.server",
                         reason="llama.cpp's server is not installed: llama-cpp-python[server]")
-    from overt.models.assets import QWEN25_CODER_05B, ensure_asset
+    from overt.models.assets import DEFAULT_ASSET, ensure_asset
 
-    weights = ensure_asset(QWEN25_CODER_05B, os.environ.get("OVERT_CACHE_DIR") or None,
+    weights = ensure_asset(DEFAULT_ASSET, os.environ.get("OVERT_CACHE_DIR") or None,
                            progress=lambda line: print(line, file=sys.stderr))
     port, threads = _free_port(), str(os.cpu_count() or 1)
     log = tmp_path_factory.mktemp("llama-server") / "server.log"

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="llama_cpp is not installed: pip install 'overt[local]'")
 
-from overt.models.assets import QWEN25_CODER_05B, asset_path, is_prepared
+from overt.models.assets import DEFAULT_ASSET, asset_path, is_prepared
 from overt.models.local import LocalModel
 from overt.prompts import default_template, render
 from overt.tools.builtin import builtin_tools
@@ -27,9 +27,9 @@ REQUEST = ModelRequest((Message("system", render(default_template(), TOOLS, 5)),
 
 def _weights() -> Path:
     cache_dir = os.environ.get("OVERT_CACHE_DIR") or None
-    if not is_prepared(QWEN25_CODER_05B, cache_dir):
+    if not is_prepared(DEFAULT_ASSET, cache_dir):
         pytest.skip("the embedded model is not prepared: overt model prepare local")
-    return asset_path(QWEN25_CODER_05B, cache_dir)
+    return asset_path(DEFAULT_ASSET, cache_dir)
 
 
 def _first_reply(prefix_cache: bool | Path) -> ModelResponse:

@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Add ``eval`` to ``sub`` (the top-level commands)."""
     p = sub.add_parser("eval", help="run the eval suite of operator questions against a model")
     p.add_argument("--model", metavar="SPEC",
-                   help="the model to evaluate (local, local:quality, openai:NAME, ...; "
+                   help="the model to evaluate (local, local:small, openai:NAME, ...; "
                         "default: the configured model)")
     p.add_argument("--cases", metavar="FILE",
                    help="a case file, JSON or TOML (default: the suite shipped with overt)")

@@ -85,7 +85,8 @@ def _parser() -> argparse.ArgumentParser:
 
     ask = sub.add_parser("ask", help="ask the agent one question")
     ask.add_argument("text")
-    ask.add_argument("--model", help="local (default) | scripted:FILE (env OVERT_MODEL)")
+    ask.add_argument("--model", help="local (default, 1.5B) | local:small (0.5B) | "
+                     "scripted:FILE | ... (env OVERT_MODEL)")
     ask.add_argument("--json", action="store_true", help="print the ResponseResult as JSON")
     ask.add_argument("--session", metavar="ID",
                      help="continue this session (its earlier turns are the model's history)")

@@ -76,7 +76,8 @@ QWEN25_CODER_05B = ModelAsset(
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
 )
-"""The default embedded model (``local``): Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, ~470 MB."""
+"""``local:small``: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, ~470 MB. The default until the eval
+showed it at 80% against the 1.5B model's 92-94%; it answers about 1.5 times faster."""
 
 QWEN25_CODER_15B = ModelAsset(
     name="qwen2.5-coder-1.5b-instruct",
@@ -86,10 +87,19 @@ QWEN25_CODER_15B = ModelAsset(
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     filename="qwen2.5-coder-1.5b-instruct.gguf",
 )
-"""``local:quality``: Qwen2.5-Coder-1.5B-Instruct. Fetched only when asked for by name."""
+"""The default embedded model (``local``, also ``local:quality``): Qwen2.5-Coder-1.5B-Instruct,
+Q4_K_M, ~1.1 GB."""
 
-ASSETS: dict[str, ModelAsset] = {"local": QWEN25_CODER_05B, "local:quality": QWEN25_CODER_15B}
-"""Model names, as a user writes them, to their assets."""
+DEFAULT_ASSET = QWEN25_CODER_15B
+"""What ``local`` names."""
+
+ASSETS: dict[str, ModelAsset] = {
+    "local": DEFAULT_ASSET,
+    "local:quality": QWEN25_CODER_15B,
+    "local:small": QWEN25_CODER_05B,
+}
+"""Model names, as a user writes them, to their assets (``local:quality`` is the name the
+1.5B model had while it was not the default; it still works)."""
 
 
 def _noop(_: str) -> None:

@@ -1,12 +1,15 @@
-"""The embedded default model ``local``: Qwen2.5-Coder-0.5B-Instruct, run by llama.cpp.
+"""The embedded models, run by llama.cpp: ``local`` (Qwen2.5-Coder-1.5B-Instruct, the
+default) and ``local:small`` (Qwen2.5-Coder-0.5B-Instruct).
 
 Decoding strategy, and why
 --------------------------
 
-A 0.5B model picks a sensible tool most of the time, but left alone it writes
-the call as bare or fenced JSON (rarely in ``<tool_call>`` tags) and invents
-arguments (``{"since": "today"}``, ``{"additionalProperties": false}``). And
-once a tool result is in the Qwen-native context with the tools still listed,
+The strategy was worked out on the 0.5B model and holds for both (on the 1.5B
+model the eval scores 92-94% with it). A 0.5B model picks a sensible tool most
+of the time, but left alone it writes the call as bare or fenced JSON (rarely
+in ``<tool_call>`` tags) and invents arguments (``{"since": "today"}``,
+``{"additionalProperties": false}``). And once a tool result is in the
+Qwen-native context with the tools still listed,
 it calls a tool again instead of answering, round after round. So:
 
 1. **Tool turn** (tools offered, no tool result yet since the last user
@@ -80,7 +83,7 @@ from overt.errors import ExtraMissingError, ModelError, UsageError
 from overt.models import llama_sampling
 from overt.models.assets import (
     ASSETS,
-    QWEN25_CODER_05B,
+    DEFAULT_ASSET,
     ModelAsset,
     Progress,
     ensure_asset,
@@ -142,7 +145,8 @@ class LocalModel:
 
     ``answer_style="native"`` answers tool results in the template's own
     ``<tool_response>`` form with the tools still offered; meant for larger
-    models, it makes the 0.5B one loop (see the module docstring).
+    models, it makes the 0.5B one loop (see the module docstring), and the 1.5B
+    one too: 22/49 on the eval, 18 turns ended by the breaker, against 45-46/49.
 
     ``prefix_cache``: keep the KV state of the system turn (system prompt and
     tool schemas, the same in every request of a runtime) on disk, in the
@@ -159,7 +163,7 @@ class LocalModel:
         self,
         model_path: str | os.PathLike[str] | None = None,
         *,
-        asset: ModelAsset = QWEN25_CODER_05B,
+        asset: ModelAsset = DEFAULT_ASSET,
         cache_dir: str | os.PathLike[str] | None = None,
         progress: Progress | None = None,
         download: bool = True,
@@ -233,8 +237,9 @@ class LocalModel:
         download: bool = True,
         **options: Any,
     ) -> LocalModel:
-        """The local model named by ``variant``: ``"default"`` or ``""`` (the 0.5B model)
-        or ``"quality"`` (the 1.5B one); ``"local"`` and ``"local:quality"`` work too.
+        """The local model named by ``variant``: ``"default"`` or ``""`` (the 1.5B model,
+        also ``"quality"``) or ``"small"`` (the 0.5B one); ``"local"``, ``"local:quality"``
+        and ``"local:small"`` work too.
 
         ``options`` go to the constructor (``n_ctx``, ``temperature``, …).
 
