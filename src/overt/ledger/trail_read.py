@@ -65,9 +65,12 @@ def _column(d: Dialect, name: str) -> str:
             return "c.body"
         # a body is bytea (text cannot hold NUL): converted here, psycopg reads it in C.
         # One look-up per row: with statistics, a join is planned as a hash of the
-        # whole content tier, for one session's steps
+        # whole content tier, for one session's steps. ``LIMIT 1`` (the key is
+        # unique: the same row) has the look-up planned as an index scan when the
+        # table has no statistics yet; without it, a bitmap scan per row (50,000
+        # steps: 110-121 ms of server time against 88-96)
         return ("(SELECT convert_from(c.body, 'UTF8') FROM content_blobs c "
-                "WHERE c.seq = t.body_seq AND c.digest = t.body_digest)")
+                "WHERE c.seq = t.body_seq AND c.digest = t.body_digest LIMIT 1)")
     if name.startswith("slot"):
         n = int(name[4:])
         branches = " ".join(f"WHEN '{kind}' THEN t.{fields[n]}"
