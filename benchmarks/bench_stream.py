@@ -10,9 +10,11 @@
    prepare``; skipped with a message otherwise): for a question it answers
    without a tool and one that needs a tool, the time from the first token
    llama.cpp samples in the answering call to the first delta at the sink
-   (the target: within 1.5 s), and from the turn's start (prefill included).
-   The first token's time is read by wrapping the Llama object's ``generate``
-   in this script only.
+   (the target: within 1.5 s); from the start of the answering model call
+   (its prompt's prefill included: the stricter reading of "within 1.5 s of
+   the model starting to answer"); and from the turn's start. The first
+   token's time is read by wrapping ``llama_sampling.sample_tokens``, and the
+   call's start by wrapping the model's ``complete_stream``, in this script only.
 """
 
 from __future__ import annotations
@@ -92,7 +94,14 @@ def local() -> dict[str, float]:
         return {}
     model.load()
     sampled: list[float] = []  # when each decoding step sampled its first token
+    calls: list[float] = []  # when each model call began
     sample_tokens = llama_sampling.sample_tokens
+    complete_stream = model.complete_stream
+
+    async def timed_call(*args: Any, **kwargs: Any) -> Any:
+        calls.append(time.perf_counter())
+        return await complete_stream(*args, **kwargs)
+    model.complete_stream = timed_call  # type: ignore[method-assign]
 
     def timed(*args: Any, **kwargs: Any) -> Iterator[int]:
         first = True
@@ -103,12 +112,12 @@ def local() -> dict[str, float]:
             yield token
     llama_sampling.sample_tokens = timed  # type: ignore[assignment]
     try:
-        return _timed_answers(model, sampled)
+        return _timed_answers(model, sampled, calls)
     finally:
         llama_sampling.sample_tokens = sample_tokens
 
 
-def _timed_answers(model: Any, sampled: list[float]) -> dict[str, float]:
+def _timed_answers(model: Any, sampled: list[float], calls: list[float]) -> dict[str, float]:
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         runtime = Runtime(model=model, ledger=open_ledger(str(Path(tmp) / "l.db")))
@@ -116,6 +125,7 @@ def _timed_answers(model: Any, sampled: list[float]) -> dict[str, float]:
                                 ("a tool", "What is my token usage today?")):
             first: list[float] = []
             sampled.clear()
+            calls.clear()
 
             async def ask(question: str = question, first: list[float] = first,
                           session: str = label) -> Any:
@@ -130,13 +140,19 @@ def _timed_answers(model: Any, sampled: list[float]) -> dict[str, float]:
                 continue
             answering = max(t for t in sampled if t <= first[0])
             on_screen = first[0] - answering
+            call = first[0] - max(t for t in calls if t <= first[0])
             verdict = "ok" if on_screen <= TARGET_S else "MISSED"
             row(f"local, {label}: first token -> on screen",
                 f"{on_screen * 1000:7.1f} ms  (target {TARGET_S:g} s: {verdict}); turn start -> "
                 f"on screen {first[0] - started:5.2f} s; tools {result.tools_used}")
+            verdict = "ok" if call <= TARGET_S else "MISSED"
+            row(f"local, {label}: answering call start -> on screen",
+                f"{call * 1000:7.1f} ms  (target {TARGET_S:g} s: {verdict}; the call's prompt "
+                "prefilled, then its first token)")
             key = label.replace(" ", "_")
             figures[f"local_{key}_first_token_to_screen_ms"] = on_screen * 1000
             figures[f"local_{key}_turn_to_screen_s"] = first[0] - started
+            figures[f"local_{key}_call_to_screen_ms"] = call * 1000
         asyncio.run(runtime.close())
     return figures
 
