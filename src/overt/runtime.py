@@ -37,7 +37,7 @@ from overt.hooks.manager import PluginHost
 from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import digest_text
-from overt.models.base import Model
+from overt.models.base import Loads, Model
 from overt.models.options import ModelOptions, Progress
 from overt.models.pricing import PriceTable
 from overt.models.resolve import ModelCatalog
@@ -187,6 +187,22 @@ class Runtime:
         for spec in self._mcp_servers:
             await self._add_mcp_tools(spec, events, contents)
         await self.ledger.record(events, contents)
+
+    def preload(self) -> asyncio.Future[None] | None:
+        """Start loading the default model's weights on a worker thread, when it has
+        any (the embedded model: 1-2 s), so that the first answer of ``overt chat`` or
+        ``overt serve`` does not wait for them; None when there is nothing to load.
+        Returns at once. A load that fails is logged here, and the first request
+        meets the same error from the model."""
+        if not isinstance(self.model, Loads):
+            return None
+        future = asyncio.get_running_loop().run_in_executor(None, self.model.load)
+
+        def report(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and (exc := done.exception()) is not None:
+                log.warning("preloading %s failed: %s", self.model.name, exc)
+        future.add_done_callback(report)
+        return future
 
     async def _add_mcp_tools(self, spec: McpServerSpec, events: list[Event],
                              contents: dict[str, str]) -> None:

@@ -165,6 +165,7 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        runtime.preload()  # the embedded model's weights load while the server starts
         await runtime.start()
         resumed = await runtime.resume_pending()
         if resumed:

@@ -324,6 +324,7 @@ async def _chat(config: Config, resume: str | None, *, stream: bool = False) -> 
     """A conversation; each turn's history is read back from the ledger, so a chat
     ended (or a process killed) can be taken up again with ``--resume``."""
     runtime = Runtime.from_config(config, progress=_progress)
+    runtime.preload()  # the weights load while the operator types
     try:
         if resume is None:
             session = f"cli:{new_ulid()}"

@@ -53,6 +53,14 @@ class StreamingModel(Protocol):
 
 
 @runtime_checkable
+class Loads(Protocol):
+    """A model with weights to load before its first answer (the embedded model):
+    ``load`` loads them now, blocking; it may be called again (a no-op)."""
+
+    def load(self) -> None: ...
+
+
+@runtime_checkable
 class ListsTools(Protocol):
     """A model that lists tools in its prompt other than exactly those offered (the
     embedded model adds a "no tool" choice): ``shown_tools`` says what it lists for

@@ -1,0 +1,75 @@
+"""``Runtime.preload``: the default model's weights load on a worker thread, at once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from overt.ledger import open_ledger
+from overt.models.fake import ScriptedModel
+from overt.runtime import Runtime
+from overt.types import ModelRequest, ModelResponse, Usage
+
+
+class Weighty:
+    """A model with weights: ``load`` waits until the test lets it finish."""
+
+    name = "weighty"
+
+    def __init__(self, fail: bool = False) -> None:
+        self.release = threading.Event()
+        self.loaded_on: str | None = None
+        self.fail = fail
+
+    def load(self) -> None:
+        self.release.wait(5)
+        self.loaded_on = threading.current_thread().name
+        if self.fail:
+            raise RuntimeError("the weights are damaged")
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return ModelResponse("hi", (), Usage(1, 1), self.name)
+
+
+def test_preload_returns_at_once_and_loads_on_a_worker_thread(tmp_path: Path) -> None:
+    model = Weighty()
+    runtime = Runtime(model=model, ledger=open_ledger(str(tmp_path / "l.db")))
+
+    async def go() -> None:
+        future = runtime.preload()
+        assert future is not None and not future.done()  # returned before the load ended
+        model.release.set()
+        await future
+        await runtime.close()
+    asyncio.run(go())
+    assert model.loaded_on is not None and model.loaded_on != threading.main_thread().name
+
+
+def test_a_model_without_weights_has_nothing_to_preload(tmp_path: Path) -> None:
+    runtime = Runtime(model=ScriptedModel([]), ledger=open_ledger(str(tmp_path / "l.db")))
+
+    async def go() -> None:
+        assert runtime.preload() is None
+        await runtime.close()
+    asyncio.run(go())
+
+
+def test_a_failed_preload_is_logged_not_raised(tmp_path: Path,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    model = Weighty(fail=True)
+    model.release.set()
+    runtime = Runtime(model=model, ledger=open_ledger(str(tmp_path / "l.db")))
+
+    async def go() -> None:
+        future = runtime.preload()
+        assert future is not None
+        await asyncio.wait([future])
+        await asyncio.sleep(0)  # the done callback runs
+        await runtime.close()
+    with caplog.at_level(logging.WARNING, logger="overt.runtime"):
+        asyncio.run(go())
+    assert "preloading weighty failed: the weights are damaged" in caplog.text
