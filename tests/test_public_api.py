@@ -35,3 +35,16 @@ def test_what_the_readme_imports_comes_from_overt_itself() -> None:
         open_ledger,
         tool,
     )
+
+
+def test_the_server_extra_installs_what_starlette_parses_forms_with() -> None:
+    """The cockpit's login and approval forms go through Starlette's ``request.form()``,
+    which needs python-multipart, an optional dependency of Starlette's own. Only the
+    dev extra pulled it in (through mcp), so ``pip install 'overt[server]'`` served a
+    login page whose form answered 500 (``make bench`` from a clean clone showed it)."""
+    import tomllib
+    from pathlib import Path
+
+    pyproject = Path(__file__).parent.parent / "pyproject.toml"
+    server = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]["server"]
+    assert any(r.startswith("python-multipart") for r in server), server
