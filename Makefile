@@ -38,9 +38,9 @@ test: install-dev
 	$(BIN)/python -m pytest
 
 # bench_ledger and bench_load need the PostgreSQL driver, overt serve and an HTTP client;
-# bench_cockpit an ASGI client (httpx2, as the tests use).
+# bench_cockpit an ASGI client (httpx2, as the tests use); bench_proofs the signing keys.
 bench: install
-	$(PIP) install -q -e '.[postgres,server]' 'aiohttp>=3.9,<4' 'httpx2>=2.16'
+	$(PIP) install -q -e '.[postgres,server,proofs]' 'aiohttp>=3.9,<4' 'httpx2>=2.16'
 	$(BIN)/python benchmarks/run.py
 
 # The eval suite on the embedded default: per-case lines, accuracy, invented figures,
