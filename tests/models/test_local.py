@@ -233,6 +233,7 @@ def test_info_carries_identifiers_and_numbers_and_usage_counts_tokens(
     assert response.info == {
         "model_sha256": hashlib.sha256(b"not really a gguf").hexdigest(),
         "llama_cpp_version": "0.0-fake",
+        "llama_cpp_build": "",  # bindings without llama_print_system_info
         "n_ctx": 4096,
         "prefix": "none",  # bindings without llama_state_get_data: nothing cached
         "sampling": {"temperature": 0.3, "top_p": 0.8, "top_k": 20, "repeat_penalty": 1.05,

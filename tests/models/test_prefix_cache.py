@@ -33,8 +33,9 @@ def test_another_prefix_finds_no_state(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("key", [{"model_sha256": "b" * 64}, {"n_ctx": 2048},
-                                 {"llama_cpp_version": "0.3.99"}])
-def test_a_state_saved_for_other_weights_context_or_bindings_is_not_found(
+                                 {"llama_cpp_version": "0.3.99"},
+                                 {"build": "CPU : AVX = 1 | AVX2 = 1"}])
+def test_a_state_saved_for_other_weights_context_bindings_or_build_is_not_found(
         tmp_path: Path, key: dict[str, object]) -> None:
     _cache(tmp_path).write(TOKENS, STATE)
     assert _cache(tmp_path, **key).read(TOKENS) is None

@@ -58,7 +58,8 @@ tool, 3 that do not:
 Template markup is tokenized with special tokens parsed, message content and
 tool results without: a tool result holding ``<|im_start|>`` stays text and
 cannot open a turn. Usage counts llama tokens (prompt, generated); cost is 0. ``info`` carries the
-weights' digest, the llama-cpp-python version, the sampling parameters (with
+weights' digest, the llama-cpp-python version and its build's CPU features
+(``llama_cpp_build``), the sampling parameters (with
 ``grammar``: whether a grammar shaped this reply), ``n_ctx`` and ``prefix``: where the
 system turn's KV state came from (``disk``: the prefix cache, ``memory``: the prefix
 cache's copy this process keeps, ``prefilled``: computed and then saved there,
@@ -215,6 +216,7 @@ class LocalModel:
         self._llm: Any = None
         self._grammar_cls: Any = None
         self._version = "unknown"
+        self._build = ""
         self._grammars: dict[str, Any] = {}
         self._tool_call_token = -1
         self._eog: set[int] = set()
@@ -305,10 +307,14 @@ class LocalModel:
                 self._call_starts.add(tokens[0])
         self._logits = getattr(llama_cpp, "llama_get_logits", None)
         self._version = str(getattr(llama_cpp, "__version__", "unknown"))
+        system_info = getattr(llama_cpp, "llama_print_system_info", None)
+        self._build = (bytes(system_info()).decode("utf-8", "replace").strip(" |")
+                       if system_info is not None else "")
         self._grammar_cls = LlamaGrammar
         if self._prefix_dir is not None and hasattr(llama_cpp, "llama_state_get_data"):
             self._prefixes = PrefixCache(self._prefix_dir, model_sha256=self._sha256,
-                                         n_ctx=self.n_ctx, llama_cpp_version=self._version)
+                                         n_ctx=self.n_ctx, llama_cpp_version=self._version,
+                                         build=self._build)
         self._llm = llm
         return llm
 
@@ -432,6 +438,7 @@ class LocalModel:
         return {
             "model_sha256": self._sha256,
             "llama_cpp_version": self._version,
+            "llama_cpp_build": self._build,
             "n_ctx": self.n_ctx,
             "prefix": self._prefix_source,
             "sampling": {

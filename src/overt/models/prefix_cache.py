@@ -7,7 +7,8 @@ in, so the first process to prefill a prefix writes that state to a file and
 later processes load it in a fraction of a second.
 
 A file is keyed by everything that makes the state valid: the weights' SHA-256,
-the prefix's tokens, ``n_ctx`` and the llama.cpp bindings' version. The file
+the prefix's tokens, ``n_ctx``, the llama.cpp bindings' version and the CPU
+features the build uses. The file
 name is the digest of that key; the header repeats the key and carries the
 state's own SHA-256, so a file that is truncated, corrupt, written by another
 build or for another prefix is refused (with a log line) and rebuilt, never
@@ -66,11 +67,14 @@ class PrefixKey:
     n_tokens: int
     n_ctx: int
     llama_cpp_version: str
+    build: str = ""
+    """The llama.cpp build's CPU features (``llama_print_system_info``): an AVX2 and an
+    AVX-512 build round differently, so a state one saved is not the other's."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"model_sha256": self.model_sha256, "prefix_sha256": self.prefix_sha256,
                 "n_tokens": self.n_tokens, "n_ctx": self.n_ctx,
-                "llama_cpp_version": self.llama_cpp_version}
+                "llama_cpp_version": self.llama_cpp_version, "build": self.build}
 
     @property
     def file_name(self) -> str:
@@ -87,16 +91,17 @@ class PrefixCache:
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, model_sha256: str, n_ctx: int,
-                 llama_cpp_version: str) -> None:
+                 llama_cpp_version: str, build: str = "") -> None:
         self.directory = Path(directory)
         self.model_sha256 = model_sha256
         self.n_ctx = n_ctx
         self.llama_cpp_version = llama_cpp_version
+        self.build = build
         self._held: OrderedDict[str, Any] = OrderedDict()  # file name -> verified state
 
     def key(self, tokens: Sequence[int]) -> PrefixKey:
         return PrefixKey(self.model_sha256, tokens_digest(tokens), len(tokens), self.n_ctx,
-                         self.llama_cpp_version)
+                         self.llama_cpp_version, self.build)
 
     def path(self, tokens: Sequence[int]) -> Path:
         return self.directory / self.key(tokens).file_name
