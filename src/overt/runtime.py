@@ -19,6 +19,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
+from functools import partial
 from typing import Any, TypeVar
 
 from overt import __version__
@@ -37,7 +38,7 @@ from overt.hooks.manager import PluginHost
 from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import digest_text
-from overt.models.base import Loads, Model
+from overt.models.base import Loads, Model, Warms
 from overt.models.options import ModelOptions, Progress
 from overt.models.pricing import PriceTable
 from overt.models.resolve import ModelCatalog
@@ -51,7 +52,7 @@ from overt.sessions.book import HistoryReader
 from overt.tools.base import Tool
 from overt.tools.mcp_toolset import McpServerSpec, McpSessions, load_toolset
 from overt.tools.registry import ToolRegistry
-from overt.types import IncomingMessage, Message, ResponseResult, ToolSpec
+from overt.types import IncomingMessage, Message, ModelRequest, ResponseResult, ToolSpec
 
 log = logging.getLogger("overt.runtime")
 T = TypeVar("T")
@@ -190,17 +191,26 @@ class Runtime:
 
     def preload(self) -> asyncio.Future[None] | None:
         """Start loading the default model's weights on a worker thread, when it has
-        any (the embedded model: 1-2 s), so that the first answer of ``overt chat`` or
+        any (the embedded model: 1-2 s), and preparing what every request begins with
+        (its system turn's KV state: a read from disk, or after a change of prompt or
+        tools a prefill of about 16 s), so that the first answer of ``overt chat`` or
         ``overt serve`` does not wait for them; None when there is nothing to load.
-        Returns at once. A load that fails is logged here, and the first request
-        meets the same error from the model."""
-        if not isinstance(self.model, Loads):
+        Returns at once. A failure is logged here, and the first request meets the
+        same error from the model."""
+        model = self.model
+        if isinstance(model, Warms):
+            request = ModelRequest((Message("system", self.engine.system_prompt),),
+                                   self.tools.specs())
+            work: Callable[[], None] = partial(model.warm, request)
+        elif isinstance(model, Loads):
+            work = model.load
+        else:
             return None
-        future = asyncio.get_running_loop().run_in_executor(None, self.model.load)
+        future = asyncio.get_running_loop().run_in_executor(None, work)
 
         def report(done: asyncio.Future[None]) -> None:
             if not done.cancelled() and (exc := done.exception()) is not None:
-                log.warning("preloading %s failed: %s", self.model.name, exc)
+                log.warning("preloading %s failed: %s", model.name, exc)
         future.add_done_callback(report)
         return future
 

@@ -1,4 +1,5 @@
-"""``Runtime.preload``: the default model's weights load on a worker thread, at once."""
+"""``Runtime.preload``: the default model's weights load (and its prompt's prefix warms)
+on a worker thread, at once."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from overt.ledger import open_ledger
 from overt.models.fake import ScriptedModel
 from overt.runtime import Runtime
+from overt.tools.base import tool
 from overt.types import ModelRequest, ModelResponse, Usage
 
 
@@ -73,3 +75,39 @@ def test_a_failed_preload_is_logged_not_raised(tmp_path: Path,
     with caplog.at_level(logging.WARNING, logger="overt.runtime"):
         asyncio.run(go())
     assert "preloading weighty failed: the weights are damaged" in caplog.text
+
+
+class Warming(Weighty):
+    """A model that warms what every request begins with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release.set()
+        self.warmed: list[ModelRequest] = []
+
+    def warm(self, request: ModelRequest) -> None:
+        self.load()
+        self.warmed.append(request)
+
+
+def test_preload_warms_a_model_with_the_system_prompt_and_tools_every_request_begins_with(
+        tmp_path: Path) -> None:
+    model = Warming()
+
+    @tool(read_only=True)
+    async def lookup(key: str) -> str:
+        """Look a key up."""
+        return key
+
+    runtime = Runtime(model=model, ledger=open_ledger(str(tmp_path / "l.db")), tools=[lookup])
+
+    async def go() -> None:
+        future = runtime.preload()
+        assert future is not None
+        await future
+        await runtime.close()
+    asyncio.run(go())
+    [request] = model.warmed
+    assert [m.role for m in request.messages] == ["system"]
+    assert request.messages[0].content == runtime.engine.system_prompt
+    assert [t.name for t in request.tools] == ["lookup"]

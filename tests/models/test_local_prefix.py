@@ -155,3 +155,13 @@ def test_a_state_llama_refuses_is_dropped_from_memory_and_prefilled_again(
     monkeypatch.setattr(sys.modules["llama_cpp"], "llama_state_set_data",
                         lambda ctx, buffer, size: 0)
     assert _ask(model).info["prefix"] == "prefilled"
+
+
+def test_warm_saves_both_system_turns_and_the_first_question_finds_its_prefix_held(
+        tmp_path: Path, stateful_llama: None) -> None:
+    model = _model(tmp_path)
+    model.warm(ModelRequest((SYSTEM,), TOOLS))
+    assert len(list((tmp_path / "prefix").glob("*.kv"))) == 2  # the answer's, the call's
+    prefilled = model._llm.prefilled
+    assert _ask(model).info["prefix"] == "held"
+    assert model._llm.prefilled - prefilled < 64  # only the question, not the system turn

@@ -165,8 +165,8 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        runtime.preload()  # the embedded model's weights load while the server starts
-        await runtime.start()
+        await runtime.start()  # the tools (MCP servers' too) are known from here
+        runtime.preload()  # the embedded model loads and warms while the server starts
         resumed = await runtime.resume_pending()
         if resumed:
             log.info("resumed %d decided approval(s) no process had taken up", len(resumed))

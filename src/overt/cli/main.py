@@ -324,8 +324,9 @@ async def _chat(config: Config, resume: str | None, *, stream: bool = False) -> 
     """A conversation; each turn's history is read back from the ledger, so a chat
     ended (or a process killed) can be taken up again with ``--resume``."""
     runtime = Runtime.from_config(config, progress=_progress)
-    runtime.preload()  # the weights load while the operator types
     try:
+        await runtime.start()  # the tools (MCP servers' too) are known from here
+        runtime.preload()  # the embedded model loads and warms while the operator types
         if resume is None:
             session = f"cli:{new_ulid()}"
             print(f"overt chat, session {session} (empty line or Ctrl-D ends)", file=sys.stderr)

@@ -170,6 +170,7 @@ def _mcp_stdio(config: Config, actor: Actor) -> int:
     async def main() -> None:
         try:
             await runtime.start()
+            runtime.preload()  # the embedded model loads and warms while the client connects
             await server.run_stdio_async()
         finally:
             await runtime.close()

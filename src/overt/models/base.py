@@ -61,6 +61,14 @@ class Loads(Protocol):
 
 
 @runtime_checkable
+class Warms(Loads, Protocol):
+    """A model that can also prepare, before the first request, what every request
+    begins with (the embedded model: the KV state of its system turn)."""
+
+    def warm(self, request: ModelRequest) -> None: ...
+
+
+@runtime_checkable
 class ListsTools(Protocol):
     """A model that lists tools in its prompt other than exactly those offered (the
     embedded model adds a "no tool" choice): ``shown_tools`` says what it lists for
