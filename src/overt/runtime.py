@@ -19,7 +19,6 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from functools import partial
 from typing import Any, TypeVar
 
 from overt import __version__
@@ -38,7 +37,7 @@ from overt.hooks.manager import PluginHost
 from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import digest_text
-from overt.models.base import Loads, Model, Warms
+from overt.models.base import Model, Warms
 from overt.models.options import ModelOptions, Progress
 from overt.models.pricing import PriceTable
 from overt.models.resolve import ModelCatalog
@@ -198,15 +197,11 @@ class Runtime:
         Returns at once. A failure is logged here, and the first request meets the
         same error from the model."""
         model = self.model
-        if isinstance(model, Warms):
-            request = ModelRequest((Message("system", self.engine.system_prompt),),
-                                   self.tools.specs())
-            work: Callable[[], None] = partial(model.warm, request)
-        elif isinstance(model, Loads):
-            work = model.load
-        else:
+        if not isinstance(model, Warms):
             return None
-        future = asyncio.get_running_loop().run_in_executor(None, work)
+        request = ModelRequest((Message("system", self.engine.system_prompt),),
+                               self.tools.specs())
+        future = asyncio.get_running_loop().run_in_executor(None, model.warm, request)
 
         def report(done: asyncio.Future[None]) -> None:
             if not done.cancelled() and (exc := done.exception()) is not None:

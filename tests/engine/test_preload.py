@@ -18,7 +18,7 @@ from overt.types import ModelRequest, ModelResponse, Usage
 
 
 class Weighty:
-    """A model with weights: ``load`` waits until the test lets it finish."""
+    """A model with weights: ``warm`` waits until the test lets it finish."""
 
     name = "weighty"
 
@@ -27,7 +27,7 @@ class Weighty:
         self.loaded_on: str | None = None
         self.fail = fail
 
-    def load(self) -> None:
+    def warm(self, request: ModelRequest) -> None:
         self.release.wait(5)
         self.loaded_on = threading.current_thread().name
         if self.fail:
@@ -86,7 +86,7 @@ class Warming(Weighty):
         self.warmed: list[ModelRequest] = []
 
     def warm(self, request: ModelRequest) -> None:
-        self.load()
+        super().warm(request)
         self.warmed.append(request)
 
 

@@ -157,11 +157,11 @@ def test_a_state_llama_refuses_is_dropped_from_memory_and_prefilled_again(
     assert _ask(model).info["prefix"] == "prefilled"
 
 
-def test_warm_saves_both_system_turns_and_the_first_question_finds_its_prefix_held(
+def test_warm_saves_the_system_turn_and_the_first_question_finds_its_prefix_held(
         tmp_path: Path, stateful_llama: None) -> None:
     model = _model(tmp_path)
     model.warm(ModelRequest((SYSTEM,), TOOLS))
-    assert len(list((tmp_path / "prefix").glob("*.kv"))) == 2  # the answer's, the call's
+    assert len(list((tmp_path / "prefix").glob("*.kv"))) == 1  # the call turn's
     prefilled = model._llm.prefilled
     assert _ask(model).info["prefix"] == "held"
     assert model._llm.prefilled - prefilled < 64  # only the question, not the system turn

@@ -53,17 +53,10 @@ class StreamingModel(Protocol):
 
 
 @runtime_checkable
-class Loads(Protocol):
-    """A model with weights to load before its first answer (the embedded model):
-    ``load`` loads them now, blocking; it may be called again (a no-op)."""
-
-    def load(self) -> None: ...
-
-
-@runtime_checkable
-class Warms(Loads, Protocol):
-    """A model that can also prepare, before the first request, what every request
-    begins with (the embedded model: the KV state of its system turn)."""
+class Warms(Protocol):
+    """A model that can prepare, before its first request, what every request begins
+    with (the embedded model: its weights, and the KV state of its system turn).
+    ``warm`` blocks; it may be called again."""
 
     def warm(self, request: ModelRequest) -> None: ...
 

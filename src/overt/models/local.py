@@ -281,21 +281,20 @@ class LocalModel:
             self._load_locked()
 
     def warm(self, request: ModelRequest) -> None:
-        """Load the weights and have the prefix cache hold the system turns ``request``
-        makes (blocking): the answer turn's (the system prompt alone), then the call
-        turn's (with the tools), which the KV cache keeps for the first question. After
-        a change of prompt or tools that is a prefill of ~2,600 tokens (about 16 s for
-        the 1.5B model on 2 cores) done before anyone asks; otherwise a read from disk.
+        """Load the weights and have the KV cache, and the prefix cache, hold the system
+        turn ``request`` makes (blocking). After a change of prompt or tools that is a
+        prefill of ~2,600 tokens (about 16 s for the 1.5B model on 2 cores) done before
+        anyone asks; otherwise a read from disk. (The answer turn's system turn, the
+        same prompt without the tools, is never cached: it shares most of its tokens
+        with the call turn's, which llama.cpp's prefix match reuses.)
 
         Raises:
             ExtraMissingError, ModelError, ModelAssetError: as :meth:`load`.
         """
         with self._lock:
             llm = self._load_locked()
-            shown = self.shown_tools(request.tools)
-            for tools in ((), shown) if shown else ((),):
-                segments = render_segments(request.messages, tools)
-                self._warm_prefix(llm, self._tokens(llm, _system_turn(segments)))
+            segments = render_segments(request.messages, self.shown_tools(request.tools))
+            self._warm_prefix(llm, self._tokens(llm, _system_turn(segments)))
 
     def _load_locked(self) -> Any:
         if self._llm is not None:

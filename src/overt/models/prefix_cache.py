@@ -15,9 +15,9 @@ build or for another prefix is refused (with a log line) and rebuilt, never
 loaded and never a crash.
 
 A process keeps the last :data:`HELD` states it loaded or saved in memory as well,
-verified once: a loaded model switches between two prefixes every turn (the call's
-system turn with the tools, the answer's without them), and reading and hashing the
-1.5B model's 75 MB state from disk again each time cost 300-700 ms of a turn.
+verified once: each turn's answer (the system prompt without the tools) pushes the
+call's system turn out of a loaded model's KV cache, and reading and hashing the 1.5B
+model's 75 MB state from disk again each time cost 300-700 ms of a turn.
 
 File layout (one file, written to a temporary name then renamed into place):
 ``OVERTKV1``, a 4-byte big-endian header length, the header (canonical JSON),
@@ -46,7 +46,8 @@ MAGIC = b"OVERTKV1"
 MIN_PREFIX_TOKENS = 64
 """A shorter prefix is prefilled faster than its file is read: not cached."""
 HELD = 2
-"""States kept in memory: the call's prefix and the answer's."""
+"""States kept in memory: the call turn's prefix, and one more for a runtime whose
+channels offer different tools."""
 
 
 def tokens_digest(tokens: Sequence[int]) -> str:
@@ -220,7 +221,8 @@ class PrefixCache:
         buffer = (ctypes.c_uint8 * size)()
         n = llama_cpp.llama_state_get_data(llm.ctx, buffer, size)
         state = ctypes.string_at(buffer, n)
-        self._hold(self.key(tokens).file_name, (ctypes.c_uint8 * n).from_buffer_copy(state))
+        held = buffer if n == size else (ctypes.c_uint8 * n).from_buffer_copy(state)
+        self._hold(self.key(tokens).file_name, held)
         try:
             self.write(tokens, state)
         except OSError as exc:
