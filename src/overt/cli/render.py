@@ -165,6 +165,9 @@ def verify_text(report: VerifyReport) -> str:
     if report.index_bad:
         return (f"FAILED: {report.problem} (the chain itself verified: {report.entries} "
                 "entries; the trail index is derived from it and disagrees)")
+    if report.memory_bad:
+        return (f"FAILED: {report.problem} (the chain itself verified: {report.entries} "
+                "entries; the memory tables beside it disagree with it)")
     if report.bad_seq is not None:
         return (f"FAILED at entry seq {report.bad_seq}: {report.problem} "
                 f"({report.entries} entries before it verified)")

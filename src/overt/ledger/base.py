@@ -74,6 +74,10 @@ class VerifyReport:
     index_bad: bool = False
     """The chain verified, but what the backend derives from it (the trail
     index) does not match it: ``bad_seq`` is the entry it misrepresents, if one."""
+    memory_bad: bool = False
+    """The chain verified, but the memory tables beside it disagree with the entries
+    recording them (:mod:`overt.ledger.memory_check`): ``bad_seq`` is the entry a
+    row contradicts, if one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +177,12 @@ class Ledger(Protocol):
 
         ``seq``, the entry that references the body, makes the lookup a short
         walk back through the content stored with it; without it the whole
-        content tier may be scanned.
+        content tier may be scanned. A row whose body does not hash to ``digest``
+        (changed, or inserted, behind the ledger's back) is never returned
+        (:func:`overt.ledger.chain.checked_body`).
+
+        Raises:
+            LedgerIntegrityError: bodies are stored under ``digest``, none matches it.
         """
         ...
 
@@ -212,9 +221,10 @@ class Ledger(Protocol):
 
         ``check_content``: then every body against its digest, and (``check_bodies``)
         that every body an entry points to is stored, or may have gone with a
-        recorded prune (a deleted body fails). ``check_index``:
-        then what the backend keeps derived from the chain (the trail index)
-        against the chain. Each costs about as much again as the chain.
+        recorded prune (a deleted body fails). ``check_index``: then what the
+        backend keeps derived from the chain (the trail index), and the memory
+        tables beside it, against the chain. Each costs about as much again as
+        the chain.
         ``progress``: called with (rows checked, rows to check in all) about a
         hundred times as the verify reads, and with (total, total) when it passes
         (:class:`overt.ledger.chain.Counted`), on the thread it reads on.

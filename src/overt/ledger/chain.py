@@ -20,11 +20,11 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from overt.errors import LedgerConflict
+from overt.errors import LedgerConflict, LedgerIntegrityError
 from overt.events import Event
 from overt.ids import new_ulid
 from overt.ledger.base import Entry, VerifyReport
-from overt.ledger.canonical import GENESIS, canonical_json, chain_hash, entry_payload
+from overt.ledger.canonical import GENESIS, canonical_json, chain_hash, digest_text, entry_payload
 
 Draft = tuple[str, str | None, str | None, dict[str, Any], str]
 """(kind, turn_id, session_id, data, canonical data JSON)"""
@@ -221,12 +221,58 @@ class Counted:
                 callback(min(self.checked, total), total)
 
 
-def with_content_check(report: VerifyReport, checked: int, bad: list[str]) -> VerifyReport:
-    """``report`` with the outcome of checking ``checked`` bodies, ``bad`` of which failed."""
+CONTENT_CANDIDATES = 4
+"""How many rows stored under one digest a read of a body looks at (nearest the
+entry naming it first) for one whose body matches the digest."""
+
+
+def checked_body(digest: str, bodies: Iterable[str]) -> str | None:
+    """The first of ``bodies`` (stored under ``digest``) that hashes to it, so a body
+    changed or inserted behind the ledger's back is never read as the record;
+    ``None`` when there are none.
+
+    Raises:
+        LedgerIntegrityError: there are bodies, and none matches ``digest``.
+    """
+    seen = 0
+    for body in bodies:
+        if digest_text(body) == digest:
+            return body
+        seen += 1
+    if seen:
+        raise LedgerIntegrityError(
+            f"the content body stored under {digest} does not match its digest: the "
+            "content tier was changed behind the ledger's back (run overt ledger verify)")
+    return None
+
+
+def content_checked(report: VerifyReport, rows: Iterable[Sequence[Any]],
+                    digest_of: Callable[[Any], str]) -> tuple[VerifyReport, set[str]]:
+    """``report`` with the content tier's ``rows`` (seq, digest, body) checked, each
+    body hashed by ``digest_of``; and the digests the tier holds."""
+    checked, bad, present, first = 0, [], set(), None
+    for seq, digest, body in rows:
+        checked += 1
+        present.add(digest)
+        if digest_of(body) != digest:
+            bad.append(digest)
+            if first is None or int(seq) < first[0]:
+                first = (int(seq), digest)
+    return with_content_check(report, checked, bad, first), present
+
+
+def with_content_check(report: VerifyReport, checked: int, bad: list[str],
+                       first: tuple[int, str] | None = None) -> VerifyReport:
+    """``report`` with the outcome of checking ``checked`` bodies, ``bad`` of which
+    failed; ``first``: the (seq, digest) of the failed body stored with the earliest
+    entry, named in the problem."""
     if bad:
+        where = (f": the first, stored with entry {first[0]}, is {first[1]}"
+                 if first is not None else "")
         return VerifyReport(False, report.entries, report.first_seq, report.last_seq,
                             report.head_hash, None,
-                            f"{len(bad)} content bodies do not match their digest", checked, bad)
+                            f"{len(bad)} content bodies do not match their digest{where}",
+                            checked, bad)
     return VerifyReport(True, report.entries, report.first_seq, report.last_seq,
                         report.head_hash, content_checked=checked)
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from overt.ledger import sql, trail_index
+from overt.ledger import memory_check, sql, trail_index
 from overt.ledger.base import TrailRows, VerifyReport
 from overt.ledger.canonical import digest_bytes
 from overt.ledger.chain import (
     Counted,
     Progress,
     began_pruned_on,
+    content_checked,
     verify_payloads,
     with_body_check,
-    with_content_check,
 )
 from overt.ledger.sql import POSTGRES as D
 
@@ -56,18 +56,14 @@ def verify(conn: Any, check_content: bool, check_index: bool, check_bodies: bool
     if check_index and report.ok:
         report = trail_index.verified(report, conn, sql.trail_index_check(D),
                                       anchors, counted.rows)
+        report = memory_check.verified(report, conn, D)
     if not check_content or not report.ok:
         return report
-    checked, bad, present = 0, [], set()
     with conn.cursor(name="overt_verify_content") as cur:
         cur.itersize = 2_000
-        cur.execute("SELECT digest, body FROM content_blobs")
-        for digest, body in counted.rows(cur):
-            checked += 1
-            present.add(digest)
-            if digest_bytes(bytes(body)) != digest:
-                bad.append(digest)
-    report = with_content_check(report, checked, bad)
+        cur.execute("SELECT seq, digest, body FROM content_blobs")
+        report, present = content_checked(report, counted.rows(cur),
+                                          lambda body: digest_bytes(bytes(body)))
     if not check_bodies:
         return report
     with conn.cursor(name="overt_verify_pointers") as cur:

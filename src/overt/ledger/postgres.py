@@ -67,6 +67,7 @@ from overt.ledger.chain import (
     Row,
     batch_claims,
     chain,
+    checked_body,
     content_rows,
     drafts,
     row_to_entry,
@@ -465,8 +466,8 @@ class PostgresLedger:
     async def content(self, digest: str, *, seq: int | None = None) -> str | None:
         params: tuple[Any, ...] = (digest,) if seq is None else (seq, digest)
         statement = sql.select_content(D, near_seq=seq is not None)
-        row = await self._aread(lambda c: c.execute(statement, params).fetchone())
-        return bytes(row[0]).decode("utf-8") if row else None
+        rows = await self._aread(lambda c: c.execute(statement, params).fetchall())
+        return checked_body(digest, (bytes(r[0]).decode("utf-8") for r in rows))
 
     async def recent_turns(self, limit: int = 20) -> list[TurnSummary]:
         rows = await self._aread(

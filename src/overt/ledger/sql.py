@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from overt.ledger import trail_index
-from overt.ledger.chain import ENTRY_COLUMNS
+from overt.ledger.chain import CONTENT_CANDIDATES, ENTRY_COLUMNS
 
 # Kinds that mean a turn is waiting on something outside it (an approval); a
 # turn whose latest such entry has no completion after it is never pruned.
@@ -278,11 +278,14 @@ def trail_index_check(d: Dialect) -> str:
 
 
 def select_content(d: Dialect, *, near_seq: bool) -> str:
-    """A body by digest; with ``near_seq``, searching back from the referencing entry."""
+    """The bodies stored under a digest (the first few: a read takes the first that
+    matches it, :func:`overt.ledger.chain.checked_body`); with ``near_seq``,
+    searching back from the referencing entry, nearest first."""
     if near_seq:
         return (f"SELECT body FROM content_blobs WHERE {content_seq(d, '<=', d.ph)} "
-                f"AND digest = {d.ph} ORDER BY {content_order(d)} DESC LIMIT 1")
-    return f"SELECT body FROM content_blobs WHERE digest = {d.ph} LIMIT 1"
+                f"AND digest = {d.ph} ORDER BY {content_order(d)} DESC "
+                f"LIMIT {CONTENT_CANDIDATES}")
+    return f"SELECT body FROM content_blobs WHERE digest = {d.ph} LIMIT {CONTENT_CANDIDATES}"
 
 
 def recent_turns(d: Dialect) -> str:

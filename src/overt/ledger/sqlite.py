@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 from overt.clock import now_iso
 from overt.errors import LedgerConflict, LedgerError, MigrationError
 from overt.events import Event, LedgerPruned
-from overt.ledger import legacy_journal, retention, sql, trail_index, trail_read, tree
+from overt.ledger import legacy_journal, memory_check, retention, sql, trail_index, trail_read, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -57,13 +57,14 @@ from overt.ledger.chain import (
     batch_claims,
     began_pruned_on,
     chain,
+    checked_body,
+    content_checked,
     content_rows,
     drafts,
     row_to_entry,
     verify_payloads,
     verify_rows,
     with_body_check,
-    with_content_check,
 )
 from overt.ledger.groups import next_group
 from overt.ledger.notify import AppendSignal
@@ -409,7 +410,7 @@ class SqliteLedger:
             rows = await self._aquery(sql.select_content(D, near_seq=False), (digest,))
         else:
             rows = await self._aquery(sql.select_content(D, near_seq=True), (seq, digest))
-        return rows[0][0] if rows else None
+        return checked_body(digest, (r[0] for r in rows))
 
     async def recent_turns(self, limit: int = 20) -> list[TurnSummary]:
         return [
@@ -494,15 +495,12 @@ def _verify(conn: sqlite3.Connection, check_content: bool, check_index: bool,
         if check_index and report.ok:
             report = trail_index.verified(report, conn, sql.trail_index_check(D), anchors,
                                           counted.rows)
+            report = memory_check.verified(report, conn, D)
         if not check_content or not report.ok:
             return report
-        checked, bad, present = 0, [], set()
-        for digest, body in counted.rows(conn.execute("SELECT digest, body FROM content_blobs")):
-            checked += 1
-            present.add(digest)
-            if digest_text(body) != digest:
-                bad.append(digest)
-        report = with_content_check(report, checked, bad)
+        report, present = content_checked(
+            report, counted.rows(conn.execute("SELECT seq, digest, body FROM content_blobs")),
+            lambda body: digest_text(body) if isinstance(body, str) else "")  # a BLOB: by hand
         if not check_bodies:
             return report
         return with_body_check(report, counted.rows(conn.execute(sql.body_pointers(D))),

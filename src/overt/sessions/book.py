@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from overt.errors import LedgerError, UsageError
+from overt.errors import LedgerError, LedgerIntegrityError, UsageError
 from overt.event_decode import from_entry
 from overt.events import TurnStarted
+from overt.ledger.canonical import digest_text
 from overt.ledger.sql import POSTGRES, SQLITE, Dialect
 from overt.sessions import queries
 from overt.types import Message, ToolCall
@@ -93,6 +94,21 @@ def _text(body: Any) -> str | None:
     if isinstance(body, str):
         return body
     return bytes(body).decode("utf-8")
+
+
+def _checked(body: Any, digest: Any, seq: Any) -> str | None:
+    """The text of ``body``, which entry ``seq`` says hashes to ``digest``.
+
+    Raises:
+        LedgerIntegrityError: it does not: the content tier was changed behind the
+            ledger's back, and the model is not given it as the conversation.
+    """
+    text = _text(body)
+    if text is not None and digest_text(text) != digest:
+        raise LedgerIntegrityError(
+            f"the content body {digest} that entry {seq} names does not match its digest: "
+            "the content tier was changed behind the ledger's back (run overt ledger verify)")
+    return text
 
 
 def _info(row: Sequence[Any], legacy_owner: str) -> SessionInfo:
@@ -182,12 +198,13 @@ class _Conversation:
         self.answered: dict[str, HistoryTurn] = {}
 
     def add(self, rows: Sequence[Row], *, before_turn: str | None = None) -> None:
-        for _seq, kind, turn_id, status, call_id, name, body, args_body in rows:
+        for seq, kind, turn_id, status, call_id, name, body, args_body, digest, args_digest \
+                in rows:
             if turn_id is None:
                 continue
             if turn_id == before_turn:
                 break
-            text = _text(body)
+            text = _checked(body, digest, seq)
             if kind == "turn.started":
                 self.messages.setdefault(turn_id,
                                          [Message("user", text if text is not None else "")])
@@ -196,7 +213,8 @@ class _Conversation:
             if messages is None:  # the turn started before a prune: its beginning is gone
                 continue
             if kind == "tool_call.completed":
-                call = ToolCall(call_id or "", name or "", _arguments(_text(args_body)))
+                call = ToolCall(call_id or "", name or "",
+                                _arguments(_checked(args_body, args_digest, seq)))
                 messages.append(Message("assistant", "", (call,)))
                 messages.append(Message(
                     "tool", text if text is not None else "(result not stored)",

@@ -21,12 +21,13 @@ def _body(d: Dialect, digest: str) -> str:
 
 
 def conversation(d: Dialect) -> str:
-    """(seq, kind, turn_id, status, tool_call_id, tool_name, body, args_body) of a
-    session's conversation entries after a ``seq``, in ``seq`` order. ``status`` is
-    a turn's or a tool call's; ``body`` the message (turn.started), the result
-    (tool_call.completed) or the answer (turn.completed); ``args_body`` a tool call's
-    arguments. The fields are read here, so the reader parses no entry's JSON.
-    Parameters: the session id, the seq."""
+    """(seq, kind, turn_id, status, tool_call_id, tool_name, body, args_body, digest,
+    args_digest) of a session's conversation entries after a ``seq``, in ``seq``
+    order. ``status`` is a turn's or a tool call's; ``body`` the message
+    (turn.started), the result (tool_call.completed) or the answer (turn.completed);
+    ``args_body`` a tool call's arguments; ``digest`` and ``args_digest`` what the
+    entry says they hash to (the reader checks them). The fields are read here, so
+    the reader parses no entry's JSON. Parameters: the session id, the seq."""
 
     source = "audit_log a"
     if d.name != "sqlite":  # PostgreSQL: parse each entry once (jsonb), not once per field
@@ -46,9 +47,10 @@ def conversation(d: Dialect) -> str:
     kinds = ", ".join(f"'{k}'" for k in CONVERSATION_KINDS)
     return (f"SELECT a.seq, a.kind, a.turn_id, {status}, {of_call(field('tool_call_id'))}, "
             f"{of_call(field('tool_name'))}, {_body(d, primary)}, "
-            f"{of_call(_body(d, field('args_sha256')))} "
-            f"FROM {source} WHERE a.session_id = {d.ph} AND a.seq > {d.ph} "
-            f"AND a.kind IN ({kinds}) ORDER BY a.seq")
+            f"{of_call(_body(d, field('args_sha256')))}, {primary}, "
+            f"{of_call(field('args_sha256'))} FROM {source} "
+            f"WHERE a.session_id = {d.ph} AND a.seq > {d.ph} AND a.kind IN ({kinds}) "
+            "ORDER BY a.seq")
 
 
 def conversation_head(d: Dialect) -> str:
