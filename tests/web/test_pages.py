@@ -185,3 +185,16 @@ def test_a_verify_run_shows_the_rows_checked_of_the_rows_to_check(ledger: Ledger
     assert "2,500 of 40,000 rows checked" in running and "6.2 %" in running
     assert 'max="40000" value="2500"' in running
     assert 'hx-get="/ledger/verify/status"' in running
+
+
+def test_a_held_request_shows_the_rule_and_message_its_decision_recorded(
+        ledger: Ledger) -> None:
+    async def main() -> str:
+        rt, c = setup(ledger)
+        async with c:
+            await ask(rt, "usage figures", "http:held", "operator:alice")
+            await log_in(c)
+            return (await c.get("/approvals")).text
+    page = run(main())
+    assert "<dd>usage-is-private</dd>" in page
+    assert "usage_is_private: usage figures are shown after an operator approves" in page

@@ -10,6 +10,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from overt.errors import EventDecodeError
+from overt.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Event,
+    InferenceRecorded,
+    PolicyDecided,
+    ReasoningStepRecorded,
+    ToolCallCompleted,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnPaused,
+    TurnResumed,
+    TurnStarted,
+)
 from overt.ledger.base import Entry
 
 
@@ -66,63 +81,69 @@ class TurnView:
 
 
 def fold(entries: Iterable[Entry]) -> TurnView | None:
-    """The turn its entries (in ``seq`` order) record; ``None`` without a ``turn.started``."""
+    """The turn its entries (in ``seq`` order) record; ``None`` without a ``turn.started``.
+
+    Each entry is read as the typed event it recorded; one of a kind or shape this
+    version does not know is passed over, as the trail passes it over."""
     view: TurnView | None = None
     for e in entries:
-        d = e.data
-        if e.kind == "turn.started":
-            view = TurnView(e.turn_id or "", e.session_id, e.at, source=str(d.get("source", "")),
-                            actor=str(d.get("actor", "")), model=str(d.get("model", "")),
-                            route=str(d.get("route", "")),
-                            message_digest=d.get("message_digest"))
+        try:
+            event: Event | None = e.event()
+        except EventDecodeError:
+            continue
+        if isinstance(event, TurnStarted):
+            view = TurnView(e.turn_id or "", e.session_id, e.at, source=event.source,
+                            actor=event.actor, model=event.model, route=event.route,
+                            message_digest=event.message_digest)
         if view is None:
             continue
         view.last_seq = e.seq
-        if e.kind == "inference":
-            view.inferences += 1
-            view.model = str(d.get("model") or view.model)
-            view.route = str(d.get("route") or view.route)
-            if view.status == "running":  # running totals until the turn's own
-                view.input_tokens += int(d.get("input_tokens", 0))
-                view.output_tokens += int(d.get("output_tokens", 0))
-                view.cost_usd += float(d.get("cost_usd", 0.0))
-        elif e.kind == "reasoning.step":
-            view.steps.append(StepView(int(d.get("step_number", 0)), str(d.get("phase", "")),
-                                       e.at, str(d.get("content_digest", "")), e.seq))
-        elif e.kind == "policy.decision":
-            call = _call(view, d)
-            if call.effect in (None, "allow"):  # the rule that held a call stays shown
-                call.effect, call.rule = d.get("effect"), d.get("rule")
-        elif e.kind == "tool_call.started":
-            _call(view, d).status = "running"
-        elif e.kind == "tool_call.completed":
-            call = _call(view, d)
-            call.status = str(d.get("tool_status", ""))
-            call.duration_ms = d.get("tool_duration_ms")
-        elif e.kind == "approval.requested":
-            _call(view, d).status = "held"
-        elif e.kind == "approval.decided":
-            call = _call(view, d)
-            if call.status == "held":
-                call.status = str(d.get("decision", ""))
-        elif e.kind == "turn.paused":
-            view.status, view.waiting_on = "awaiting_approval", d.get("request_id")
-        elif e.kind == "turn.resumed":
-            view.status, view.waiting_on = "running", None
-        elif e.kind == "turn.completed":
-            view.status = str(d.get("status", "completed"))
-            view.reply_digest = d.get("reply_digest")
-            view.error_type = d.get("error_type")
-            view.input_tokens = int(d.get("input_tokens", 0))
-            view.output_tokens = int(d.get("output_tokens", 0))
-            view.cost_usd = float(d.get("cost_usd", 0.0))
-            view.duration_ms = d.get("duration_ms")
+        _apply(view, e, event)
     return view
 
 
-def _call(view: TurnView, d: dict[str, object]) -> CallView:
-    key = str(d.get("tool_call_id", ""))
-    call = view.calls.get(key)
+def _apply(view: TurnView, e: Entry, event: Event | None) -> None:
+    """``view`` with what ``event`` (entry ``e``'s, after its turn's ``turn.started``)
+    records."""
+    match event:
+        case InferenceRecorded() as d:
+            view.inferences += 1
+            view.model, view.route = d.model or view.model, d.route or view.route
+            if view.status == "running":  # running totals until the turn's own
+                view.input_tokens += d.input_tokens
+                view.output_tokens += d.output_tokens
+                view.cost_usd += d.cost_usd
+        case ReasoningStepRecorded() as d:
+            view.steps.append(StepView(d.step_number, d.phase, e.at, d.content_digest, e.seq))
+        case PolicyDecided() as d:
+            call = _call(view, d.tool_call_id, d.tool_name)
+            if call.effect in (None, "allow"):  # the rule that held a call stays shown
+                call.effect, call.rule = d.effect, d.rule
+        case ToolCallStarted() as d:
+            _call(view, d.tool_call_id, d.tool_name).status = "running"
+        case ToolCallCompleted() as d:
+            call = _call(view, d.tool_call_id, d.tool_name)
+            call.status, call.duration_ms = d.tool_status, d.tool_duration_ms
+        case ApprovalRequested() as d:
+            _call(view, d.tool_call_id, d.tool_name).status = "held"
+        case ApprovalDecided() as d:
+            call = _call(view, d.tool_call_id, d.tool_name)
+            if call.status == "held":
+                call.status = d.decision
+        case TurnPaused() as d:
+            view.status, view.waiting_on = "awaiting_approval", d.request_id
+        case TurnResumed():
+            view.status, view.waiting_on = "running", None
+        case TurnCompleted() as d:
+            view.status, view.reply_digest, view.error_type = d.status, d.reply_digest, d.error_type
+            view.input_tokens, view.output_tokens = d.input_tokens, d.output_tokens
+            view.cost_usd, view.duration_ms = d.cost_usd, d.duration_ms
+        case _:
+            pass
+
+
+def _call(view: TurnView, tool_call_id: str, tool_name: str) -> CallView:
+    call = view.calls.get(tool_call_id)
     if call is None:
-        call = view.calls[key] = CallView(key, str(d.get("tool_name", "")))
+        call = view.calls[tool_call_id] = CallView(tool_call_id, tool_name)
     return call

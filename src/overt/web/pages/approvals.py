@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from overt.errors import ApprovalError, NotFoundError
+from overt.events import PolicyDecided
 from overt.policy.approvals import ApprovalRequest
 from overt.runtime import Runtime
 from overt.sessions.access import SessionAccess
@@ -83,9 +84,10 @@ class Approvals:
         rule, message = r.reason_code, ""
         if r.turn_id:
             for e in await self.runtime.ledger.entries(turn_id=r.turn_id,
-                                                       kinds=["policy.decision"]):
-                if e.data.get("decision_id") == r.decision_id:
-                    rule, message = str(e.data.get("rule", "")), str(e.data.get("message", ""))
+                                                       kinds=[PolicyDecided.kind]):
+                decided = e.event(PolicyDecided)
+                if decided.decision_id == r.decision_id:
+                    rule, message = decided.rule, decided.message
         arguments = None
         if viewer.reads_content:
             body = await self.runtime.ledger.content(r.args_sha256, seq=r.requested_seq)
