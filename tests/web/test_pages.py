@@ -198,3 +198,24 @@ def test_a_held_request_shows_the_rule_and_message_its_decision_recorded(
     page = run(main())
     assert "<dd>usage-is-private</dd>" in page
     assert "usage_is_private: usage figures are shown after an operator approves" in page
+
+
+def test_a_verify_run_that_finds_a_forged_memory_node_says_so(ledger: Ledger, raw: Any) -> None:
+    async def main() -> tuple[VerifyJob, str]:
+        rt, _ = setup(ledger)
+        node = await store_for(ledger).create_node("Note", "db host", "db-1",
+                                                   Writer("agent:default"))
+        # an INSERT, as any writer may: a memory the agent would believe
+        raw.execute("INSERT INTO memory_nodes (id, kind, title, body, actor, created_at, "
+                    "supersedes, root_id, revision, turn_id, search_tags) SELECT "
+                    "'01FORGEDNODE0000000000000A', kind, title, 'evil-host', actor, "
+                    "created_at, NULL, '01FORGEDNODE0000000000000A', 1, turn_id, search_tags "
+                    "FROM memory_nodes WHERE id = ?", (node.id,))
+        page = LedgerPage(rt)
+        job = page.job = VerifyJob("operator:alice", "now", time.monotonic(), 2)
+        await page._run(job)
+        return job, page._status()
+    job, status = run(main())
+    assert job.report is not None and job.report.memory_bad
+    assert "the memory tables do not match the chain" in status
+    assert "01FORGEDNODE0000000000000A" in status and "entry None" not in status
