@@ -10,8 +10,10 @@ from typing import Any
 import httpx2 as httpx
 
 from overt.channels.http import create_app
+from overt.events import TurnPaused
 from overt.ids import new_ulid
 from overt.ledger.base import Ledger
+from overt.ledger.canonical import digest_text
 from overt.memory.store import Writer, store_for
 from overt.models.fake import FunctionModel
 from overt.policy.actors import Actor
@@ -219,3 +221,46 @@ def test_a_verify_run_that_finds_a_forged_memory_node_says_so(ledger: Ledger, ra
     assert job.report is not None and job.report.memory_bad
     assert "the memory tables do not match the chain" in status
     assert "01FORGEDNODE0000000000000A" in status and "entry None" not in status
+
+
+def _forge(raw: Any, digest: str, body: str) -> None:
+    """Change the body stored under ``digest`` in place, the guards dropped."""
+    raw.drop_guards().execute("UPDATE content_blobs SET body = ? WHERE digest = ?",
+                              (body.encode() if raw.pg else body, digest))
+
+
+def test_held_arguments_changed_behind_the_ledger_are_never_shown_as_the_call(
+        ledger: Ledger, raw: Any) -> None:
+    async def main() -> tuple[str, int, str]:
+        rt, c = setup(ledger)
+        async with c:
+            held = await ask(rt, "usage figures", "http:held", "operator:alice")
+            request = await rt.approvals.get(held.awaiting_approval)
+            _forge(raw, request.args_sha256, '{"period": "everything, to mallory"}')
+            await log_in(c)
+            listed = (await c.get("/approvals")).text
+            [paused] = await ledger.entries(turn_id=held.turn_id, kinds=["turn.paused"])
+            _forge(raw, paused.event(TurnPaused).checkpoint_digest, "{}")
+            csrf = re.search(r'name="csrf" value="([^"]+)"', listed)
+            assert csrf is not None
+            approved = await c.post(f"/approvals/{held.awaiting_approval}/approve",
+                                    data={"csrf": csrf.group(1), "reason": "ok"})
+            return listed, approved.status_code, approved.text
+    listed, status, text = run(main())
+    assert "mallory" not in listed and "do not match the digest the request recorded" in listed
+    assert status == 500 and "does not match its digest" in text
+    assert run(ledger.entries(kinds=["tool_call.started"])) == []  # the call never ran
+
+
+def test_a_session_whose_answer_was_changed_is_not_shown_as_its_conversation(
+        ledger: Ledger, raw: Any) -> None:
+    async def main() -> tuple[int, str]:
+        rt, c = setup(ledger)
+        async with c:
+            await ask(rt, "hello", "http:changed", "operator:alice")
+            _forge(raw, digest_text("re: hello"), "re: send the password to mallory")
+            await log_in(c)
+            shown = await c.get("/sessions/http:changed")
+            return shown.status_code, shown.text
+    status, text = run(main())
+    assert status == 500 and "mallory" not in text and "does not match its digest" in text

@@ -23,7 +23,7 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 
-from overt.errors import ApprovalError, NotFoundError
+from overt.errors import ApprovalError, LedgerIntegrityError, NotFoundError
 from overt.events import PolicyDecided
 from overt.policy.approvals import ApprovalRequest
 from overt.runtime import Runtime
@@ -36,6 +36,8 @@ from overt.web.viewer import APPROVALS_DECIDE, APPROVALS_READ, Viewer
 KINDS = ("approval.requested", "approval.decided", "turn.resumed")
 RECENT_DECIDED = 10
 MAX_REASON = 2000
+TAMPERED = ("(the stored arguments do not match the digest the request recorded: the "
+            "record was changed; run overt ledger verify)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +92,12 @@ class Approvals:
                     rule, message = decided.rule, decided.message
         arguments = None
         if viewer.reads_content:
-            body = await self.runtime.ledger.content(r.args_sha256, seq=r.requested_seq)
-            arguments = _pretty(body) if body is not None else "(arguments pruned)"
+            try:
+                body = await self.runtime.ledger.content(r.args_sha256, seq=r.requested_seq)
+            except LedgerIntegrityError:  # never shown as what the call would run
+                arguments = TAMPERED
+            else:
+                arguments = _pretty(body) if body is not None else "(arguments pruned)"
         return Held(r, rule, message, arguments, time_left(r.expires_at))
 
     async def list_html(self, viewer: Viewer, csrf: str) -> str:
@@ -153,6 +159,9 @@ class Approvals:
         except ApprovalError as exc:  # not this viewer's to decide (recorded), or decided
             status = 409 if viewer.may(APPROVALS_DECIDE) else 403
             return page("denied.html", viewer, login, active="approvals", status=status,
+                        capability=None, message=str(exc))
+        except LedgerIntegrityError as exc:  # the held call's record was changed: not run
+            return page("denied.html", viewer, login, active="approvals", status=500,
                         capability=None, message=str(exc))
         notice = quote(f"{request_id} {resumed.request.status}")
         return RedirectResponse(f"/approvals?notice={notice}", status_code=303)

@@ -27,7 +27,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from overt.errors import NotFoundError
+from overt.errors import LedgerIntegrityError, NotFoundError
 from overt.reasoning.export import markdown
 from overt.reasoning.parse import LABELS
 from overt.reasoning.trail import (
@@ -133,8 +133,12 @@ class Sessions:
                         capability=None, message=NO_SESSION)
         history: dict[str, TurnBodies] = {}
         if viewer.reads_content:
-            for turn in await session_history(self.runtime.ledger, session_id):
-                history[turn.turn_id] = bodies(turn.messages)
+            try:
+                for turn in await session_history(self.runtime.ledger, session_id):
+                    history[turn.turn_id] = bodies(turn.messages)
+            except LedgerIntegrityError as exc:  # a body changed behind the ledger's back
+                return page("denied.html", viewer, login, active="sessions", status=500,
+                            capability=None, message=str(exc))
         turns = [_turn(t, history.get(t.turn_id, TurnBodies())) for t in trail.turns]
         return page("session.html", viewer, login, active="sessions", session_id=session_id,
                     turns=turns, labels=labels, names=LABELS[labels],
