@@ -129,8 +129,6 @@ class SqliteLedger:
         if p == ":memory:":
             temporary = tempfile.mkdtemp(prefix="overt-ledger-")
             p = str(Path(temporary) / "ledger.db")
-        else:
-            Path(p).parent.mkdir(parents=True, exist_ok=True)
         ledger = cls(p, temporary)
         try:
             conn = _connect(p)
@@ -534,6 +532,7 @@ def _connect(path: str) -> sqlite3.Connection:
         LedgerError: the file cannot be opened or is not a SQLite database, or not overt's.
     """
     try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
                                timeout=BUSY_TIMEOUT_MS / 1000)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -541,7 +540,7 @@ def _connect(path: str) -> sqlite3.Connection:
         _wal(conn)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute(f"PRAGMA cache_size = {-CACHE_KIB}")
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, OSError) as exc:  # OSError: its folder cannot be made
         raise LedgerError(f"cannot open ledger {path}: {exc}") from exc
     return conn
 
