@@ -72,3 +72,21 @@ def test_a_trail_since_or_until_that_is_not_a_time_is_a_422_not_an_empty_trail(
     since, until, message, turns = run(main())
     assert since == until == (422, "invalid") and "unknown period 'garbage'" in message
     assert turns == ["completed"]
+
+
+def test_an_id_holding_nul_is_answered_as_missing_on_both_backends(
+        ledger: Ledger, tmp_path: Path) -> None:
+    async def main() -> list[Any]:
+        async with client(make_runtime(ledger, tmp_path, ["never"])) as c:
+            headers = auth(APPROVER)  # sessions.read_any: nothing is refused for ownership
+            return [_error(await c.get(path, headers=headers)) for path in (
+                "/v1/sessions/a%00b", "/v1/sessions/a%00b/trail", "/v1/turns/a%00b",
+                "/v1/turns/a%00b/events", "/v1/approvals/a%00b")] + [
+                _error(await c.post("/v1/approvals/a%00b/deny", headers=headers, json={})),
+                _error(await c.post("/v1/messages", headers=headers,
+                                    json={"text": "hi", "session_id": "a\u0000b"}))]
+    assert run(main()) == [(404, "not_found")] * 7  # was 503 ledger_unavailable on PostgreSQL
+    refusals = run(ledger.entries(kinds=["capability.checked"]))
+    assert [e.data["reason_code"] for e in refusals] == ["not_found"] * 7
+    assert run(ledger.count("turn.started")) == 0
+    assert run(ledger.verify()).ok
