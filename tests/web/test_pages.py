@@ -185,3 +185,18 @@ def test_a_verify_run_shows_the_rows_checked_of_the_rows_to_check(ledger: Ledger
     assert "2,500 of 40,000 rows checked" in running and "6.2 %" in running
     assert 'max="40000" value="2500"' in running
     assert 'hx-get="/ledger/verify/status"' in running
+
+
+def test_an_address_holding_nul_is_a_400_on_both_backends_not_a_500(ledger: Ledger) -> None:
+    """On PostgreSQL a NUL in an id or a search reached the database, which refuses it:
+    the pages answered 500."""
+    _runtime, c = setup(ledger)
+
+    async def main() -> list[int]:
+        async with c:
+            await log_in(c)
+            return [(await c.get(url)).status_code for url in (
+                "/sessions?q=a%00b", "/sessions?owner=%00", "/sessions/a%00b",
+                "/memory/a%00b", "/memory?q=a%00", "/live?session=%00")]
+    assert run(main()) == [400] * 6
+    assert run(ledger.verify()).ok
