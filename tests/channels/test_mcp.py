@@ -289,3 +289,14 @@ def test_over_http_another_tokens_client_gets_one_answer_for_foreign_and_missing
     assert asked["text"] == "All is well."
     assert pairs == [("no such session", "no such session")] * 2
     assert [t["turn_id"] for t in trail["turns"]] == [asked["turn_id"]]
+
+
+def test_an_empty_ask_is_refused_before_any_model_call_as_over_http(
+        ledger: Ledger, tmp_path: Path) -> None:
+    async def main() -> list[str]:
+        server = create_server(make_runtime(ledger, tmp_path, ["never asked"]))
+        async with Client(server) as client:
+            return [refusal(await client.call_tool("ask", {"text": text}))
+                    for text in ("", "  \n ")]
+    assert run(main()) == ["text must not be empty"] * 2
+    assert run(ledger.count("turn.started")) == 0

@@ -134,6 +134,26 @@ def test_a_db_that_is_not_a_ledger_exits_5(tmp_path: Path,
     assert "cannot open ledger" in capsys.readouterr().err
 
 
+def test_an_empty_question_is_a_usage_error_and_no_turn(
+        tmp_path: Path, script: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "l.db"
+    assert main(["--db", str(db), "ask", "  ", "--model", f"scripted:{script}"]) == 2
+    assert capsys.readouterr().err == "overt: the question is empty\n"
+    assert not db.exists()  # not even opened
+
+
+def test_a_db_whose_folder_cannot_be_made_exits_5_without_a_traceback(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    out = subprocess.run([sys.executable, "-m", "overt.cli.main", "--db",
+                          str(blocker / "sub" / "l.db"), "runs"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 5, out.stderr
+    assert out.stderr.startswith(f"overt: cannot open ledger {blocker / 'sub' / 'l.db'}: ")
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert blocker.read_text() == "not a folder"
+
+
 def test_the_console_script_reads_overt_db_from_the_environment(tmp_path: Path,
                                                                 script: Path) -> None:
     env = {**os.environ, "OVERT_DB": str(tmp_path / "env.db")}

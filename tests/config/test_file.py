@@ -237,6 +237,18 @@ def test_no_file_leaves_the_environment_and_defaults(tmp_path: Path) -> None:
     assert config.db == "x.db" and config.routes == {} and config.config_file is None
 
 
+def test_a_file_without_route_is_used_with_a_route_named_by_a_flag_or_variable(
+        tmp_path: Path) -> None:
+    path = tmp_path / "overt.toml"
+    path.write_text('[models.m]\nspec = "local"\n[routes.r]\nmodel = "m"\n')
+    assert config_file.load({}, path=path, route="r").route == "r"  # was: no route 'default'
+    assert config_file.load({"OVERT_ROUTE": "r"}, path=path).route == "r"
+    with pytest.raises(ConfigError, match="no route 'default' in \\[routes\\]"):
+        config_file.load({}, path=path)
+    with pytest.raises(ConfigError, match="route 'zz' is not defined"):
+        config_file.load({}, path=path, route="zz")
+
+
 def test_a_route_named_by_a_variable_must_be_defined(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="route 'nope' is not defined"):
         config_file.load({"OVERT_ROUTE": "nope"}, path=write(tmp_path))

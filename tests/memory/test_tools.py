@@ -240,3 +240,27 @@ def test_node_neighbors_hides_other_actors_nodes_without_the_capability(ledger: 
     assert near["nodes"] == [] and near["links"] == [] and near["hidden"] == 1
     shown = call(context(ledger, grants=OTHERS), "node_neighbors", id=ticket["id"])
     assert [n["title"] for n in shown["nodes"]] == ["theirs"] and shown["hidden"] == 0
+
+
+def test_text_no_backend_can_store_is_an_envelope_on_both_backends(ledger: Any) -> None:
+    """NUL (PostgreSQL refuses it: the lookup or write failed as a LedgerError, while
+    SQLite stored it) or an unpaired surrogate (no UTF-8 holds it): the same
+    invalid_argument envelope on both backends, nothing written."""
+    ctx = context(ledger)
+    node = create(ctx, "Note", "kept", "a body")
+    answers = {
+        "create title": call(ctx, "node_create", kind="Note", title="t\x00", body="b"),
+        "create body": call(ctx, "node_create", kind="Note", title="t", body="b\ud800"),
+        "supersede": call(ctx, "node_supersede", id=node["id"], body="new\x00"),
+        "read": call(ctx, "node_read", id="a\x00b"),
+        "history": call(ctx, "node_history", id="\x00"),
+        "neighbors": call(ctx, "node_neighbors", id="\x00"),
+        "link": call(ctx, "link_create", kind="relates_to", from_id=node["id"], to_id="\x00"),
+        "retract": call(ctx, "link_retract", id="\x00"),
+    }
+    assert {name: code(a) for name, a in answers.items()} == dict.fromkeys(
+        answers, "invalid_argument")
+    assert answers["create title"]["error"]["fields"] == ["title"]
+    assert len(run(ledger.entries(kinds=["node.created"]))) == 1
+    assert run(ledger.entries(kinds=["node.superseded", "link.created"])) == []
+    assert run(ledger.verify()).ok

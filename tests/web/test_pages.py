@@ -264,3 +264,18 @@ def test_a_session_whose_answer_was_changed_is_not_shown_as_its_conversation(
             return shown.status_code, shown.text
     status, text = run(main())
     assert status == 500 and "mallory" not in text and "does not match its digest" in text
+
+
+def test_an_address_holding_nul_is_a_400_on_both_backends_not_a_500(ledger: Ledger) -> None:
+    """On PostgreSQL a NUL in an id or a search reached the database, which refuses it:
+    the pages answered 500."""
+    _runtime, c = setup(ledger)
+
+    async def main() -> list[int]:
+        async with c:
+            await log_in(c)
+            return [(await c.get(url)).status_code for url in (
+                "/sessions?q=a%00b", "/sessions?owner=%00", "/sessions/a%00b",
+                "/memory/a%00b", "/memory?q=a%00", "/live?session=%00")]
+    assert run(main()) == [400] * 6
+    assert run(ledger.verify()).ok

@@ -43,6 +43,7 @@ from overt.channels.answer_sse import Turns, answer_events
 from overt.channels.auth import Tokens
 from overt.channels.events_stream import DEFAULT_LIFETIME_S, last_event_id, turn_events
 from overt.channels.turns import turn_state, wait_for_answer
+from overt.clock import period_start
 from overt.engine.answer_stream import AnswerSink
 from overt.errors import (
     ApprovalError,
@@ -70,8 +71,14 @@ from overt.types import IncomingMessage, ResponseResult
 
 try:
     from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.responses import (
+        JSONResponse,
+        PlainTextResponse,
+        Response,
+        StreamingResponse,
+    )
     from starlette.routing import BaseRoute, Route
     from starlette.types import ASGIApp, Receive, Scope, Send
 except ImportError as exc:  # pragma: no cover - exercised without the extra
@@ -181,7 +188,24 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
             if close_on_shutdown:
                 await runtime.close()
 
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan,
+                     exception_handlers={HTTPException: _no_route})
+
+
+_API_PATHS = ("/v1/", "/mcp", "/healthz", "/openapi.json")
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+
+
+async def _no_route(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route, a method the route does not take) as
+    the API's JSON errors under its paths; the cockpit's pages keep plain text."""
+    status = getattr(exc, "status_code", 500)
+    detail = str(getattr(exc, "detail", "")) or "error"
+    headers = getattr(exc, "headers", None)
+    if not request.url.path.startswith(_API_PATHS):
+        return PlainTextResponse(detail, status_code=status, headers=headers)
+    return JSONResponse({"error": {"code": _HTTP_CODES.get(status, "http_error"),
+                                   "message": detail}}, status_code=status, headers=headers)
 
 
 class _McpGate:
@@ -262,6 +286,8 @@ class _Api:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ApiError(400, "malformed_json", f"the body is not JSON: {exc}") from exc
+        except RecursionError:  # arrays or objects nested some thousand deep
+            raise ApiError(400, "malformed_json", "the body is nested too deeply") from None
         if not isinstance(data, dict):
             raise ApiError(422, "invalid", "the body must be a JSON object")
         return data
@@ -387,9 +413,11 @@ class _Api:
         session_id = request.path_params["session_id"]
         await self.access.session(actor, session_id, surface=_surface(request))
         phases = request.query_params.get("phase")
-        trail = await build_trail(
+        since, until = (request.query_params.get(k) for k in ("since", "until"))
+        trail = await build_trail(  # a time the client cannot mean is a 422, not no turns
             self.runtime.ledger, session_id=session_id,
-            since=request.query_params.get("since"), until=request.query_params.get("until"),
+            since=period_start(since) if since is not None else None,
+            until=period_start(until) if until is not None else None,
             phases=phases.split(",") if phases is not None else None)
         return JSONResponse(trail_json(trail))
 

@@ -119,6 +119,8 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
 
     async def asking(ctx: Context, text: str, session_id: str | None,
                      wait_s: float) -> dict[str, Any]:
+        if not text.strip():  # as the HTTP API: no model call for nothing asked
+            raise McpToolError("text must not be empty")
         who = _actor(ctx, default)
         check = runtime.gate.capabilities.check(who, "agent.ask")
         if not check.granted:

@@ -193,7 +193,9 @@ def paths() -> dict[str, dict[str, Any]]:
         "/v1/sessions/{session_id}/trail": {"get": _op(
             "A session's reasoning trail", "trail.read", _json(_ref("Trail"), "the trail"),
             *auth, 404, 422, 503, params=[_path_param("session_id"), *[
-                {"name": n, "in": "query", "required": False, "schema": {"type": "string"}}
+                {"name": n, "in": "query", "required": False, "schema": {"type": "string"},
+                 "description": "an ISO 8601 time, a duration back from now (24h, 7d) "
+                                "or today"}
                 for n in ("since", "until")], {
                 "name": "phase", "in": "query", "required": False,
                 "schema": {"type": "string", "pattern": _list_of(REASONING_PHASES)},

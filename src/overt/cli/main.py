@@ -193,6 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace, config: Config) -> int:
     command = args.command
     if command == "ask":
+        if not args.text.strip():  # as the HTTP API: no model call for nothing asked
+            raise UsageError("the question is empty")
         return run_sync(_ask(config, args.text, as_json=args.json, session=args.session,
                              stream=_streams(args)))
     if command == "demo":

@@ -92,11 +92,12 @@ def find(path: str | Path | None = None, env: Mapping[str, str] | None = None,
 
 
 def parse(text: str, path: str = DEFAULT_NAME, *, schemes: Iterable[str] = (),
-          models: Iterable[str] = ()) -> ConfigFile:
+          models: Iterable[str] = (), route_given: bool = False) -> ConfigFile:
     """Parse and validate the text of a config file.
 
     ``schemes`` and ``models``: model schemes and names plugins register, known
-    beside overt's own.
+    beside overt's own. ``route_given``: a flag or variable names the route (the
+    file need not name one of its routes; the effective config is checked instead).
 
     Raises:
         ConfigFileError: with every problem, each naming its line and field.
@@ -111,7 +112,8 @@ def parse(text: str, path: str = DEFAULT_NAME, *, schemes: Iterable[str] = (),
                                        f"{_SYNTAX_AT.sub('', message)}")]) from None
     lines = key_lines(text)
     problems = [Problem(path, _line(lines, loc), _dotted(loc), message)
-                for loc, message in reference_problems(data, schemes=schemes, models=models)]
+                for loc, message in reference_problems(data, schemes=schemes, models=models,
+                                                       route_given=route_given)]
     cfg = None
     try:
         cfg = ConfigFile.model_validate(data)
@@ -123,7 +125,8 @@ def parse(text: str, path: str = DEFAULT_NAME, *, schemes: Iterable[str] = (),
     return cfg
 
 
-def read(path: str | Path, **known: Iterable[str]) -> ConfigFile:
+def read(path: str | Path, *, route_given: bool = False,
+         **known: Iterable[str]) -> ConfigFile:
     """:func:`parse` the file at ``path``.
 
     Raises:
@@ -133,7 +136,7 @@ def read(path: str | Path, **known: Iterable[str]) -> ConfigFile:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigFileError([Problem(str(path), None, "", f"cannot read: {exc}")]) from None
-    return parse(text, str(path), **known)
+    return parse(text, str(path), route_given=route_given, **known)
 
 
 def load(env: Mapping[str, str] | None = None, *, path: str | Path | None = None,
@@ -149,7 +152,7 @@ def load(env: Mapping[str, str] | None = None, *, path: str | Path | None = None
     found = find(path, env, cwd)
     if found is None:
         return Config.from_env(env, **overrides)
-    cfg = read(found)
+    cfg = read(found, route_given=bool(overrides.get("route") or env.get("OVERT_ROUTE")))
     return Config.from_env(env, file=values(cfg, found.parent, env), config_file=str(found),
                            **overrides)
 

@@ -280,12 +280,14 @@ def _unwrap(annotation: Any) -> Any:
 
 
 def reference_problems(data: Mapping[str, Any], *, schemes: Iterable[str] = (),
-                       models: Iterable[str] = ()) -> Iterator[tuple[Loc, str]]:
+                       models: Iterable[str] = (),
+                       route_given: bool = False) -> Iterator[tuple[Loc, str]]:
     """What the schema cannot see: models, routes and schemes that are named but unknown.
 
     Reads the parsed TOML (``data``) leniently, so these are found beside the schema's
     own problems; values of the wrong type are left to the schema. ``schemes`` and
-    ``models`` add what plugins register to overt's own.
+    ``models`` add what plugins register to overt's own. ``route_given``: a flag or
+    variable names the route, so the file's own (or its default) is not the one used.
     """
     aliases = _table(data.get("models"))
     routes = _table(data.get("routes"))
@@ -327,7 +329,7 @@ def reference_problems(data: Mapping[str, Any], *, schemes: Iterable[str] = (),
         if route.get("escalate_to") is not None and route.get("escalate_to") == primary:
             yield (*where, "escalate_to"), "names the route's own model"
     chosen = data.get("route", "default")
-    if routes and isinstance(chosen, str) and chosen not in routes:
+    if routes and isinstance(chosen, str) and chosen not in routes and not route_given:
         yield ("route",) if "route" in data else ("routes",), (
             f"no route {chosen!r} in [routes] (known: {', '.join(routes)}); "
             "set route = one of them")

@@ -47,6 +47,7 @@ from overt.engine.record import (
     response_body,
     resumption,
 )
+from overt.engine.shape import well_formed
 from overt.engine.values import EngineSettings, Held, TurnOutcome
 from overt.errors import LedgerError
 from overt.events import (
@@ -435,8 +436,8 @@ class Turn:
         offered = [t.name for t in request.tools]
         self.model_calls += 1
         try:
-            response = await complete_streaming(
-                model, request, self.stream.text if self.stream is not None else None)
+            response = well_formed(await complete_streaming(
+                model, request, self.stream.text if self.stream is not None else None))
         except Exception as exc:  # noqa: BLE001  any adapter failure ends the turn, recorded
             self.error = f"model_error: {type(exc).__name__}: {exc}"
             self.steps.failed(self.error)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import queue
@@ -39,7 +40,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from overt.clock import now_iso
 from overt.errors import (
@@ -109,15 +110,29 @@ def parse_url(url: str) -> tuple[str, str]:
     """(libpq conninfo URL without overt's own parameters, schema name).
 
     Raises:
-        UsageError: the schema name is not a plain lower-case identifier.
+        UsageError: the URL cannot be parsed, or the schema name is not a plain
+            lower-case identifier.
     """
-    parts = urlsplit(url)
+    parts = _split(url)
     params = parse_qsl(parts.query, keep_blank_values=True)
     schema = next((v for k, v in params if k == "schema"), "public")
     if not _SCHEMA_NAME.match(schema):
         raise UsageError(f"invalid ledger schema name {schema!r}: use [a-z_][a-z0-9_]*")
     rest = urlencode([(k, v) for k, v in params if k not in _OVERT_PARAMS])
     return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), schema
+
+
+def _split(url: str) -> SplitResult:
+    """``urlsplit``, its ``ValueError`` (``postgresql://[::1``) a usage error that does
+    not repeat the URL (it may hold a password).
+
+    Raises:
+        UsageError: the URL cannot be parsed.
+    """
+    try:
+        return urlsplit(url)
+    except ValueError as exc:
+        raise UsageError(f"invalid ledger URL: {exc}") from None
 
 
 def url_pool_size(url: str) -> int:
@@ -127,7 +142,7 @@ def url_pool_size(url: str) -> int:
     Raises:
         UsageError: it is not a whole number from 1 to 1000.
     """
-    params = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    params = parse_qsl(_split(url).query, keep_blank_values=True)
     raw = next((v for k, v in params if k == "pool_size"), None)
     if raw is None:
         return DEFAULT_POOL_SIZE
@@ -216,24 +231,39 @@ class PostgresLedger:
                         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                     conn.execute(f'SET search_path = "{self.schema}"')
                     known = conn.execute("SELECT to_regclass('overt_migrations')").fetchone()
-                    if known is None or known[0] is None:
-                        conn.execute(MIGRATIONS_TABLE)
-                    for version, name, script in MIGRATIONS:
-                        with conn.transaction():
-                            if conn.execute("SELECT 1 FROM overt_migrations WHERE version = %s",
-                                            (version,)).fetchone():
-                                continue
-                            conn.execute(script)
-                            fill = FILLS.get(version)
-                            if fill is not None:
-                                fill(conn)
-                            conn.execute("INSERT INTO overt_migrations VALUES (%s, %s, %s)",
-                                         (version, name, now_iso()))
-                            applied.append(version)
+                    fresh = known is None or known[0] is None
+                    # a new ledger is created in one transaction: in a schema holding
+                    # another application's table of the same name, nothing is left
+                    with conn.transaction() if fresh else contextlib.nullcontext():
+                        if fresh:
+                            conn.execute(MIGRATIONS_TABLE)
+                        applied = self._apply(conn)
                 finally:
                     conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
+        except (psycopg.errors.DuplicateTable, psycopg.errors.DuplicateObject) as exc:
+            raise MigrationError(
+                f"cannot migrate ledger {_safe(self.url)}: {exc} (schema {self.schema} holds "
+                "another application's tables; name another with ?schema=NAME)") from exc
         except psycopg.Error as exc:
             raise MigrationError(f"cannot migrate ledger {_safe(self.url)}: {exc}") from exc
+        return applied
+
+    @staticmethod
+    def _apply(conn: Any) -> list[int]:
+        """Apply each migration not yet applied, each in its own transaction."""
+        applied: list[int] = []
+        for version, name, script in MIGRATIONS:
+            with conn.transaction():
+                if conn.execute("SELECT 1 FROM overt_migrations WHERE version = %s",
+                                (version,)).fetchone():
+                    continue
+                conn.execute(script)
+                fill = FILLS.get(version)
+                if fill is not None:
+                    fill(conn)
+                conn.execute("INSERT INTO overt_migrations VALUES (%s, %s, %s)",
+                             (version, name, now_iso()))
+                applied.append(version)
         return applied
 
     def schema_versions(self) -> list[int]:

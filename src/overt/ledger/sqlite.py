@@ -73,6 +73,7 @@ from overt.ledger.schema.sqlite import (
     MIGRATIONS,
     MIGRATIONS_TABLE,
     lift_delete_guards,
+    refuse_foreign,
     renumber,
     restore_delete_guards,
 )
@@ -129,8 +130,6 @@ class SqliteLedger:
         if p == ":memory:":
             temporary = tempfile.mkdtemp(prefix="overt-ledger-")
             p = str(Path(temporary) / "ledger.db")
-        else:
-            Path(p).parent.mkdir(parents=True, exist_ok=True)
         ledger = cls(p, temporary)
         try:
             conn = _connect(p)
@@ -524,19 +523,22 @@ class _transaction:
 
 
 def _connect(path: str) -> sqlite3.Connection:
-    """A connection with the ledger's settings.
+    """A connection with the ledger's settings, once the file is known to be overt's
+    (:func:`~overt.ledger.schema.sqlite.refuse_foreign`).
 
     Raises:
-        LedgerError: the file cannot be opened or is not a SQLite database.
+        LedgerError: the file cannot be opened or is not a SQLite database, or not overt's.
     """
     try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
                                timeout=BUSY_TIMEOUT_MS / 1000)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        refuse_foreign(conn, path)  # before WAL mode, which rewrites the header
         _wal(conn)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute(f"PRAGMA cache_size = {-CACHE_KIB}")
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, OSError) as exc:  # OSError: its folder cannot be made
         raise LedgerError(f"cannot open ledger {path}: {exc}") from exc
     return conn
 

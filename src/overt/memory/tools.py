@@ -40,12 +40,34 @@ def _writer(ctx: ToolContext) -> Writer:
 def _missing(**given: str | None) -> Envelope | None:
     absent = [name for name, value in given.items() if value is None or not value.strip()]
     if not absent:
-        return None
+        return _unstorable(**given)
     return error("missing_field", f"missing {', '.join(absent)}: give "
                  f"{'it' if len(absent) == 1 else 'them'} and call again", fields=absent)
 
 
+def _unstorable(**given: str | None) -> Envelope | None:
+    """Text neither backend holds as given: PostgreSQL refuses NUL (its lookup or write
+    failed as a ledger error), and no UTF-8 encodes an unpaired surrogate."""
+    bad = [name for name, value in given.items()
+           if value is not None and ("\x00" in value or (not value.isascii()
+                                     and not _encodes(value)))]
+    if not bad:
+        return None
+    return error("invalid_argument", f"{', '.join(bad)} holds a NUL character or an unpaired "
+                 "surrogate, which memory cannot store: remove it and call again", fields=bad)
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _too_long(title: str | None, body: str | None) -> Envelope | None:
+    if (problem := _unstorable(title=title, body=body)) is not None:
+        return problem
     if title is not None and len(title) > TITLE_MAX:
         return error("too_long", f"title is {len(title)} characters; at most {TITLE_MAX}")
     if body is not None and len(body) > BODY_MAX:

@@ -40,7 +40,11 @@ Failures. Retries are the SDK's, configured as for every hosted model
 429, 5xx and connection errors are retried with backoff (honouring
 ``retry-after``). What is left becomes a :class:`~overt.errors.ModelError`
 naming the HTTP status, the server's message and the attempts made, with the
-API key (and anything shaped like one) removed.
+API key (and anything shaped like one) removed. A reply that cannot be read (a
+body that is not JSON, a choice without a message, a stream that ends before
+its ``finish_reason``: the connection cut mid-answer) is a
+:class:`~overt.errors.ModelOutputError`, never taken as the answer; usage
+counts that are not whole numbers of tokens are recorded as 0.
 
 ``info`` holds identifiers and numbers only: the endpoint (without
 credentials), response id, served model, system fingerprint, finish reason,
@@ -53,6 +57,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -260,7 +265,8 @@ class OpenAICompatModel:
             ModelError: the server refused the request (the message names the
                 HTTP status and the server's message), could not be reached,
                 or did not answer within ``timeout_s``.
-            ModelOutputError: the reply holds no choice.
+            ModelOutputError: the reply holds no choice, cannot be read (not JSON,
+                no message), or its stream ended before the reply was complete.
             UsageError: a tool message has no ``tool_call_id``.
         """
         return await self._answer(request, None)
@@ -302,6 +308,12 @@ class OpenAICompatModel:
             else:
                 problem = f"{type(exc).__name__}: {exc}"
             raise ModelError(f"{self.name}: {self._scrub(problem)} ({tries})") from None
+        except ModelOutputError as exc:  # a stream that ended early
+            raise ModelOutputError(f"{self.name}: {exc} ({where})") from None
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError,
+                AssertionError) as exc:  # a body the SDK could not read (not JSON, cut short)
+            raise ModelOutputError(f"{self.name}: the reply from {where} could not be read: "
+                                   f"{type(exc).__name__}: {self._scrub(str(exc))}") from None
         sent = [t["function"]["name"] for t in body.get("tools", ())]
         folded = self.fold_tool_results and has_tool_results(request.messages)
         return self._response(response, sent, body, folded, made)
@@ -317,7 +329,9 @@ class OpenAICompatModel:
         if not choices:
             raise ModelOutputError(f"{self.name}: the reply holds no choices")
         choice = choices[0]
-        message = choice.message
+        message = getattr(choice, "message", None)
+        if message is None:
+            raise ModelOutputError(f"{self.name}: the reply's choice holds no message")
         text, reasoning = split_reasoning(message.content if isinstance(message.content, str)
                                           else "")
         extra = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
@@ -331,8 +345,8 @@ class OpenAICompatModel:
         finish = choice.finish_reason
         stop = "tool_use" if calls else _STOP_REASONS.get(str(finish), str(finish or "end_turn"))
         usage = getattr(response, "usage", None)
-        tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
-        tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        tokens_in = _tokens(getattr(usage, "prompt_tokens", 0))
+        tokens_out = _tokens(getattr(usage, "completion_tokens", 0))
         per_in, per_out = self.prices.get(self.model) or self.prices.get(self.name) or (0, 0)
         cost = round((tokens_in * per_in + tokens_out * per_out) / 1_000_000, 10)
         info = {
@@ -352,6 +366,14 @@ class OpenAICompatModel:
                              info=info)
 
 
+def _tokens(value: object) -> int:
+    """A usage count as sent, or 0 when it is not a whole number of tokens (``"many"``,
+    ``-4``, ``null``): a server's broken counts do not cost the answer."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return int(value) if math.isfinite(value) and value >= 0 else 0
+
+
 async def _streamed(client: Any, body: Mapping[str, Any],
                     answer: AnswerFilter) -> tuple[Any, int]:
     """The completion of a streamed request, its content deltas fed to ``answer``,
@@ -368,12 +390,21 @@ async def _streamed(client: Any, body: Mapping[str, Any],
         **body, stream=True, stream_options={"include_usage": True})
     state: ChatCompletionStreamState[Any] = ChatCompletionStreamState(
         input_tools=body["tools"]) if "tools" in body else ChatCompletionStreamState()
+    seen = False
     async with raw.parse() as chunks:
         async for chunk in chunks:
+            seen = True
             for event in state.handle_chunk(chunk):
                 if event.type == "content.delta":
                     answer.feed(event.delta)
-    return state.get_final_completion(), attempts(raw.http_request)
+    if not seen:
+        raise ModelOutputError("the stream ended before any reply")
+    completion = state.get_final_completion()
+    if any(choice.finish_reason is None for choice in completion.choices):
+        # the connection closed mid-reply: what came is not the answer the model gave
+        raise ModelOutputError("the stream ended before the reply was complete "
+                               "(no finish_reason)")
+    return completion, attempts(raw.http_request)
 
 
 async def _discard(client: Any) -> None:

@@ -73,6 +73,8 @@ class SessionAccess:
         Raises:
             LedgerError: the ledger could not be read.
         """
+        if not _storable(session_id):
+            return None
         info = await session_info(self.ledger, session_id)
         return info.owner if info is not None else None
 
@@ -110,6 +112,8 @@ class SessionAccess:
 
     async def turn_session(self, turn_id: str) -> str | None:
         """The session of turn ``turn_id`` (``None``: no such turn)."""
+        if not _storable(turn_id):
+            return None
         started = await self.ledger.entries(turn_id=turn_id, kinds=["turn.started"], limit=1)
         return started[0].session_id if started else None
 
@@ -152,7 +156,8 @@ class SessionAccess:
             LedgerError: the ledger could not be read or written.
         """
         try:
-            request: ApprovalRequest | None = await book.get(request_id)
+            request: ApprovalRequest | None = (await book.get(request_id)
+                                               if _storable(request_id) else None)
         except NotFoundError:
             request = None
         if request is None or not await self.approval_visible(actor, request):
@@ -167,3 +172,10 @@ class SessionAccess:
         owners: dict[str, str | None] = {}
         return [r for r in requests
                 if await self.approval_visible(actor, r, owners=owners)]
+
+
+def _storable(key: str) -> bool:
+    """Whether an id a caller sent could name something on the record: PostgreSQL
+    refuses text holding NUL (the lookup would fail as if the database were down),
+    so on either backend such an id names nothing."""
+    return "\x00" not in key

@@ -148,7 +148,8 @@ Page = Callable[[Request, Viewer, Login], Awaitable[Response]]
 def guard(logins: Logins, capabilities: Callable[[], Capabilities], page: Page, *,
           post: bool = False) -> Callable[[Request], Awaitable[Response]]:
     """``page`` behind the login (a browser without one goes to ``/login``; an
-    event stream or fragment gets 401) and, for a POST, the CSRF check (403)."""
+    event stream or fragment gets 401), an address holding NUL a 400, and, for a POST,
+    the CSRF check (403)."""
     async def endpoint(request: Request) -> Response:
         login = logins.find(request.cookies.get(COOKIE))
         if login is None:
@@ -156,6 +157,12 @@ def guard(logins: Logins, capabilities: Callable[[], Capabilities], page: Page, 
                     request.headers.get("accept", ""):
                 return secured(RedirectResponse("/login", status_code=303))
             return secured(Response("log in first", status_code=401, media_type="text/plain"))
+        if any("\x00" in value for value in (*request.path_params.values(),
+                                               *request.query_params.keys(),
+                                               *request.query_params.values())):
+            # names nothing on the record; PostgreSQL would refuse the lookup (a 500)
+            return secured(Response("the address holds a NUL character", status_code=400,
+                                    media_type="text/plain"))
         if post:
             given = request.headers.get("x-csrf-token")
             if given is None:

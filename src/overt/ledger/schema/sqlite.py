@@ -16,6 +16,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from overt.errors import LedgerError
 from overt.ledger.schema import NAMES, memory, memory_search
 from overt.ledger.sql import (
     CONTENT_KEY_SHIFT,
@@ -200,6 +201,25 @@ def restore_delete_guards(conn: sqlite3.Connection) -> None:
     """Create the delete guards :func:`lift_delete_guards` dropped, as they were."""
     for table in PRUNED_TABLES:
         conn.execute(_no_delete(table, gated=False))
+
+
+def refuse_foreign(conn: sqlite3.Connection, path: str) -> None:
+    """Close ``conn`` and refuse a database holding tables but no ``overt_migrations``
+    (every overt ledger has had one since the first): another application's file,
+    which overt must not write into, not even WAL mode (that rewrites its header). A
+    new or empty file and an overt ledger pass.
+
+    Raises:
+        LedgerError: the file is another application's database.
+    """
+    names = [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+        "ORDER BY name")]
+    if names and "overt_migrations" not in names:
+        conn.close()
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        raise LedgerError(f"cannot open ledger {path}: not an overt ledger (it holds another "
+                          f"application's tables: {shown}); name an empty or new file")
 
 
 def renumber(conn: sqlite3.Connection) -> None:

@@ -1,0 +1,92 @@
+"""Bad requests to the HTTP API: a clean 4xx JSON error, never a 500, and the ledger
+still verifies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+
+from overt.channels.http import create_app
+from overt.ledger.base import Ledger
+from overt.runtime import Runtime
+from tests.channels.helpers import APPROVER, CLIENT, TOKENS, auth, make_runtime
+from tests.conftest import run
+
+
+def client(rt: Runtime) -> httpx.AsyncClient:
+    app = create_app(rt, TOKENS)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+
+
+def _error(r: httpx.Response) -> tuple[int, str]:
+    assert r.headers["content-type"].startswith("application/json"), r.text
+    return r.status_code, r.json()["error"]["code"]
+
+
+def test_a_body_nested_thousands_deep_is_a_400_not_a_500(ledger: Ledger, tmp_path: Path) -> None:
+    deep = '{"text": "hi", "metadata": {"a": ' + "[" * 5000 + "]" * 5000 + "}}"
+
+    async def main() -> tuple[Any, ...]:
+        async with client(make_runtime(ledger, tmp_path, ["never"])) as c:
+            headers = {**auth(CLIENT), "Content-Type": "application/json"}
+            message = await c.post("/v1/messages", content=deep, headers=headers)
+            decide = await c.post("/v1/approvals/nope/approve", content=deep,
+                                  headers={**auth(APPROVER), "Content-Type": "application/json"})
+            return _error(message), _error(decide), message.json()["error"]["message"]
+    message, decide, text = run(main())
+    assert message == decide == (400, "malformed_json") and "nested too deeply" in text
+    assert run(ledger.count("turn.started")) == 0
+    assert run(ledger.verify()).ok
+
+
+def test_an_unknown_api_route_or_method_is_a_json_error_and_the_cockpit_keeps_plain_text(
+        ledger: Ledger, tmp_path: Path) -> None:
+    async def main() -> list[Any]:
+        async with client(make_runtime(ledger, tmp_path, [])) as c:
+            put = await c.put("/v1/messages", headers=auth(CLIENT))
+            return [_error(await c.get("/v1/nothing", headers=auth(CLIENT))),
+                    _error(put), put.headers["allow"],
+                    _error(await c.delete("/v1/sessions", headers=auth(CLIENT))),
+                    (await c.get("/not-the-api")).headers["content-type"]]
+    missing, put, allow, delete, page = run(main())
+    assert missing == (404, "not_found")
+    assert put == delete == (405, "method_not_allowed") and allow == "POST"
+    assert page.startswith("text/plain")
+
+
+def test_a_trail_since_or_until_that_is_not_a_time_is_a_422_not_an_empty_trail(
+        ledger: Ledger, tmp_path: Path) -> None:
+    async def main() -> list[Any]:
+        async with client(make_runtime(ledger, tmp_path, ["Hello."])) as c:
+            body = (await c.post("/v1/messages", json={"text": "hi"},
+                                 headers=auth(CLIENT))).json()
+            url = f"/v1/sessions/{body['session_id']}/trail"
+            bad = [await c.get(url, params={k: "garbage"}, headers=auth(CLIENT))
+                   for k in ("since", "until")]
+            good = await c.get(url, params={"since": "24h", "until": "2999-01-01T00:00:00Z"},
+                               headers=auth(CLIENT))
+            return [*(_error(r) for r in bad), bad[0].json()["error"]["message"],
+                    [t["status"] for t in good.json()["turns"]]]
+    since, until, message, turns = run(main())
+    assert since == until == (422, "invalid") and "unknown period 'garbage'" in message
+    assert turns == ["completed"]
+
+
+def test_an_id_holding_nul_is_answered_as_missing_on_both_backends(
+        ledger: Ledger, tmp_path: Path) -> None:
+    async def main() -> list[Any]:
+        async with client(make_runtime(ledger, tmp_path, ["never"])) as c:
+            headers = auth(APPROVER)  # sessions.read_any: nothing is refused for ownership
+            return [_error(await c.get(path, headers=headers)) for path in (
+                "/v1/sessions/a%00b", "/v1/sessions/a%00b/trail", "/v1/turns/a%00b",
+                "/v1/turns/a%00b/events", "/v1/approvals/a%00b")] + [
+                _error(await c.post("/v1/approvals/a%00b/deny", headers=headers, json={})),
+                _error(await c.post("/v1/messages", headers=headers,
+                                    json={"text": "hi", "session_id": "a\u0000b"}))]
+    assert run(main()) == [(404, "not_found")] * 7  # was 503 ledger_unavailable on PostgreSQL
+    refusals = run(ledger.entries(kinds=["capability.checked"]))
+    assert [e.data["reason_code"] for e in refusals] == ["not_found"] * 7
+    assert run(ledger.count("turn.started")) == 0
+    assert run(ledger.verify()).ok
