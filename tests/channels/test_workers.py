@@ -115,6 +115,29 @@ async def scenario(made: Setup, three: list[Worker], slack: Any,
     assert [p["thread_ts"] for p in posts[1:]] == ["1700000200.000100"] * 2
     assert posts[2]["text"].startswith("payroll:")
 
+    # Three more wait for approval, one asked on each worker; each is approved on two
+    # workers at the same moment: one decision wins, the other gets 409, and each
+    # answer reaches its thread once although every worker that resumes a turn
+    # sweeps for the answers owed.
+    for n, worker in enumerate(three):
+        assert await deliver(signed(event("payroll please", event_id=f"EvRACE{n}",
+                                          ts=f"170000030{n}.000100")), worker) == {"ok": True}
+    await slack.wait_for_posts(6, timeout=60)
+    async with http.get(f"{a.url}/v1/approvals?status=pending", headers=auth(made)) as response:
+        held = {p["session_id"]: p["request_id"] for p in (await response.json())["approvals"]}
+    racing = [held[f"slack:{DM}:170000030{n}.000100"] for n in range(3)]
+
+    async def approve(worker: Worker, request_id: str) -> int:
+        async with http.post(f"{worker.url}/v1/approvals/{request_id}/approve",
+                             json={"reason": "ok"}, headers=auth(made)) as response:
+            return response.status
+    statuses = await asyncio.gather(*(approve(w, r) for n, r in enumerate(racing)
+                                      for w in (three[n], three[(n + 1) % 3])))
+    assert sorted(statuses) == [200] * 3 + [409] * 3
+    raced = await slack.wait_for_posts(9, timeout=60)
+    assert sorted(p["thread_ts"] for p in raced[6:]) == [
+        f"170000030{n}.000100" for n in range(3)]
+
     # An HTTP turn pauses on worker a; a stream on worker c follows it while an
     # operator approves it from the command line: c sees the turn end.
     paused = await ask(http, made, a, "payroll for november")
@@ -149,20 +172,22 @@ async def scenario(made: Setup, three: list[Worker], slack: Any,
     try:
         started = await ledger.entries(kinds=["turn.started"])
         completed = await ledger.entries(kinds=["turn.completed"])
-        # 1 Slack hello + 1 Slack payroll + 1 HTTP payroll + 60 plain + 3 streamed
-        assert len(started) == len(completed) == 66
-        assert len({e.turn_id for e in completed}) == 66
+        # 1 Slack hello + 4 Slack payroll + 1 HTTP payroll + 60 plain + 3 streamed
+        assert len(started) == len(completed) == 69
+        assert len({e.turn_id for e in completed}) == 69
         assert all(e.data["status"] == "completed" for e in completed)
         replied = [e.data["claim"] for e in await ledger.entries(kinds=["channel.replied"])]
-        assert sorted(replied) == sorted(["slack:EvRETRY", "slack:EvPAY",
-                                          f"slack:EvPAY:resumed:{pending['request_id']}"])
+        assert sorted(replied) == sorted(
+            ["slack:EvRETRY", "slack:EvPAY", f"slack:EvPAY:resumed:{pending['request_id']}"]
+            + [f"slack:EvRACE{n}" for n in range(3)]
+            + [f"slack:EvRACE{n}:resumed:{r}" for n, r in enumerate(racing)])
         report = await ledger.verify()
         assert report.ok, report
     finally:
         await ledger.close()
     verified = made.cli("ledger", "verify", "--json")
     assert json.loads(verified.stdout)["ok"] is True
-    assert len(slack.posts) == 3
+    assert len(slack.posts) == 9
 
 
 @pytest.fixture
