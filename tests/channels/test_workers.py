@@ -190,6 +190,52 @@ async def scenario(made: Setup, three: list[Worker], slack: Any,
     assert len(slack.posts) == 9
 
 
+def test_a_worker_starting_beside_one_running_an_approved_call_does_not_run_it_again(
+        tmp_path: Path, pg_url: str) -> None:
+    """An approved call with no result yet is, on the record, the same as one whose
+    process died in it: a worker starting (a rolling restart, a scale-up) must leave
+    it to the worker running it, even for an idempotent tool."""
+    made = setup(tmp_path, pg_url)
+
+    async def main() -> None:
+        with workers(made, 1) as (a,):
+            async with aiohttp.ClientSession() as http:
+                paused = await ask(http, made, a, "the report please")
+                request_id = paused["awaiting_approval"]
+                assert request_id is not None
+
+                async def approve() -> dict[str, Any]:
+                    async with http.post(f"{a.url}/v1/approvals/{request_id}/approve",
+                                         json={}, headers=auth(made)) as response:
+                        assert response.status == 200, await response.text()
+                        answer: dict[str, Any] = await response.json()
+                        return answer
+                approving = asyncio.create_task(approve())
+                async with asyncio.timeout(60):  # the tool is running on a
+                    while not (tmp_path / "runs").exists():
+                        await asyncio.sleep(0.05)
+                with workers(made, 1) as (b,):  # b starts while a's call has no result
+                    (tmp_path / "release").touch()
+                    decided = await approving
+                    assert decided["result"]["text"].startswith("payroll: ")
+                    async with http.get(f"{b.url}/v1/turns/{paused['turn_id']}",
+                                        headers=auth(made)) as response:
+                        state = await response.json()
+                    assert state["status"] == "completed", state
+        assert (tmp_path / "runs").read_text().splitlines() == ["q4"]  # ran once
+        ledger: Any = open_ledger(pg_url)
+        try:
+            record = await ledger.entries(turn_id=paused["turn_id"])
+            kinds = [e.kind for e in record]
+            assert kinds.count("tool_call.started") == kinds.count("tool_call.completed") == 1
+            assert [e.data["status"] for e in record if e.kind == "turn.completed"] == [
+                "completed"]
+            assert (await ledger.verify()).ok
+        finally:
+            await ledger.close()
+    run(main())
+
+
 @pytest.fixture
 def private_pg() -> Iterator[Cluster]:
     with pg_cluster.private_cluster_or_skip() as made:
