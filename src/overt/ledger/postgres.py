@@ -94,13 +94,13 @@ MAX_BATCH = 512
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _OVERT_PARAMS = ("schema", "pool_size")
 DEFAULT_POOL_SIZE = 4
+"""Read connections per process unless the URL says ``pool_size=N``."""
 READ_WAIT_S = 30.0
 """How long a read waits for a pooled connection before it fails (the server is down)."""
 RECONNECT_S = 1.0
 """How long the pool goes on retrying one lost connection (psycopg_pool's default,
 5 min, backs its retries off to 16 s and more during an outage, and a read after the
 server is back waited that out; short, the next read starts a fresh attempt)."""
-"""Read connections per process unless the URL says ``pool_size=N``."""
 
 
 # Round trip 1 of an append: the chain lock, then the head it guards.
