@@ -15,7 +15,7 @@ import dataclasses
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 ToolStatus = Literal["ok", "not_allowed", "execution_error", "timeout", "unknown_tool"]
 TOOL_STATUSES: tuple[str, ...] = ("ok", "not_allowed", "execution_error", "timeout",
@@ -523,14 +523,30 @@ class ChannelReplied(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ChannelReplyStarted(Event):
+    """A process took up sending a reply owed under ``reply_claim`` (a resumed answer),
+    once per attempt (``claim``: ``{reply_claim}#{n}``, ``n`` = failed attempts + 1),
+    so processes sweeping at once send it once. An attempt followed by neither
+    ``channel.replied`` nor ``channel.reply_failed``: its process stopped (not resent)."""
+
+    kind: ClassVar[str] = "channel.reply_started"
+    claim: str
+    reply_claim: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ChannelReplyFailed(Event):
-    """A reply could not be delivered (the channel refused or did not answer)."""
+    """A reply could not be delivered (the channel refused or did not answer).
+    ``reply_claim``: the claim the reply was owed under, when it had one (a later
+    sweep tries a resumed answer again under a new attempt)."""
 
     kind: ClassVar[str] = "channel.reply_failed"
     source: str
     target: dict[str, str]
     error_type: str
     error_code: str | None = None
+    reply_claim: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -577,17 +593,8 @@ AnyEvent = (
     | HookRequestRewritten | HookToolsNarrowed | HookReissued | HookTransformed | HookError
     | PolicyDecided | ApprovalRequested | ApprovalDecided | TurnPaused | TurnResumed
     | CapabilityChecked | ReasoningStepRecorded | NodeCreated | NodeSuperseded | LinkCreated
-    | LinkRetracted | ChannelReceived | ChannelReplied | ChannelReplyFailed | EvalCompleted
+    | LinkRetracted | ChannelReceived | ChannelReplied | ChannelReplyStarted | ChannelReplyFailed
+    | EvalCompleted
 )
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.kind: cls
-    for cls in (RuntimeStarted, TurnStarted, InferenceRecorded, ToolCallStarted,
-                ToolCallCompleted, TurnCompleted, LedgerPruned, LedgerCheckpointed, HookBlocked,
-                HookProvided,
-                HookRequestRewritten, HookToolsNarrowed, HookReissued, HookTransformed,
-                HookError, PolicyDecided, ApprovalRequested, ApprovalDecided, TurnPaused,
-                TurnResumed, CapabilityChecked, ReasoningStepRecorded, NodeCreated,
-                NodeSuperseded, LinkCreated, LinkRetracted, ChannelReceived, ChannelReplied,
-                ChannelReplyFailed, EvalCompleted)
-}
+EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in get_args(AnyEvent)}

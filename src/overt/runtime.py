@@ -328,16 +328,22 @@ class Runtime:
                 done.append(resumed or Resumed(decided))
         return done
 
-    async def resume_pending(self) -> list[Resumed]:
+    async def resume_pending(self, *, interrupted: bool = True) -> list[Resumed]:
         """Take up every decided request nobody took up (its process died between
-        the decision and the resumption), and every approved call whose tool started
-        and recorded no result (see :func:`take_up_interrupted`: an idempotent tool
-        runs again, any other is held for the operator). Safe to run in every
-        process at once."""
+        the decision and the resumption), and (unless ``interrupted`` is false) every
+        approved call whose tool started and recorded no result (see
+        :func:`take_up_interrupted`: an idempotent tool runs again, any other is
+        held for the operator). Safe to run in every process at once for the
+        first; the second is the operator's (``overt approvals resume``): a call
+        whose process died looks the same on the record as one another process is
+        running now, so a process starting beside others (``overt serve``) passes
+        ``interrupted=False``."""
         await self.start()
         done = []
         for request in await self.approvals.list(["approved", "denied", "expired"]):
             if request.interrupted:  # its tool started and never recorded a result
+                if not interrupted:
+                    continue
                 try:
                     done.append(await take_up_interrupted(self.engine, request,
                                                           by=self.operator))

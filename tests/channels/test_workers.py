@@ -115,6 +115,29 @@ async def scenario(made: Setup, three: list[Worker], slack: Any,
     assert [p["thread_ts"] for p in posts[1:]] == ["1700000200.000100"] * 2
     assert posts[2]["text"].startswith("payroll:")
 
+    # Three more wait for approval, one asked on each worker; each is approved on two
+    # workers at the same moment: one decision wins, the other gets 409, and each
+    # answer reaches its thread once although every worker that resumes a turn
+    # sweeps for the answers owed.
+    for n, worker in enumerate(three):
+        assert await deliver(signed(event("payroll please", event_id=f"EvRACE{n}",
+                                          ts=f"170000030{n}.000100")), worker) == {"ok": True}
+    await slack.wait_for_posts(6, timeout=60)
+    async with http.get(f"{a.url}/v1/approvals?status=pending", headers=auth(made)) as response:
+        held = {p["session_id"]: p["request_id"] for p in (await response.json())["approvals"]}
+    racing = [held[f"slack:{DM}:170000030{n}.000100"] for n in range(3)]
+
+    async def approve(worker: Worker, request_id: str) -> int:
+        async with http.post(f"{worker.url}/v1/approvals/{request_id}/approve",
+                             json={"reason": "ok"}, headers=auth(made)) as response:
+            return response.status
+    statuses = await asyncio.gather(*(approve(w, r) for n, r in enumerate(racing)
+                                      for w in (three[n], three[(n + 1) % 3])))
+    assert sorted(statuses) == [200] * 3 + [409] * 3
+    raced = await slack.wait_for_posts(9, timeout=60)
+    assert sorted(p["thread_ts"] for p in raced[6:]) == [
+        f"170000030{n}.000100" for n in range(3)]
+
     # An HTTP turn pauses on worker a; a stream on worker c follows it while an
     # operator approves it from the command line: c sees the turn end.
     paused = await ask(http, made, a, "payroll for november")
@@ -149,20 +172,68 @@ async def scenario(made: Setup, three: list[Worker], slack: Any,
     try:
         started = await ledger.entries(kinds=["turn.started"])
         completed = await ledger.entries(kinds=["turn.completed"])
-        # 1 Slack hello + 1 Slack payroll + 1 HTTP payroll + 60 plain + 3 streamed
-        assert len(started) == len(completed) == 66
-        assert len({e.turn_id for e in completed}) == 66
+        # 1 Slack hello + 4 Slack payroll + 1 HTTP payroll + 60 plain + 3 streamed
+        assert len(started) == len(completed) == 69
+        assert len({e.turn_id for e in completed}) == 69
         assert all(e.data["status"] == "completed" for e in completed)
         replied = [e.data["claim"] for e in await ledger.entries(kinds=["channel.replied"])]
-        assert sorted(replied) == sorted(["slack:EvRETRY", "slack:EvPAY",
-                                          f"slack:EvPAY:resumed:{pending['request_id']}"])
+        assert sorted(replied) == sorted(
+            ["slack:EvRETRY", "slack:EvPAY", f"slack:EvPAY:resumed:{pending['request_id']}"]
+            + [f"slack:EvRACE{n}" for n in range(3)]
+            + [f"slack:EvRACE{n}:resumed:{r}" for n, r in enumerate(racing)])
         report = await ledger.verify()
         assert report.ok, report
     finally:
         await ledger.close()
     verified = made.cli("ledger", "verify", "--json")
     assert json.loads(verified.stdout)["ok"] is True
-    assert len(slack.posts) == 3
+    assert len(slack.posts) == 9
+
+
+def test_a_worker_starting_beside_one_running_an_approved_call_does_not_run_it_again(
+        tmp_path: Path, pg_url: str) -> None:
+    """An approved call with no result yet is, on the record, the same as one whose
+    process died in it: a worker starting (a rolling restart, a scale-up) must leave
+    it to the worker running it, even for an idempotent tool."""
+    made = setup(tmp_path, pg_url)
+
+    async def main() -> None:
+        with workers(made, 1) as (a,):
+            async with aiohttp.ClientSession() as http:
+                paused = await ask(http, made, a, "the report please")
+                request_id = paused["awaiting_approval"]
+                assert request_id is not None
+
+                async def approve() -> dict[str, Any]:
+                    async with http.post(f"{a.url}/v1/approvals/{request_id}/approve",
+                                         json={}, headers=auth(made)) as response:
+                        assert response.status == 200, await response.text()
+                        answer: dict[str, Any] = await response.json()
+                        return answer
+                approving = asyncio.create_task(approve())
+                async with asyncio.timeout(60):  # the tool is running on a
+                    while not (tmp_path / "runs").exists():
+                        await asyncio.sleep(0.05)
+                with workers(made, 1) as (b,):  # b starts while a's call has no result
+                    (tmp_path / "release").touch()
+                    decided = await approving
+                    assert decided["result"]["text"].startswith("payroll: ")
+                    async with http.get(f"{b.url}/v1/turns/{paused['turn_id']}",
+                                        headers=auth(made)) as response:
+                        state = await response.json()
+                    assert state["status"] == "completed", state
+        assert (tmp_path / "runs").read_text().splitlines() == ["q4"]  # ran once
+        ledger: Any = open_ledger(pg_url)
+        try:
+            record = await ledger.entries(turn_id=paused["turn_id"])
+            kinds = [e.kind for e in record]
+            assert kinds.count("tool_call.started") == kinds.count("tool_call.completed") == 1
+            assert [e.data["status"] for e in record if e.kind == "turn.completed"] == [
+                "completed"]
+            assert (await ledger.verify()).ok
+        finally:
+            await ledger.close()
+    run(main())
 
 
 @pytest.fixture

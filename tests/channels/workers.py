@@ -2,8 +2,10 @@
 
 Each worker is ``python -m overt.cli serve`` on its own 127.0.0.1 port, configured
 by one ``overt.toml`` (the ledger URL, the instant model a plugin file registers,
-a policy that asks before ``payroll``, and Slack when asked for). The model answers
-at once: ``re: {text}``, or a ``payroll`` call when the text asks for payroll.
+a policy that asks before ``payroll`` and ``report``, and Slack when asked for). The
+model answers at once: ``re: {text}``, or a ``payroll`` call when the text asks for
+payroll, or a ``report`` call (a tool that runs until a file ``release`` appears in
+the workers' directory) when it asks for a report.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from pathlib import Path
 from typing import TypeVar
 
 PLUGIN = '''
+import os
+import time
+
 from overt.hooks import hookimpl
 from overt.models.fake import FunctionModel
 from overt.tools import tool
@@ -33,6 +38,8 @@ def reply(request):
     text = [m.content for m in request.messages if m.role == "user"][-1]
     if "payroll" in text:
         return {"tool_calls": [{"name": "payroll", "arguments": {"month": "2026-11"}}]}
+    if "report" in text:
+        return {"tool_calls": [{"name": "report", "arguments": {"name": "q4"}}]}
     return f"re: {text}"
 
 
@@ -46,6 +53,20 @@ def payroll(month: str) -> dict:
     return {"total": 42}
 
 
+@tool(idempotent=True, timeout_s=600)
+def report(name: str) -> dict:
+    """A report that runs until the file ``release`` appears beside the config.
+
+    Args:
+        name: which report.
+    """
+    with open("runs", "a") as runs:
+        runs.write(name + "\\n")
+    while not os.path.exists("release"):
+        time.sleep(0.05)
+    return {"report": name}
+
+
 @hookimpl
 def register_models():
     return [FunctionModel(reply, name="instant")]
@@ -53,7 +74,7 @@ def register_models():
 
 @hookimpl
 def register_tools():
-    return [payroll]
+    return [payroll, report]
 '''
 
 CONFIG = '''
@@ -69,7 +90,7 @@ name = "payroll-asks"
 effect = "ask"
 reason_code = "payroll_is_private"
 message = "payroll is shown after approval"
-tools = ["payroll"]
+tools = ["payroll", "report"]
 '''
 
 SLACK = '''

@@ -4,11 +4,13 @@ once, on the same ledger object, without reopening it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from overt.errors import LedgerError
 from overt.events import ChannelReceived
 from overt.ledger import open_ledger
 from tests import pg_cluster
@@ -44,5 +46,29 @@ def test_a_ledger_idle_across_a_restart_appends_and_reads_at_once(
             return entries[0], await ledger.count("channel.received")
         assert run(after()) == (2, 2)
         assert ledger.verify_sync().ok
+    finally:
+        ledger.close_sync()
+
+
+def test_reads_are_served_once_the_server_is_back_after_an_outage_they_waited_through(
+        private_pg: Cluster) -> None:
+    """The pool's reconnection attempts back off while the server is down (1, 2, 4, 8 s
+    ...); a read that comes after the server is back must not wait out that backoff."""
+    ledger: Any = open_ledger(f"{private_pg.url}?schema=overt&pool_size=2")
+    ledger.read_wait_s = 4.0  # how long a read waits for a connection (30 s by default)
+    try:
+        run(ledger.record([received(0)]))
+        assert run(ledger.count("channel.received")) == 1
+        private_pg.pg_ctl("stop", "-m", "fast")
+        try:  # reads while it is down fail, and set the pool retrying
+            for _ in range(2):
+                with pytest.raises(LedgerError):
+                    run(ledger.count("channel.received"))
+            time.sleep(10)  # long enough for the retries to back off to 16 s apart
+        finally:
+            private_pg.pg_ctl("start")
+        assert run(ledger.count("channel.received")) == 1
+        run(ledger.record([received(1)]))
+        assert run(ledger.count("channel.received")) == 2
     finally:
         ledger.close_sync()

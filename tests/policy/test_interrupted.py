@@ -163,3 +163,20 @@ def test_an_approval_taken_up_and_finished_is_not_unstarted(
     (request,) = [r for r in run(rt.approvals.list()) if r.request_id == request_id]
     assert request.taken_up_seq is not None
     assert not request.unstarted and not request.interrupted
+
+
+def test_a_process_starting_beside_others_leaves_an_interrupted_call_to_the_operator(
+        ledger: Ledger, tmp_path: Path) -> None:
+    """``resume_pending(interrupted=False)`` (what ``overt serve`` runs as it starts):
+    a call with no result may be running in another worker, so it is not run again;
+    the operator's ``approvals resume`` still takes it up."""
+    log = tmp_path / "values"
+    request_id = interrupted(ledger, log, idempotent=True)
+    later = runtime(ledger, [store(log, idempotent=True, die=False)], ["done"])
+    assert run(later.resume_pending(interrupted=False)) == []
+    assert log.read_text().splitlines() == ["7"]
+    (request,) = [r for r in run(later.approvals.list()) if r.request_id == request_id]
+    assert request.interrupted
+    (again,) = run(later.resume_pending())
+    assert again.released is not None and again.released.status == "ok"
+    assert log.read_text().splitlines() == ["7", "7"]

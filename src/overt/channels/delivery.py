@@ -7,7 +7,12 @@ answered twice: first "this awaits approval" (the entry carries
 ``awaiting_approval``), later the resumed answer, delivered by
 :func:`deliver_resumed` to the target on record. That works from any process
 (the operator may approve from the CLI on another machine) and once: the
-resumed reply's claim is ``{first claim}:resumed:{request id}``.
+resumed reply's claim is ``{first claim}:resumed:{request id}``, and each attempt
+to send it is claimed (``channel.reply_started``) before the channel sees it, so
+processes sweeping at once send it once. A refused attempt
+(``channel.reply_failed``) is tried again by the next sweep; a process that stops
+between its attempt's claim and the record of the reply leaves it unsent rather
+than risk sending it twice.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from overt.engine.resume import Resumed
 from overt.errors import LedgerConflict
-from overt.events import ChannelReplied, TurnCompleted
+from overt.events import ChannelReplied, ChannelReplyFailed, ChannelReplyStarted, TurnCompleted
 from overt.ledger.base import Ledger
 from overt.types import ResponseResult, Usage
 
@@ -37,7 +42,9 @@ class Replier(Protocol):
         from the key.
 
         Raises:
-            ChannelError: the channel refused or did not answer.
+            ChannelError: the channel refused or did not answer (recorded as
+                ``channel.reply_failed`` with ``reply_claim=key``, so a later sweep
+                tries a resumed answer again).
         """
         ...
 
@@ -95,12 +102,17 @@ async def deliver_resumed(resumed: Resumed, ledger: Ledger,
     if await ledger.claimed(ChannelReplied.kind, claim) is not None:
         return None
     target = {str(k): str(v) for k, v in first.target.items()}
-    reply_ids = await replier.send_reply(target, result.text, key=claim)
-    try:
-        await record_reply(ledger, result, claim=claim, source=source, target=target,
-                           reply_ids=reply_ids, resumed_from=request.request_id)
+    failed = sum(1 for e in await ledger.entries(kinds=[ChannelReplyFailed.kind])
+                 if e.data.get("reply_claim") == claim)
+    try:  # the attempt is claimed before the channel sees anything: one sender
+        await ledger.record([ChannelReplyStarted(
+            turn_id=result.turn_id, session_id=result.session_id,
+            claim=f"{claim}#{failed + 1}", reply_claim=claim, source=source)])
     except LedgerConflict:
-        return None  # another process delivered it at the same moment: its record stands
+        return None  # another process (or task) is sending it, or has sent it
+    reply_ids = await replier.send_reply(target, result.text, key=claim)
+    await record_reply(ledger, result, claim=claim, source=source, target=target,
+                       reply_ids=reply_ids, resumed_from=request.request_id)
     return reply_ids
 
 

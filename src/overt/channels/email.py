@@ -299,7 +299,7 @@ class EmailChannel:
         except (OSError, smtplib.SMTPException) as exc:
             await self.runtime.ledger.record([ChannelReplyFailed(
                 source=SOURCE, target={"message_id": target["message_id"]},
-                error_type=type(exc).__name__)])
+                error_type=type(exc).__name__, reply_claim=claim)])
             raise ChannelError(f"SMTP {self.settings.smtp_host}:{self.settings.smtp_port}: "
                                f"{type(exc).__name__}: {exc}") from exc
         return {"message_id": message_id}

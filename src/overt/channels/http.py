@@ -138,7 +138,9 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
     ``mcp``: an ASGI app (the MCP streamable HTTP transport) served at ``/mcp``
     behind the same bearer tokens; ``mcp_lifespan`` the context manager it needs
     running while the server is up. On startup the runtime is started and decided
-    approvals no process took up are resumed; on shutdown (after uvicorn has let
+    approvals no process took up are resumed (an approved call whose tool started
+    and recorded no result is left to ``overt approvals resume``: on the record it
+    looks the same as one another worker is running now); on shutdown (after uvicorn has let
     in-flight requests finish) the runtime is closed, unless ``close_on_shutdown``
     is false (the caller owns it). ``extra_routes``: other channels' endpoints
     (Slack's Events API), which authenticate their own way.
@@ -174,7 +176,8 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         await runtime.start()  # the tools (MCP servers' too) are known from here
         runtime.preload()  # the embedded model loads and warms while the server starts
-        resumed = await runtime.resume_pending()
+        # not the calls with no result: another worker may be running them right now
+        resumed = await runtime.resume_pending(interrupted=False)
         if resumed:
             log.info("resumed %d decided approval(s) no process had taken up", len(resumed))
         try:

@@ -192,7 +192,7 @@ class SlackDMHandler:
                 code = str(exc.response.get("error", "")) or None
             await self.runtime.ledger.record([ChannelReplyFailed(
                 source=SOURCE, target=dict(target), error_type=type(exc).__name__,
-                error_code=code)])
+                error_code=code, reply_claim=key or None)])
             raise ChannelError(f"chat.postMessage failed: {type(exc).__name__}"
                                f"{f' ({code})' if code else ''}") from exc
         return {"channel": str(response.get("channel", target["channel"])),

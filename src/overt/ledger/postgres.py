@@ -37,7 +37,9 @@ import logging
 import queue
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
@@ -95,6 +97,12 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _OVERT_PARAMS = ("schema", "pool_size")
 DEFAULT_POOL_SIZE = 4
 """Read connections per process unless the URL says ``pool_size=N``."""
+READ_WAIT_S = 30.0
+"""How long a read waits for a pooled connection before it fails (the server is down)."""
+RECONNECT_S = 1.0
+"""How long the pool goes on retrying one lost connection (psycopg_pool's default,
+5 min, backs its retries off to 16 s and more during an outage, and a read after the
+server is back waited that out; short, the next read starts a fresh attempt)."""
 
 
 # Round trip 1 of an append: the chain lock, then the head it guards.
@@ -174,6 +182,8 @@ class PostgresLedger:
         self._writer: threading.Thread | None = None
         self._pool: Any = None
         self._closed = False
+        self.read_wait_s = READ_WAIT_S
+        """How long a read waits for a connection (the server down: then LedgerError)."""
         self.appended = AppendSignal()
         """Signalled after each append of this process (readers that follow the ledger)."""
 
@@ -199,7 +209,8 @@ class PostgresLedger:
             if migrate:
                 ledger.migrate()
             ledger._pool = psycopg_pool.ConnectionPool(
-                conninfo, min_size=1, max_size=pool_size, open=True, timeout=30,
+                conninfo, min_size=1, max_size=pool_size, open=True,
+                reconnect_timeout=RECONNECT_S,
                 kwargs={"options": ledger._options, "autocommit": True})
         except psycopg.Error as exc:
             raise LedgerError(f"cannot open ledger {_safe(url)}: {exc}") from exc
@@ -454,7 +465,7 @@ class PostgresLedger:
         if self._closed:
             raise LedgerError(f"ledger {_safe(self.url)} is closed")
         try:
-            with self._pool.connection() as conn:
+            with self._connection() as conn:
                 try:
                     return work(conn)
                 except psycopg.OperationalError:
@@ -465,10 +476,35 @@ class PostgresLedger:
             log.warning("ledger %s: a read connection was lost; reading again",
                         _safe(self.url))
             self._pool.check()
-            with self._pool.connection() as conn:
+            with self._connection() as conn:
                 return work(conn)
         except psycopg.Error as exc:
             raise LedgerError(f"cannot read ledger {_safe(self.url)}: {exc}") from exc
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A pooled connection, waited for up to :attr:`read_wait_s`, asked for again
+        every ``2 * RECONNECT_S``: a new request starts a new reconnection attempt
+        when the pool has none running, so once the server is back a read is served
+        within about a second, not after the backoff the outage built up.
+
+        Raises:
+            psycopg_pool.PoolTimeout: no connection within ``read_wait_s``.
+        """
+        deadline = time.monotonic() + self.read_wait_s
+        with ExitStack() as held:
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    conn = held.enter_context(self._pool.connection(
+                        timeout=max(0.01, min(left, 2 * RECONNECT_S))))
+                    break
+                except psycopg_pool.PoolTimeout:
+                    if deadline - time.monotonic() <= 0:
+                        raise psycopg_pool.PoolTimeout(
+                            f"couldn't get a connection after {self.read_wait_s:.0f} s"
+                        ) from None
+            yield conn
 
     async def _aread(self, work: Callable[[Any], T]) -> T:
         return await asyncio.to_thread(self._read, work)
