@@ -28,6 +28,7 @@ from overt.config import Budget, Config, routing
 from overt.engine.answer_stream import AnswerSink
 from overt.engine.budget import BudgetGuard
 from overt.engine.direct import DirectResult, run_direct
+from overt.engine.liveness import gone
 from overt.engine.loop import Engine
 from overt.engine.resume import Resumed, resume_request, take_up_interrupted
 from overt.engine.values import EngineSettings
@@ -330,19 +331,25 @@ class Runtime:
 
     async def resume_pending(self, *, interrupted: bool = True) -> list[Resumed]:
         """Take up every decided request nobody took up (its process died between
-        the decision and the resumption), and (unless ``interrupted`` is false) every
-        approved call whose tool started and recorded no result (see
-        :func:`take_up_interrupted`: an idempotent tool runs again, any other is
-        held for the operator). Safe to run in every process at once for the
-        first; the second is the operator's (``overt approvals resume``): a call
-        whose process died looks the same on the record as one another process is
-        running now, so a process starting beside others (``overt serve``) passes
-        ``interrupted=False``."""
+        the decision and the resumption), and every approved call whose tool started
+        and recorded no result (see :func:`take_up_interrupted`: an idempotent tool
+        runs again, any other is held for the operator). Safe to run in every
+        process at once.
+
+        A call whose process died looks the same on the record as one another
+        process is running now. With ``interrupted`` false (``overt serve`` as it
+        starts, beside other workers) only calls whose process is known to be gone
+        are taken up: it ran on this host and has ended
+        (:func:`overt.engine.liveness.gone`); the others are the operator's
+        (``overt approvals resume``)."""
         await self.start()
         done = []
         for request in await self.approvals.list(["approved", "denied", "expired"]):
             if request.interrupted:  # its tool started and never recorded a result
-                if not interrupted:
+                if not interrupted and (request.taken_up_by is None
+                                        or not gone(*request.taken_up_by)):
+                    log.info("interrupted call of request %s left to the operator: its "
+                             "process may still be running it", request.request_id)
                     continue
                 try:
                     done.append(await take_up_interrupted(self.engine, request,

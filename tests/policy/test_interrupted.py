@@ -6,6 +6,10 @@ idempotent, and otherwise holds it for the operator with its start record."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -178,5 +182,48 @@ def test_a_process_starting_beside_others_leaves_an_interrupted_call_to_the_oper
     (request,) = [r for r in run(later.approvals.list()) if r.request_id == request_id]
     assert request.interrupted
     (again,) = run(later.resume_pending())
+    assert again.released is not None and again.released.status == "ok"
+    assert log.read_text().splitlines() == ["7", "7"]
+
+
+_DIES_INSIDE_THE_TOOL = textwrap.dedent("""
+    import os, sys
+    from pathlib import Path
+    from overt.ledger import open_ledger
+    from overt.tools.base import tool
+    from tests.conftest import run
+    from tests.policy.helpers import ask
+    from tests.policy.test_interrupted import SET, runtime
+
+    log = Path(sys.argv[2])
+
+    @tool(idempotent=True)
+    def set_value(value: int) -> str:
+        \"\"\"Set the value (mutating: needs an approval).\"\"\"
+        with log.open("a", encoding="utf-8") as f:
+            f.write(f"{value}\\n")
+        os._exit(3)  # the process dies inside the tool: nothing after it runs
+
+    rt = runtime(open_ledger(sys.argv[1]), [set_value], [SET])
+    run(rt.approve(str(ask(rt).awaiting_approval)))
+""")
+
+
+def test_a_process_starting_takes_up_a_call_whose_process_on_this_host_has_ended(
+        ledger: Ledger, ledger_url: str, tmp_path: Path) -> None:
+    """A worker starting (``interrupted=False``) runs an idempotent call again when
+    the process that ran it was on this host and is gone: a single ``overt serve``
+    restarted after a crash recovers on its own."""
+    log = tmp_path / "values"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
+    child = subprocess.run([sys.executable, "-c", _DIES_INSIDE_THE_TOOL, ledger_url, str(log)],
+                           env=env, cwd=root, capture_output=True, text=True, timeout=120)
+    assert child.returncode == 3, child.stderr
+    assert log.read_text().splitlines() == ["7"]
+    later = runtime(ledger, [store(log, idempotent=True, die=False)], ["done"])
+    (request,) = [r for r in run(later.approvals.list()) if r.interrupted]
+    assert request.taken_up_by is not None and request.taken_up_by[0] != os.getpid()
+    (again,) = run(later.resume_pending(interrupted=False))
     assert again.released is not None and again.released.status == "ok"
     assert log.read_text().splitlines() == ["7", "7"]

@@ -68,6 +68,9 @@ class ApprovalRequest:
     ended_after_taken_up: bool = False
     """Whether anything ended after it was taken up: the call recorded a result, or
     (a paused turn) the turn was completed."""
+    taken_up_by: tuple[int, str] | None = None
+    """(pid, host) of the process that last took it up: the one that started its
+    call, if one did (see :func:`overt.engine.liveness.gone`)."""
 
     @property
     def interrupted(self) -> bool:
@@ -137,6 +140,7 @@ class ApprovalBook:
                    "tool_call.started", "tool_call.completed", "turn.completed"])
         decided: dict[str, Entry] = {}
         resumed: dict[str, int] = {}
+        takers: dict[str, tuple[int, str]] = {}  # the last process to take each up
         started: dict[str, int] = {}
         completed: set[str] = set()
         ended: dict[str, int] = {}  # call id or turn id -> seq of its last ending
@@ -145,8 +149,9 @@ class ApprovalBook:
             match e.event():
                 case ApprovalDecided(request_id=request_id):
                     decided[request_id] = e
-                case TurnResumed(request_id=request_id):
+                case TurnResumed(request_id=request_id, pid=pid, host=host):
                     resumed.setdefault(request_id, e.seq)
+                    takers[request_id] = (pid, host)
                 case ToolCallStarted(tool_call_id=call_id):
                     started[call_id] = e.seq
                 case ToolCallCompleted(tool_call_id=call_id):
@@ -170,7 +175,8 @@ class ApprovalBook:
                 if request.pauses_turn and request.turn_id is not None:
                     after.append(ended.get(request.turn_id, 0))
                 request = replace(request, taken_up_seq=taken_up,
-                                  ended_after_taken_up=max(after) > taken_up)
+                                  ended_after_taken_up=max(after) > taken_up,
+                                  taken_up_by=takers.get(request_id))
             out.append(request)
         return [r for r in out if statuses is None or r.status in statuses]
 
