@@ -103,7 +103,7 @@ async def deliver_resumed(resumed: Resumed, ledger: Ledger,
         return None
     target = {str(k): str(v) for k, v in first.target.items()}
     failed = sum(1 for e in await ledger.entries(kinds=[ChannelReplyFailed.kind])
-                 if e.data.get("reply_claim") == claim)
+                 if e.event(ChannelReplyFailed).reply_claim == claim)
     try:  # the attempt is claimed before the channel sees anything: one sender
         await ledger.record([ChannelReplyStarted(
             turn_id=result.turn_id, session_id=result.session_id,
