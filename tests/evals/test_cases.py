@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from overt.errors import UsageError
-from overt.evals.cases import load_cases, parse_cases
+from overt.evals.cases import load_cases, parse_cases, shipped_path
 
 
 def _file(**case: Any) -> dict[str, Any]:
@@ -24,6 +24,17 @@ def test_the_shipped_suite_has_at_least_40_cases_covering_every_category() -> No
     assert {c.lang for c in cases} == {"en", "ja"}
     assert any(c.history for c in cases)
     assert any(not c.expect.tools for c in cases)
+
+
+def test_the_held_out_set_shares_no_question_with_the_suite_and_reaches_further() -> None:
+    suite = load_cases()
+    held = load_cases(shipped_path().with_name("heldout.json"))
+    assert len(held) >= 25
+    assert not {c.id for c in held} & {c.id for c in suite}
+    assert not {c.question for c in held} & {c.question for c in suite}
+    assert {c.lang for c in held} > {"en", "ja"}  # languages the suite never asks in
+    assert {"two-tools", "memory-graph"} <= {c.category for c in held}
+    assert any(c.history for c in held) and any(not c.expect.tools for c in held)
 
 
 def test_a_toml_case_file_is_read_like_a_json_one(tmp_path: Path) -> None:

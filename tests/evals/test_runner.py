@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from overt.config import Config
-from overt.evals.cases import load_cases, parse_cases
+from overt.evals.cases import load_cases, parse_cases, shipped_path
 from overt.evals.runner import percentile, run_suite
 from overt.ledger import open_ledger
 from overt.models.fake import FunctionModel
@@ -125,6 +125,16 @@ def test_the_shipped_suite_runs_end_to_end_on_a_model_that_never_calls_a_tool(
     assert all(r.error is None for r in suite.results)
     no_tool = [c for c in cases if not c.expect.tools and not c.allowed_figures]
     assert suite.passed >= len([c for c in no_tool if c.answer_includes_any])
+
+
+def test_the_held_out_set_seeds_and_runs_end_to_end(tmp_path: Path) -> None:
+    """Its seed (the suite's, plus a link) is valid: every case runs without an error."""
+    cases = load_cases(shipped_path().with_name("heldout.json"))
+    suite = run(run_suite(FunctionModel(lambda request: "I cannot do that from here."),
+                          cases, _config(tmp_path)))
+    assert [r.error for r in suite.results] == [None] * len(cases)
+    refusals = [c for c in cases if c.category == "refuse"]
+    assert refusals and suite.passed >= len(refusals)
 
 
 def test_the_latency_quantiles_are_nearest_rank() -> None:

@@ -98,7 +98,7 @@ def test_optional_enum_filters_without_a_default_are_left_out_of_the_grammar() -
                        "kind": {"type": "string", "enum": ["Note", "Ticket"]},
                        "limit": {"type": "integer", "default": 10}}})
     (made,) = callable_tools([search], [])
-    assert list(made.input_schema["properties"]) == ["query", "limit"]
+    assert list(made.input_schema["properties"]) == ["query"]  # an optional limit goes too
     assert made.input_schema["additionalProperties"] is False
     assert "kind" in search.input_schema["properties"]  # the shown schema is unchanged
     (usage,) = callable_tools([ToolSpec("get_usage", "Usage.", {
@@ -107,6 +107,10 @@ def test_optional_enum_filters_without_a_default_are_left_out_of_the_grammar() -
     assert "period" in usage.input_schema["properties"]  # has a default: kept
     assert callable_tools([LINK], [A])[0].input_schema["properties"]["kind"]["enum"] == [
         "applies_to"]  # required: kept
+    (paged,) = callable_tools([ToolSpec("page", "Page.", {
+        "type": "object", "required": ["limit"],
+        "properties": {"limit": {"type": "integer"}}})], [])
+    assert "limit" in paged.input_schema["properties"]  # a required limit: kept
 
 
 def test_questions_and_requests_to_be_shown_ask_orders_do_not() -> None:

@@ -42,11 +42,21 @@ def test_a_row_that_differs_from_the_totals_is_kept() -> None:
 
 
 def test_none_empty_lists_booleans_and_nested_objects() -> None:
-    state = {"last_error": None, "pending": [], "ok": True,
+    state = {"last_error": None, "pending": [], "healthy": True,
              "error": {"at": "2026-11-25T01:02:03.456789+00:00", "type": "Boom"}}
     assert brief(json.dumps(state)).splitlines() == [
-        "last error: none", "pending: none", "ok: yes",
+        "last error: none", "pending: none", "healthy: yes",
         "error:", "  at: 2026-11-25 01:02 UTC", "  type: Boom"]
+
+
+def test_a_memory_tools_success_flag_is_left_out_its_failure_kept() -> None:
+    """Asked "do we have anything about Kubernetes?", the 1.5B model read an empty
+    search's first line, ``ok: yes``, as the answer ("Yes, we have stored something")."""
+    empty = {"ok": True, "results": [], "count": 0, "scope": "own"}
+    assert brief(json.dumps(empty)).splitlines() == ["results: none", "count: 0", "scope: own"]
+    failed = {"ok": False, "error": {"code": "not_found", "message": "no node"}}
+    assert brief(json.dumps(failed)).splitlines()[0] == "ok: no"
+    assert brief(json.dumps({"ok": True})) == "ok: yes"
 
 
 def test_text_that_is_no_json_object_is_left_as_it_is() -> None:

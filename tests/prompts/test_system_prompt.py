@@ -33,7 +33,8 @@ def test_the_routing_lines_name_only_the_tools_offered() -> None:
     prompt = render(default_template(), usage, 5)
     assert "`get_usage`. Its period is today" in prompt
     assert "node_create" not in prompt and "get_operational_state" not in prompt
-    assert "Greetings, thanks, arithmetic, explanations, code: no tool." in prompt
+    assert "Greetings, thanks, arithmetic, unit conversions, explaining what a term means, " \
+        "code: no tool." in prompt
 
 
 @pytest.mark.parametrize("rule", [

@@ -106,14 +106,17 @@ def _id_args(schema: Mapping[str, Any]) -> list[str]:
 def _without_optional_filters(schema: Mapping[str, Any]) -> dict[str, Any]:
     """``schema`` less its optional enum arguments that have no default: a filter whose
     absence means "all" (``node_search``'s ``kind`` and ``scope``). The 0.5B and 1.5B
-    models fill every such field with a guess (``kind: "Ticket"`` for a Note)."""
+    models fill every such field with a guess (``kind: "Ticket"`` for a Note). An
+    optional ``limit`` (a cap on results) goes too: the 1.5B model set ``limit: 1`` on
+    its searches, and the one best match by its words ("hostname", "invoicing") was not
+    the node asked for."""
     properties = schema.get("properties")
     if not isinstance(properties, Mapping):
         return dict(schema)
     required = set(schema.get("required") or ())
     kept = {name: prop for name, prop in properties.items()
-            if name in required or not isinstance(prop, Mapping)
-            or "enum" not in prop or "default" in prop}
+            if name in required or (name != "limit" and (
+                not isinstance(prop, Mapping) or "enum" not in prop or "default" in prop))}
     if len(kept) == len(properties):
         return dict(schema)
     return {**schema, "properties": kept, "additionalProperties": False}

@@ -46,6 +46,8 @@ def brief(content: str) -> str:
         return content
     if not isinstance(value, dict) or not value:
         return content
+    if value.get("ok") is True:  # a memory tool's success flag, not an answer
+        value = {k: v for k, v in value.items() if k != "ok"} or value
     return "\n".join(_object_lines(value))
 
 

@@ -42,22 +42,26 @@ class Permission:
 ROUTING: dict[str, str] = {
     "get_usage": "Tokens, cost, spend, burn, usage (トークン, コスト, 料金, 使用量): `get_usage`. "
                  "Its period is today unless the operator names another: 24h, 7d (this week, "
-                 "last 7 days), 30d (this month, last 30 days), all (in total, ever).",
-    "get_operational_state": "Health, uptime, since when running, errors, turns today, "
-                             "approvals waiting (稼働状況, エラー, 承認待ち): "
-                             "`get_operational_state`.",
-    "node_create": "\"Remember\", \"note\", \"save\" a fact (覚えておいて, メモして): "
-                   "`node_create`.",
+                 "last 7 days), 30d (this month, last 30 days), all (in total, ever). For one "
+                 "model's, route's, day's or session's share, or a breakdown per one of them, "
+                 "set `by` to model, route, day or session.",
+    "get_operational_state": "Health, uptime, since when running, when the ledger started, "
+                             "the last error, turns and tool calls today, approvals waiting "
+                             "(稼働状況, エラー, 承認待ち): `get_operational_state`.",
+    "node_create": "\"Remember\", \"note\", \"save\", \"keep in mind\", \"don't forget\" "
+                   "a fact the operator tells you (覚えておいて, メモして): `node_create`.",
     "node_search": "\"What is…\", \"what did we decide…\", \"what do we know about…\" "
-                   "something stored in memory (a host, a decision, a ticket; 覚えてる？): "
-                   "`node_search` with its key words. Never answer those from nothing.",
+                   "something stored in memory (a host, a port, an owner, a decision, a ticket; "
+                   "覚えてる？): `node_search` with its key words. Never answer those from "
+                   "nothing.",
     "node_supersede": "\"Update\", \"it changed\" about a node whose id is in the "
                       "conversation: `node_supersede` with that id.",
     "link_create": "\"Link\" two nodes whose ids are in the conversation: `link_create`.",
 }
 """Which question goes to which built-in tool: a line per tool offered (``$routing``);
 worded from operators' questions, English and Japanese, and kept by the eval suite."""
-NO_TOOL = "Greetings, thanks, arithmetic, explanations, code: no tool. Answer directly."
+NO_TOOL = ("Greetings, thanks, arithmetic, unit conversions, explaining what a term means, "
+           "code: no tool. Answer directly.")
 
 
 def default_template() -> str:
