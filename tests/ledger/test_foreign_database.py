@@ -13,7 +13,7 @@ import pytest
 
 from overt.errors import LedgerError, MigrationError, UsageError
 from overt.ledger import open_ledger
-from overt.ledger.postgres import parse_url
+from overt.ledger.pg_url import parse_url
 from tests import backends
 from tests.conftest import run
 

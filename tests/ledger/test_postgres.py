@@ -9,7 +9,8 @@ import pytest
 
 from overt.errors import UsageError
 from overt.ledger import open_ledger
-from overt.ledger.postgres import DEFAULT_POOL_SIZE, _safe, parse_url, url_pool_size
+from overt.ledger.pg_url import DEFAULT_POOL_SIZE, parse_url, url_pool_size
+from overt.ledger.pg_url import safe_url as _safe
 from tests.conftest import run
 
 

@@ -67,7 +67,7 @@ def roles(tmp_path: Path) -> Iterator[tuple[str, str, str]]:
 def _writer_sql(url: str, writer: str, statement: str) -> None:
     import psycopg
 
-    from overt.ledger.postgres import parse_url
+    from overt.ledger.pg_url import parse_url
 
     conninfo, schema = parse_url(_as(url, writer))
     with psycopg.connect(conninfo, autocommit=True) as conn:
@@ -133,7 +133,7 @@ def test_the_owner_cannot_prune_without_a_sealed_record_at_the_head(
     import psycopg
 
     url, owner, _writer = roles
-    from overt.ledger.postgres import parse_url
+    from overt.ledger.pg_url import parse_url
 
     conninfo, schema = parse_url(_as(url, owner))
     with psycopg.connect(conninfo, autocommit=True) as conn:

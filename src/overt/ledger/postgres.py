@@ -35,14 +35,12 @@ import contextlib
 import json
 import logging
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from overt.clock import now_iso
 from overt.errors import (
@@ -50,7 +48,6 @@ from overt.errors import (
     LedgerConflict,
     LedgerError,
     MigrationError,
-    UsageError,
 )
 from overt.events import Event, LedgerPruned
 from overt.ledger import pg_read, retention, sql, trail_index, trail_read, tree
@@ -77,6 +74,8 @@ from overt.ledger.chain import (
 )
 from overt.ledger.groups import next_group
 from overt.ledger.notify import AppendSignal
+from overt.ledger.pg_url import parse_url, url_pool_size
+from overt.ledger.pg_url import safe_url as _safe
 from overt.ledger.schema.postgres import COPY_TRAIL_INDEX, FILLS, MIGRATIONS, MIGRATIONS_TABLE
 from overt.ledger.sql import POSTGRES as D
 
@@ -93,10 +92,6 @@ log = logging.getLogger("overt.ledger.postgres")
 CHAIN_LOCK = 0x6F76657274  # "overt": the advisory lock that serializes the chain head
 MIGRATE_LOCK = 0x6F76657275
 MAX_BATCH = 512
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_OVERT_PARAMS = ("schema", "pool_size")
-DEFAULT_POOL_SIZE = 4
-"""Read connections per process unless the URL says ``pool_size=N``."""
 READ_WAIT_S = 30.0
 """How long a read waits for a pooled connection before it fails (the server is down)."""
 RECONNECT_S = 1.0
@@ -112,51 +107,6 @@ _BEGIN_LOCK_HEAD = (f"BEGIN; SELECT pg_advisory_xact_lock({CHAIN_LOCK}); "
 # per row for client and server), and the commit.
 _COPY_CONTENT = "COPY content_blobs (seq, digest, body, created_at) FROM STDIN"
 _COPY_ENTRIES = f"COPY audit_log ({ENTRY_COLUMNS}) FROM STDIN"
-
-
-def parse_url(url: str) -> tuple[str, str]:
-    """(libpq conninfo URL without overt's own parameters, schema name).
-
-    Raises:
-        UsageError: the URL cannot be parsed, or the schema name is not a plain
-            lower-case identifier.
-    """
-    parts = _split(url)
-    params = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((v for k, v in params if k == "schema"), "public")
-    if not _SCHEMA_NAME.match(schema):
-        raise UsageError(f"invalid ledger schema name {schema!r}: use [a-z_][a-z0-9_]*")
-    rest = urlencode([(k, v) for k, v in params if k not in _OVERT_PARAMS])
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), schema
-
-
-def _split(url: str) -> SplitResult:
-    """``urlsplit``, its ``ValueError`` (``postgresql://[::1``) a usage error that does
-    not repeat the URL (it may hold a password).
-
-    Raises:
-        UsageError: the URL cannot be parsed.
-    """
-    try:
-        return urlsplit(url)
-    except ValueError as exc:
-        raise UsageError(f"invalid ledger URL: {exc}") from None
-
-
-def url_pool_size(url: str) -> int:
-    """The read pool's size the URL's ``pool_size`` names (:data:`DEFAULT_POOL_SIZE`
-    without one).
-
-    Raises:
-        UsageError: it is not a whole number from 1 to 1000.
-    """
-    params = parse_qsl(_split(url).query, keep_blank_values=True)
-    raw = next((v for k, v in params if k == "pool_size"), None)
-    if raw is None:
-        return DEFAULT_POOL_SIZE
-    if not raw.isdigit() or not 1 <= int(raw) <= 1000:
-        raise UsageError(f"invalid ledger pool_size {raw!r}: a whole number, 1 to 1000")
-    return int(raw)
 
 
 @dataclass(slots=True)
@@ -606,12 +556,3 @@ def _lock_head(conn: Any) -> tuple[int, str]:
     cur.nextset()
     row = cur.fetchone()
     return (int(row[0]), row[1]) if row else (0, GENESIS)
-
-
-def _safe(url: str) -> str:
-    """``url`` without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

@@ -40,7 +40,7 @@ def setup_roles(url: str, owner: str, writer: str) -> list[str]:
     """
     import psycopg
 
-    from overt.ledger.postgres import parse_url
+    from overt.ledger.pg_url import parse_url
 
     if owner == writer:
         raise UsageError("the owner and the writer must be two roles")
