@@ -36,10 +36,17 @@ def iso_after(seconds: float) -> str:
 
 
 def to_iso(moment: datetime) -> str:
-    """``moment`` (aware, or naive meaning UTC) in the ledger's format."""
+    """``moment`` (aware, or naive meaning UTC) in the ledger's format: the year
+    with four digits (``strftime("%Y")`` writes year 999 as ``999``, which sorts
+    after ``2026`` as text).
+
+    Raises:
+        OverflowError: ``moment`` in UTC falls before year 1 or after year 9999.
+    """
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    utc = moment.astimezone(UTC)
+    return f"{utc.year:04d}-" + utc.strftime("%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_iso(text: str) -> datetime:
@@ -52,7 +59,10 @@ def parse_iso(text: str) -> datetime:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
         raise UsageError(f"not an ISO 8601 time: {text!r}") from exc
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    try:  # 0001-01-01T00:00+01:00 is before year 1 in UTC
+        return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except OverflowError:
+        raise UsageError(f"{text!r} is out of range in UTC (years 1 to 9999)") from None
 
 
 _DURATION = re.compile(r"^(\d+)\s*(s|m|h|d|w)$")
