@@ -300,3 +300,40 @@ def test_an_empty_ask_is_refused_before_any_model_call_as_over_http(
                     for text in ("", "  \n ")]
     assert run(main()) == ["text must not be empty"] * 2
     assert run(ledger.count("turn.started")) == 0
+
+
+def test_an_mcp_session_answers_only_the_actor_that_opened_it(
+        served: tuple[str, Runtime, Path]) -> None:
+    # found driving a live server: another token's client could call tools in, listen
+    # on and DELETE a session whose Mcp-Session-Id it had seen
+    base, _rt, _db = served
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    def headers(token: str, session: str | None = None) -> dict[str, str]:
+        extra = {} if session is None else {"mcp-session-id": session,
+                                             "mcp-protocol-version": "2025-06-18"}
+        return {**accept, **auth(token), **extra}
+
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    with httpx.Client(base_url=base, timeout=30) as http:
+        opened = http.post("/mcp", headers=headers(CLIENT), json={
+            "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}})
+        session = opened.headers["mcp-session-id"]
+        http.post("/mcp", headers=headers(CLIENT, session),
+                  json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        tried = [http.post("/mcp", headers=headers(OTHER, session), json=listing),
+                 http.post("/mcp", headers=headers(OTHER, session), json={
+                     "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                     "params": {"name": "ask", "arguments": {"text": "as whom?"}}})]
+        with http.stream("GET", "/mcp", headers={**headers(OTHER, session),
+                                                 "Accept": "text/event-stream"}) as stream:
+            listened = stream.status_code  # a foreign session's stream: never opened
+        tried.append(http.delete("/mcp", headers=headers(OTHER, session)))
+        unknown = http.post("/mcp", headers=headers(OTHER, "0" * 32), json=listing)
+        still = http.post("/mcp", headers=headers(CLIENT, session), json=listing)
+    assert opened.status_code == 200
+    assert [r.status_code for r in tried] == [404] * 3 and listened == 404
+    assert {r.text for r in tried} == {unknown.text}  # the same as a missing one
+    assert still.status_code == 200 and '"name":"ask"' in still.text

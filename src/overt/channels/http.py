@@ -212,10 +212,17 @@ async def _no_route(request: Request, exc: Exception) -> Response:
 
 
 class _McpGate:
-    """The MCP transport behind a bearer token; the token's actor rides in the scope."""
+    """The MCP transport behind a bearer token; the token's actor rides in the scope.
+
+    The actor is also the scope's ``user``, which the SDK's session manager binds
+    each MCP session to when it is made: a request naming another actor's
+    ``Mcp-Session-Id`` (to call tools in it, listen on its stream or DELETE it) is
+    answered as an unknown session (404), as the MCP specification asks.
+    """
 
     def __init__(self, app: ASGIApp, tokens: Tokens) -> None:
-        self.app, self.tokens = app, tokens
+        from overt.channels.mcp_server import authenticated  # the mcp extra, as `app`
+        self.app, self.tokens, self.authenticated = app, tokens, authenticated
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
@@ -226,6 +233,7 @@ class _McpGate:
                 scope, receive, send)
             return
         scope.setdefault("state", {})["overt_actor"] = actor
+        scope["user"] = self.authenticated(actor)
         await self.app(scope, receive, send)
 
 

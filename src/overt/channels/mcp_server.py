@@ -39,6 +39,8 @@ from overt.sessions.access import SessionAccess
 from overt.types import IncomingMessage
 
 try:
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import CallToolResult, TextContent
@@ -55,6 +57,14 @@ result whose message the client reads."""
 class McpToolError(OvertError, ToolError):
     """An MCP tool call was refused or failed; the client reads the message (the
     SDK shows a ``ToolError``'s message and hides any other exception's)."""
+
+
+def authenticated(actor: Actor) -> AuthenticatedUser:
+    """``actor`` as the SDK's authenticated user, so that the streamable HTTP session
+    manager binds each MCP session to the actor that made it (its ``client_id`` and
+    ``subject``; never the token itself)."""
+    name = str(actor)
+    return AuthenticatedUser(AccessToken(token="", client_id=name, scopes=[], subject=name))
 
 
 def caller_kind(actor: Actor) -> str:
