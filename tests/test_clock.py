@@ -8,16 +8,23 @@ from datetime import UTC, datetime
 
 import pytest
 
-from overt.clock import parse_iso, period_start, to_iso
+from overt.clock import EARLIEST, LATEST, parse_iso, period_start, to_iso
 from overt.errors import UsageError
 
 
-@pytest.mark.parametrize("text", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
-def test_a_time_outside_the_utc_calendar_is_a_usage_error_not_an_overflow(text: str) -> None:
-    with pytest.raises(UsageError, match="unknown period"):
-        period_start(text)
+def test_a_time_past_either_end_of_the_utc_calendar_bounds_the_record_at_that_end(
+        ) -> None:
+    # a real time (0001-01-01T00:00 at +01:00 is in year 0 in UTC): an overflow before
+    assert period_start("0001-01-01T00:00:00+01:00") == EARLIEST
+    assert period_start("9999-12-31T23:59:59-01:00") == LATEST
     with pytest.raises(UsageError, match="out of range"):
-        parse_iso(text)
+        parse_iso("0001-01-01T00:00:00+01:00")
+
+
+def test_rfc_3339_lower_case_letters_and_only_ascii_digits_are_read() -> None:
+    assert period_start("2026-01-02t03:04:05z") == "2026-01-02T03:04:05.000000Z"
+    with pytest.raises(UsageError, match="unknown period"):
+        period_start("\u0663d")  # an Arabic-Indic 3: not a duration
 
 
 def test_early_years_are_written_with_four_digits_so_they_sort_as_text() -> None:

@@ -55,17 +55,32 @@ def parse_iso(text: str) -> datetime:
     Raises:
         UsageError: ``text`` is not an ISO 8601 date or time.
     """
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise UsageError(f"not an ISO 8601 time: {text!r}") from exc
+    moment = _parsed(text)
     try:  # 0001-01-01T00:00+01:00 is before year 1 in UTC
-        return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC)
     except OverflowError:
         raise UsageError(f"{text!r} is out of range in UTC (years 1 to 9999)") from None
 
 
-_DURATION = re.compile(r"^(\d+)\s*(s|m|h|d|w)$")
+def _parsed(text: str) -> datetime:
+    """``text`` as an aware datetime, in the offset it names (UTC when it names none).
+    RFC 3339's lower-case ``t`` and ``z`` are read as ``T`` and ``Z``.
+
+    Raises:
+        UsageError: ``text`` is not an ISO 8601 date or time.
+    """
+    try:
+        moment = datetime.fromisoformat(text.strip().upper().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise UsageError(f"not an ISO 8601 time: {text!r}") from exc
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+EARLIEST = "0001-01-01T00:00:00.000000Z"
+LATEST = "9999-12-31T23:59:59.999999Z"
+
+
+_DURATION = re.compile(r"^([0-9]+)\s*(s|m|h|d|w)$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
@@ -97,9 +112,13 @@ def period_start(period: str, now: datetime | None = None) -> str | None:
                 f"duration {period.strip()[:40]!r} reaches back before year 1: use a smaller "
                 "one or an ISO 8601 time") from None
     try:
-        return to_iso(parse_iso(period.strip()))
+        moment = _parsed(period)
     except UsageError:
         raise UsageError(
             f"unknown period {period!r}: use today, all, a duration like 24h or 7d, "
             "or an ISO 8601 time"
         ) from None
+    try:
+        return to_iso(moment)
+    except OverflowError:  # a true time, before year 1 or after 9999 once in UTC: it
+        return EARLIEST if moment.year == 1 else LATEST  # bounds the record as either end

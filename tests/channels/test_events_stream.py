@@ -145,7 +145,7 @@ def test_an_append_signal_wakes_waiters_on_other_threads_loops() -> None:
 
 def test_a_malformed_last_event_id_is_refused() -> None:
     assert last_event_id(None) == 0 and last_event_id(" 42 ") == 42
-    for bad in ("x", "-1", "1.5"):
+    for bad in ("x", "-1", "1.5", "1_0", "+3", "\u0663"):  # int() reads the last three
         with pytest.raises(ValueError):
             last_event_id(bad)
 

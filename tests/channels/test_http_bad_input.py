@@ -74,7 +74,7 @@ def test_a_trail_since_or_until_that_is_not_a_time_is_a_422_not_an_empty_trail(
     assert turns == ["completed"]
 
 
-def test_a_trail_time_past_the_ends_of_the_utc_calendar_is_a_422_and_year_999_sorts_first(
+def test_a_trail_time_past_the_ends_of_the_utc_calendar_bounds_it_and_year_999_sorts_first(
         ledger: Ledger, tmp_path: Path) -> None:
     # found by schemathesis against a live server: ?since=0001-01-01T00:00:00+01:00 was a
     # 500 (OverflowError), and ?since=0999-01-01 an empty trail ("999-..." > "2026-...")
@@ -83,14 +83,11 @@ def test_a_trail_time_past_the_ends_of_the_utc_calendar_is_a_422_and_year_999_so
             body = (await c.post("/v1/messages", json={"text": "hi"},
                                  headers=auth(CLIENT))).json()
             url = f"/v1/sessions/{body['session_id']}/trail"
-            edges = [await c.get(url, params={k: v}, headers=auth(CLIENT))
-                     for k, v in (("since", "0001-01-01T00:00:00+01:00"),
-                                  ("until", "9999-12-31T23:59:59-01:00"))]
-            early = await c.get(url, params={"since": "0999-01-01"}, headers=auth(CLIENT))
-            return [*(_error(r) for r in edges), [t["status"] for t in early.json()["turns"]]]
-    since, until, turns = run(main())
-    assert since == until == (422, "invalid")
-    assert turns == ["completed"]
+            found = [await c.get(url, params=params, headers=auth(CLIENT)) for params in (
+                {"since": "0001-01-01T00:00:00+01:00", "until": "9999-12-31T23:59:59-01:00"},
+                {"since": "0999-01-01"}, {"until": "0001-01-01T00:00:00+01:00"})]
+            return [(r.status_code, [t["status"] for t in r.json()["turns"]]) for r in found]
+    assert run(main()) == [(200, ["completed"]), (200, ["completed"]), (200, [])]
 
 
 def test_an_id_holding_nul_is_answered_as_missing_on_both_backends(

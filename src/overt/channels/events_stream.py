@@ -59,10 +59,10 @@ def last_event_id(header: str | None) -> int:
     """
     if header is None or not header.strip():
         return 0
-    value = int(header.strip())
-    if value < 0:
-        raise ValueError("a Last-Event-ID is a ledger seq, never negative")
-    return value
+    text = header.strip()
+    if not (text.isascii() and text.isdigit()):  # int() also reads "-1", " ٣", "1_0"
+        raise ValueError(f"a Last-Event-ID is a ledger seq (digits 0-9), not {text[:40]!r}")
+    return int(text)
 
 
 async def turn_events(ledger: Ledger, turn_id: str, *, follow: bool = True,

@@ -282,7 +282,8 @@ class _Api:
     async def body(self, request: Request) -> dict[str, Any]:
         """The JSON object in the body, within the size limit."""
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+        if declared is not None and declared.isascii() and declared.isdigit() \
+                and int(declared) > self.max_body_bytes:
             raise ApiError(413, "too_large", f"the body is over {self.max_body_bytes} bytes")
         chunks, size = [], 0
         async for chunk in request.stream():
@@ -376,7 +377,8 @@ class _Api:
 
     async def list_sessions(self, request: Request, actor: Actor) -> Response:
         raw = request.query_params.get("limit", str(DEFAULT_SESSIONS))
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_SESSIONS:
+        # isdigit() alone takes "²", which int() refuses
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_SESSIONS:
             raise ApiError(422, "invalid", f"limit is a whole number, 1 to {MAX_SESSIONS}")
         owner = None if self.access.reads_any(actor) else str(actor)
         found = await list_sessions(self.runtime.ledger, owner=owner, limit=int(raw))
@@ -409,7 +411,7 @@ class _Api:
     async def turn_events(self, request: Request, actor: Actor) -> Response:
         turn_id = request.path_params["turn_id"]
         await self.access.turn(actor, turn_id, surface=_surface(request))
-        follow = request.query_params.get("follow", "true").lower() not in ("0", "false", "no")
+        follow = _flag(request.query_params.get("follow", "true"), "follow")
         try:
             after = last_event_id(request.headers.get("last-event-id"))
         except ValueError as exc:
@@ -478,6 +480,14 @@ def _surface(request: Request) -> str:
     """Where a refusal happened, as the record names it: the route, not the ids in it."""
     route = request.scope.get("route")
     return f"http:{request.method} {getattr(route, 'path', request.url.path)}"
+
+
+def _flag(raw: str, name: str) -> bool:
+    """A boolean query parameter (true/false, 1/0, yes/no, in any case)."""
+    value = raw.strip().lower()
+    if value not in ("true", "1", "yes", "false", "0", "no"):
+        raise ApiError(422, "invalid", f"{name} is true or false")
+    return value in ("true", "1", "yes")
 
 
 def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *,

@@ -61,12 +61,34 @@ _ANSWER_EVENT = {
     "properties": {"event": {"enum": ["delta", "reset", "done", "error"]},
                    "data": {"type": "string", "contentMediaType": "application/json"}}}
 
+_NOT_BLANK = ("[^\\t\\n\\v\\f\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a"
+              "\\u2028\\u2029\\u202f\\u205f\\u3000]")
+"""A character that is not white space as the server reads it (``str.isspace``: it
+counts U+001C-U+001F, and not U+FEFF, unlike a JSON Schema pattern's ``\\s``)."""
+
+_LEDGER_EVENT = {
+    "type": "object", "required": ["event", "data", "id"],
+    "description": "one Server-Sent Event of a turn's stream: event is the entry's kind "
+                   "(turn.started, inference, tool_call.completed, ...), id its ledger seq "
+                   "(send it back as Last-Event-ID), data the audit entry as JSON {seq, id, "
+                   "kind, at, turn_id, session_id, data}",
+    "properties": {"event": {"type": "string"}, "id": {"type": "string", "pattern": "^[0-9]+$"},
+                   "data": {"type": "string", "contentMediaType": "application/json"}}}
+
+_PERIOD = {"anyOf": [
+    {"type": "string", "pattern": "^\\s*([Tt][Oo][Dd][Aa][Yy]|[Aa][Ll][Ll])\\s*$"},
+    {"type": "string", "pattern": "^\\s*[0-9]{1,5}\\s*[smhdwSMHDW]\\s*$"},
+    {"type": "string", "format": "date-time"}, {"type": "string", "format": "date"}]}
+"""What a trail's ``since`` and ``until`` take (:func:`overt.clock.period_start`): today,
+all, a duration back from now, or an ISO 8601 time (one before year 1 or after 9999 in
+UTC bounds the record at that end). Longer durations work while they stay after year 1."""
+
 SCHEMAS: dict[str, Any] = {
     "Error": {"type": "object", "required": ["error"], "properties": {"error": {
         "type": "object", "required": ["code", "message"],
         "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
     "Message": {"type": "object", "required": ["text"], "properties": {
-        "text": {"type": "string", "pattern": "\\S",
+        "text": {"type": "string", "pattern": _NOT_BLANK,
                  "description": "not empty or only white space"},
         "session_id": {"type": ["string", "null"],
                        "description": "continue this session (one the token's actor "
@@ -183,19 +205,19 @@ def paths() -> dict[str, dict[str, Any]]:
             "The turn's ledger entries as Server-Sent Events, pushed as they are "
             "recorded, until it completes; each event's id is its ledger seq",
             "trail.read", {"description": "an event stream",
-                           "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                           "content": {"text/event-stream": {"schema": _LEDGER_EVENT}}},
             *auth, 404, 422, 503, params=[_path_param("turn_id"), {
                 "name": "follow", "in": "query", "required": False,
                 "schema": {"type": "boolean", "default": True}}, {
                 "name": "Last-Event-ID", "in": "header", "required": False,
-                "schema": {"type": "string", "pattern": "^[0-9]+$"},
+                "schema": {"type": "string", "pattern": "^[0-9]*$"},
                 "description": "resume after this event (a reconnecting client sends it)"}])},
         "/v1/sessions/{session_id}/trail": {"get": _op(
             "A session's reasoning trail", "trail.read", _json(_ref("Trail"), "the trail"),
             *auth, 404, 422, 503, params=[_path_param("session_id"), *[
-                {"name": n, "in": "query", "required": False, "schema": {"type": "string"},
-                 "description": "an ISO 8601 time, a duration back from now (24h, 7d) "
-                                "or today"}
+                {"name": n, "in": "query", "required": False, "schema": _PERIOD,
+                 "description": "an ISO 8601 time, a duration back from now (24h, 7d), "
+                                "today or all"}
                 for n in ("since", "until")], {
                 "name": "phase", "in": "query", "required": False,
                 "schema": {"type": "string", "pattern": _list_of(REASONING_PHASES)},
