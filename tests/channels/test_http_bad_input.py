@@ -11,6 +11,7 @@ import httpx2 as httpx
 from overt.channels.http import create_app
 from overt.ledger.base import Ledger
 from overt.runtime import Runtime
+from overt.sessions import list_sessions
 from tests.channels.helpers import APPROVER, CLIENT, TOKENS, auth, make_runtime
 from tests.conftest import run
 
@@ -106,3 +107,33 @@ def test_an_id_holding_nul_is_answered_as_missing_on_both_backends(
     assert [e.data["reason_code"] for e in refusals] == ["not_found"] * 7
     assert run(ledger.count("turn.started")) == 0
     assert run(ledger.verify()).ok
+
+
+def test_a_message_holding_nul_keeps_its_trail_and_every_text_search_working(
+        ledger: Ledger, tmp_path: Path) -> None:
+    # found by schemathesis on PostgreSQL: text cannot hold NUL, and convert_from of one
+    # such body failed that session's trail (503) and every text search (the cockpit's)
+    # that reached it, whoever searched
+    async def main() -> tuple[Any, ...]:
+        async with client(make_runtime(ledger, tmp_path, ["Hello\x00there.", "Fine."])) as c:
+            asked = (await c.post("/v1/messages", json={"text": "odd\x00byte"},
+                                  headers=auth(CLIENT))).json()
+            other = (await c.post("/v1/messages", json={"text": "plain words"},
+                                  headers=auth(CLIENT))).json()
+            trail = await c.get(f"/v1/sessions/{asked['session_id']}/trail",
+                                headers=auth(CLIENT))
+            conversation = await c.get(f"/v1/sessions/{asked['session_id']}",
+                                       headers=auth(CLIENT))
+        found = {q: [s.session_id for s in await list_sessions(ledger, text=q)]
+                 for q in ("PLAIN", "odd", "\x00", "there")}
+        filtered = await list_sessions(ledger, owner="mcp_client:claude-code\x00")
+        return asked, other, trail, conversation, found, filtered
+    asked, other, trail, conversation, found, filtered = run(main())
+    assert trail.status_code == 200, trail.text
+    assert trail.json()["turns"][0]["message"] == "odd\x00byte"
+    assert [m["content"] for m in conversation.json()["messages"]] == [
+        "odd\x00byte", "Hello\x00there."]
+    assert found["PLAIN"] == [other["session_id"]] and found["odd"] == [asked["session_id"]]
+    assert len(found["\x00"]) == 2  # NUL is left out of the search: every session
+    assert found["there"] == [asked["session_id"]]  # past the NUL, on both backends
+    assert filtered == []

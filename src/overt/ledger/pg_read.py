@@ -9,6 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
+from psycopg.pq import Format
+
 from overt.ledger import memory_check, sql, trail_index
 from overt.ledger.base import TrailRows, VerifyReport
 from overt.ledger.canonical import digest_bytes
@@ -28,10 +32,22 @@ transaction alone: 50,000 steps with their text are about 15 MB, which the
 default (4 MB) sorts on disk."""
 
 
+class _Utf8Body(Loader):
+    """A body (bytea) as the text it holds. PostgreSQL's ``convert_from`` refuses a
+    body holding NUL, which text cannot hold and Python's can; as fast as it for
+    60,000 bodies (51-64 ms against 55-58 ms, alternating)."""
+
+    format = Format.BINARY
+
+    def load(self, data: Buffer) -> str:
+        return bytes(data).decode("utf-8")
+
+
 def trail(conn: Any, reads: Sequence[tuple[str, Sequence[Any]]]) -> TrailRows:
     """The rows of a trail's ``reads`` (:func:`overt.ledger.trail_read.statements`)
-    on ``conn`` (autocommit), in one snapshot."""
+    on ``conn`` (autocommit), in one snapshot; bodies read as text."""
     with conn.transaction(), conn.cursor(binary=True) as cur:
+        cur.adapters.register_loader("bytea", _Utf8Body)  # this cursor's alone
         cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         cur.execute(f"SET LOCAL work_mem = '{TRAIL_WORK_MEM}'")
         turns, steps, events = (cur.execute(s, p).fetchall() for s, p in reads)

@@ -63,13 +63,15 @@ def _column(d: Dialect, name: str) -> str:
     if name == "body":
         if d.name == "sqlite":
             return "c.body"
-        # a body is bytea (text cannot hold NUL): converted here, psycopg reads it in C.
-        # One look-up per row: with statistics, a join is planned as a hash of the
-        # whole content tier, for one session's steps. ``LIMIT 1`` (the key is
-        # unique: the same row) has the look-up planned as an index scan when the
-        # table has no statistics yet; without it, a bitmap scan per row (50,000
-        # steps: 110-121 ms of server time against 88-96)
-        return ("(SELECT convert_from(c.body, 'UTF8') FROM content_blobs c "
+        # a body is bytea (text cannot hold NUL), read as bytes and decoded by the
+        # trail's cursor (:func:`overt.ledger.pg_read.trail`): ``convert_from`` here
+        # failed the whole trail on a body holding NUL. One look-up per row: with
+        # statistics, a join is planned as a hash of the whole content tier, for one
+        # session's steps. ``LIMIT 1`` (the key is unique: the same row) has the
+        # look-up planned as an index scan when the table has no statistics yet;
+        # without it, a bitmap scan per row (50,000 steps: 110-121 ms of server time
+        # against 88-96)
+        return ("(SELECT c.body FROM content_blobs c "
                 "WHERE c.seq = t.body_seq AND c.digest = t.body_digest LIMIT 1)")
     if name.startswith("slot"):
         n = int(name[4:])

@@ -143,9 +143,17 @@ async def list_sessions(ledger: object, *, owner: str | None = None,
     content tier: a caller must show only what its reader may read (a match says
     something of a body).
 
+    A NUL in ``text`` is left out of it (PostgreSQL's text cannot hold one, and a
+    body's NUL bytes are left out of what it searches); a filter holding NUL names
+    nothing on the record, so nothing is listed.
+
     Raises:
         LedgerError: the ledger could not be read.
     """
+    if any("\x00" in v for v in (owner, source, since, until, legacy_owner) if v):
+        return []
+    if text is not None:
+        text = text.replace("\x00", "")
     params: list[Any] = []
     if owner is not None:
         params += [legacy_owner, owner]

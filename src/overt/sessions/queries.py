@@ -93,7 +93,23 @@ def contains(d: Dialect, body: str) -> str:
     body is read by the database: nothing is brought into Python to be searched."""
     if d.name == "sqlite":
         return f"instr(lower({body}), lower({d.ph})) > 0"
-    return f"strpos(lower(convert_from({body}, 'UTF8')), lower({d.ph})) > 0"
+    return (f"(SELECT strpos(lower({_pg_text('x.b')}), lower({d.ph})) > 0 "
+            f"FROM (SELECT {body} AS b) x)")
+
+
+_NUL_FREE = (r"decode(regexp_replace(encode({b}, 'escape'), '(\\\\)|\\000', '\1', 'g'), "
+             r"'escape')")
+"""The bytea ``{b}`` without its NUL bytes: ``encode(.., 'escape')`` writes a NUL as
+``\000`` and a backslash as ``\\``; the pattern keeps each ``\\`` and drops each
+``\000`` escape, and ``decode`` turns the rest back into the same bytes."""
+
+
+def _pg_text(b: str) -> str:
+    """A PostgreSQL body (bytea) as text to search. Text cannot hold NUL, and one
+    body holding it (a message, a tool's result) made ``convert_from`` fail every
+    search that reached it: its NUL bytes are left out of what is searched."""
+    return (f"convert_from(CASE WHEN position('\\x00'::bytea IN {b}) = 0 THEN {b} "
+            f"ELSE {_NUL_FREE.format(b=b)} END, 'UTF8')")
 
 
 def says(d: Dialect, session: str) -> str:
