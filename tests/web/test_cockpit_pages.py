@@ -282,3 +282,28 @@ def test_every_page_answers_without_a_login_by_sending_the_browser_to_log_in(
         page.goto(path)
         expect(page.get_by_role("heading", name="Log in")).to_be_visible()
     page.context.close()
+
+
+def test_no_page_logs_a_console_error_and_no_long_word_widens_a_page(
+        chromium: Any, cockpit: Cockpit) -> None:
+    # found driving a live overt serve: every first page load logged a 404 (the browser's
+    # /favicon.ico), and a message of one long word pushed the Sessions table off screen
+    answer = ask(cockpit.base, "unbroken " + "x" * 3000)
+    page = chromium.new_context(base_url=cockpit.base).new_page()  # listening from the start
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(f"{m.text} ({page.url})")
+            if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"{e} ({page.url})"))
+    page.goto("/login")
+    page.get_by_label("Token").fill(OPERATOR)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Live")).to_be_visible()
+    wide = {}
+    for path in (*PAGES, f"/sessions/{answer['session_id']}", "/sessions?q=unbroken"):
+        page.goto(path)
+        page.wait_for_load_state("load")
+        widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        if widths[0] > widths[1]:
+            wide[path] = widths
+    page.context.close()
+    assert errors == [] and wide == {}
