@@ -337,3 +337,17 @@ def test_an_mcp_session_answers_only_the_actor_that_opened_it(
     assert [r.status_code for r in tried] == [404] * 3 and listened == 404
     assert {r.text for r in tried} == {unknown.text}  # the same as a missing one
     assert still.status_code == 200 and '"name":"ask"' in still.text
+
+
+def test_ask_refuses_a_wait_outside_0_to_300_seconds_as_http_does(
+        ledger: Ledger, tmp_path: Path) -> None:
+    async def main() -> tuple[list[bool], dict[str, Any]]:
+        server = create_server(make_runtime(ledger, tmp_path, ["Fine."]))
+        async with Client(server) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            refused = [(await client.call_tool("ask", {"text": "x", "wait_s": w})).is_error
+                       for w in (-5, 301)]
+            return refused, tools["ask"].input_schema["properties"]["wait_s"]
+    refused, schema = run(main())
+    assert refused == [True, True] and (schema["minimum"], schema["maximum"]) == (0, 300)
+    assert run(ledger.count("turn.started")) == 0

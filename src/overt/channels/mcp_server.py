@@ -26,7 +26,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from overt.channels.http import request_json, trail_json
+from overt.channels.http import MAX_WAIT_S, request_json, trail_json
 from overt.channels.turns import wait_for_answer
 from overt.errors import ApprovalError, ExtraMissingError, NotFoundError, OvertError
 from overt.events import CapabilityChecked
@@ -44,10 +44,14 @@ try:
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import CallToolResult, TextContent
+    from pydantic import Field
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ExtraMissingError("mcp", "mcp") from exc
 
 MCP_TOOLS = ("ask", "trail", "approvals_list", "approve", "deny")
+
+WaitSeconds = Annotated[float, Field(ge=0, le=MAX_WAIT_S)]
+"""``ask``'s ``wait_s``: 0 to 300 seconds, as over HTTP (a negative one was taken as 0)."""
 
 Answer = Annotated[CallToolResult, dict[str, Any]]
 """What the channel tools return: a JSON object (their output schema), or an error
@@ -151,7 +155,7 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
         reply = result.to_dict()
         if result.awaiting_approval is not None and wait_s > 0:
             state = await wait_for_answer(runtime.ledger, result.turn_id,
-                                          timeout_s=min(wait_s, 300.0))
+                                          timeout_s=wait_s)
             if state is not None and state["completed_at"] is not None:
                 reply.update(text=state["text"] or "", tools_used=state["tools_used"],
                              error=state["error"], awaiting_approval=None)
@@ -159,7 +163,7 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
 
     @server.tool()
     async def ask(text: str, ctx: Context, session_id: str | None = None,
-                  wait_s: float = 0.0) -> Answer:
+                  wait_s: WaitSeconds = 0.0) -> Answer:
         """Ask the agent. The answer is its ResponseResult. Without `session_id` the
         question starts a new conversation, whose id is the answer's `session_id`;
         pass it back to continue that conversation. A turn held for approval

@@ -249,7 +249,11 @@ def document(version: str) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "overt", "version": version,
                  "description": "The agent's HTTP API: ask, read turns and trails, decide "
-                                "approvals. Every /v1 route needs a bearer token."},
+                                "approvals. Every /v1 route needs a bearer token. Beside "
+                                "it, overt serve offers MCP's streamable HTTP transport at "
+                                "/mcp (GET, POST, DELETE; the same bearer tokens; the MCP "
+                                "specification describes it), the cockpit's HTML pages at / "
+                                "and, when configured, Slack's Events API endpoint."},
         "paths": paths(),
         "components": {"schemas": SCHEMAS, "securitySchemes": {
             "bearer": {"type": "http", "scheme": "bearer"}}},
