@@ -99,7 +99,7 @@ def contains(d: Dialect, body: str) -> str:
 
 _NUL_FREE = (r"decode(regexp_replace(encode({b}, 'escape'), '(\\\\)|\\000', '\1', 'g'), "
              r"'escape')")
-"""The bytea ``{b}`` without its NUL bytes: ``encode(.., 'escape')`` writes a NUL as
+r"""The bytea ``{b}`` without its NUL bytes: ``encode(.., 'escape')`` writes a NUL as
 ``\000`` and a backslash as ``\\``; the pattern keeps each ``\\`` and drops each
 ``\000`` escape, and ``decode`` turns the rest back into the same bytes."""
 
