@@ -123,11 +123,16 @@ class PostgresLedger:
 
     backend = "postgres"
 
-    def __init__(self, url: str, conninfo: str, schema: str) -> None:
+    def __init__(self, url: str, conninfo: str, schema: str, *,
+                 read_only: bool = False) -> None:
         self.url = url
         self.schema = schema
+        self.read_only = read_only
+        """Opened read-only: every write is refused (:class:`LedgerError`), and the
+        server refuses any on its connections (``default_transaction_read_only``)."""
         self._conninfo = conninfo
-        self._options = f"-c search_path={schema}"
+        self._options = f"-c search_path={schema}" + (
+            " -c default_transaction_read_only=on" if read_only else "")
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._pool: Any = None
@@ -138,11 +143,13 @@ class PostgresLedger:
         """Signalled after each append of this process (readers that follow the ledger)."""
 
     @classmethod
-    def open(cls, url: str, *, migrate: bool = True,
-             pool_size: int | None = None) -> PostgresLedger:
+    def open(cls, url: str, *, migrate: bool = True, pool_size: int | None = None,
+             read_only: bool = False) -> PostgresLedger:
         """Connect, create the schema if needed and bring it up to date.
 
         ``pool_size``: read connections at most (default: the URL's ``pool_size``).
+        ``read_only``: write nothing (a role that may only read can open it); the
+        schema must be up to date already, and every write is refused.
 
         Raises:
             ExtraMissingError: psycopg is not installed (``overt[postgres]``).
@@ -154,9 +161,11 @@ class PostgresLedger:
             raise ExtraMissingError("postgres", "psycopg")
         conninfo, schema = parse_url(url)
         pool_size = pool_size or url_pool_size(url)
-        ledger = cls(url, conninfo, schema)
+        ledger = cls(url, conninfo, schema, read_only=read_only)
         try:
-            if migrate:
+            if read_only:
+                ledger._refuse_stale()
+            elif migrate:
                 ledger.migrate()
             ledger._pool = psycopg_pool.ConnectionPool(
                 conninfo, min_size=1, max_size=pool_size, open=True,
@@ -164,10 +173,27 @@ class PostgresLedger:
                 kwargs={"options": ledger._options, "autocommit": True})
         except psycopg.Error as exc:
             raise LedgerError(f"cannot open ledger {_safe(url)}: {exc}") from exc
-        ledger._writer = threading.Thread(target=ledger._write_loop, daemon=True,
-                                          name=f"overt-ledger-writer:{schema}")
-        ledger._writer.start()
+        if not read_only:
+            ledger._writer = threading.Thread(target=ledger._write_loop, daemon=True,
+                                              name=f"overt-ledger-writer:{schema}")
+            ledger._writer.start()
         return ledger
+
+    def _refuse_stale(self) -> None:
+        """Refuse to read, read-only, a ledger whose schema is not up to date.
+
+        Raises:
+            LedgerError: a migration is not applied (or there is no ledger).
+        """
+        with self._connect(autocommit=True) as conn:
+            known = conn.execute("SELECT to_regclass('overt_migrations')").fetchone()
+            applied = {r[0] for r in conn.execute("SELECT version FROM overt_migrations")} \
+                if known and known[0] is not None else set()
+        missing = [version for version, _, _ in MIGRATIONS if version not in applied]
+        if missing:
+            raise LedgerError(f"cannot read ledger {_safe(self.url)} read-only: its schema "
+                              f"lacks migration {missing[0]}; migrate it as its owner "
+                              "(overt ledger migrate)")
 
     def _connect(self, *, autocommit: bool = False) -> Any:
         return psycopg.connect(self._conninfo, options=self._options, autocommit=autocommit)
@@ -180,6 +206,8 @@ class PostgresLedger:
         Raises:
             MigrationError: a migration failed; nothing of it was applied.
         """
+        if self.read_only:
+            raise LedgerError(f"ledger {_safe(self.url)} is open read-only: not migrated")
         applied: list[int] = []
         try:
             with psycopg.connect(self._conninfo, autocommit=True) as conn:
@@ -248,6 +276,8 @@ class PostgresLedger:
                 rows: Sequence[TableRow] = ()) -> concurrent.futures.Future[list[Entry]]:
         if self._closed:
             raise LedgerError(f"ledger {_safe(self.url)} is closed")
+        if self.read_only:
+            raise LedgerError(f"ledger {_safe(self.url)} is open read-only: nothing was written")
         try:
             batch = drafts(events)
             inserts = [(sql.insert_row(D, table, list(values)), tuple(values.values()))
@@ -391,6 +421,8 @@ class PostgresLedger:
         return await asyncio.to_thread(self.prune_sync, cutoff)
 
     def prune_sync(self, cutoff: str) -> LedgerPruned:
+        if self.read_only:
+            raise LedgerError(f"ledger {_safe(self.url)} is open read-only: nothing was pruned")
         try:
             with self._connect() as conn, conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (CHAIN_LOCK,))
