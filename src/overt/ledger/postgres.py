@@ -545,6 +545,11 @@ class PostgresLedger:
         row = await self._aread(lambda c: c.execute(statement, (kind, since or "")).fetchone())
         return int(row[0])
 
+    async def reply_failures(self, reply_claim: str) -> int:
+        row = await self._aread(
+            lambda c: c.execute(sql.reply_failures(D), (reply_claim,)).fetchone())
+        return int(row[0])
+
     async def last_error(self) -> Entry | None:
         row = await self._aread(lambda c: c.execute(sql.last_error(D)).fetchone())
         return row_to_entry(row) if row else None

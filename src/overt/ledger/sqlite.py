@@ -448,6 +448,9 @@ class SqliteLedger:
     async def count(self, kind: str, since: str | None = None) -> int:
         return int((await self._aquery(sql.count(D, kind), (kind, since or "")))[0][0])
 
+    async def reply_failures(self, reply_claim: str) -> int:
+        return int((await self._aquery(sql.reply_failures(D), (reply_claim,)))[0][0])
+
     async def last_error(self) -> Entry | None:
         rows = await self._aquery(sql.last_error(D))
         return row_to_entry(rows[0]) if rows else None
