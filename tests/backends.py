@@ -88,6 +88,7 @@ class Raw:
         self.execute("DROP INDEX IF EXISTS audit_log_claims")
         self.execute("DROP INDEX IF EXISTS audit_log_reasoning_phase")
         self.execute("DROP INDEX IF EXISTS audit_log_steps_at")
+        self.execute("DROP INDEX IF EXISTS audit_log_reply_failures")
         return self
 
     @property

@@ -26,6 +26,7 @@ Catch by type, never by message::
         ├── MigrationError        the schema could not be brought up to date
         ├── NotFoundError         a turn, session or entry id that does not exist
         ├── LedgerConflict        a once-only record (a claim) is already on the record
+        ├── LedgerUnavailable     the ledger's server is out of reach (an outage, a restart)
         └── EventDecodeError      an entry cannot be read back as its typed event
 
 A :class:`ToolError` becomes an ``is_error`` tool result the model reads; the
@@ -142,6 +143,12 @@ class LedgerConflict(LedgerError):
         super().__init__(f"{kind} {claim!r} is already on the record")
         self.kind = kind
         self.claim = claim
+
+
+class LedgerUnavailable(LedgerError):
+    """The ledger's server is out of reach (PostgreSQL down or restarting): nothing was
+    written; the same call succeeds once it answers. The ledger logs the outage in
+    proportion (:mod:`overt.ledger.outage`); callers log each one at INFO only."""
 
 
 class EventDecodeError(LedgerError):

@@ -156,7 +156,7 @@ class Runtime:
         chosen = model or routing.route_model(config, catalog)
         routing.add_router(config, plugins, chosen)
         route = config.active_route
-        ledger = open_ledger(config.db)
+        ledger = open_ledger(config.db, read_only=config.read_only)
         path = config.transcript_path
         return cls(
             model=chosen, ledger=ledger, tools=tools if tools is not None else (),

@@ -12,9 +12,12 @@ import pytest
 from overt.channels.delivery import deliver_pending
 from overt.channels.slack import SlackDMHandler
 from overt.errors import ChannelError
+from overt.events import ChannelReplyFailed
 from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
+from overt.ledger.sql import POSTGRES, SQLITE, reply_failures
 from overt.models.fake import ScriptedModel
+from tests.backends import Raw
 from tests.channels.helpers import payroll_runtime
 from tests.channels.test_slack import OWNER, SECRET, TOKEN, event, kinds, signed, slack_app
 from tests.conftest import run
@@ -87,3 +90,33 @@ def test_a_resumed_answer_slack_refused_is_sent_by_the_next_sweep(ledger: Ledger
         assert [s["claim"] for s in await kinds(ledger, "channel.reply_started")] == [
             f"{claim}#1", f"{claim}#2"]
     run(main())
+
+
+def test_a_sweep_counts_one_replys_failures_through_an_index_of_them(
+        ledger: Ledger, raw: Raw) -> None:
+    """Each attempt's number counts the failures of its reply: read through
+    ``audit_log_reply_failures``, not by reading every failure ever recorded."""
+    async def main() -> None:
+        for n in range(30):
+            await ledger.record([ChannelReplyFailed(
+                source="slack_dm", target={"channel": "D1"}, error_type="TimeoutError",
+                reply_claim=f"slack:Ev{n}:resumed:R{n}")])
+        for _ in range(2):
+            await ledger.record([ChannelReplyFailed(
+                source="slack_dm", target={"channel": "D1"}, error_type="TimeoutError",
+                reply_claim="slack:Ev7:resumed:R7")])
+        await ledger.record([ChannelReplyFailed(
+            source="slack_dm", target={"channel": "D1"}, error_type="TimeoutError")])
+        assert await ledger.reply_failures("slack:Ev7:resumed:R7") == 3
+        assert await ledger.reply_failures("slack:Ev8:resumed:R8") == 1
+        assert await ledger.reply_failures("slack:nothing") == 0
+    run(main())
+    dialect = POSTGRES if raw.pg else SQLITE
+    statement = reply_failures(dialect).replace(dialect.ph, "'slack:Ev7:resumed:R7'")
+    if raw.pg:
+        raw.execute("ANALYZE audit_log")  # as autovacuum does: the index's statistics
+        raw.execute("SET enable_seqscan = off")  # a table this small is read whole otherwise
+        plan = " ".join(r[0] for r in raw.query(f"EXPLAIN {statement}"))
+    else:
+        plan = " ".join(r[3] for r in raw.query(f"EXPLAIN QUERY PLAN {statement}"))
+    assert "audit_log_reply_failures" in plan, plan

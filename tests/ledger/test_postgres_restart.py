@@ -4,17 +4,20 @@ once, on the same ledger object, without reopening it."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from overt.errors import LedgerError
+from overt.errors import LedgerError, LedgerUnavailable
 from overt.events import ChannelReceived
 from overt.ledger import open_ledger
+from overt.models.fake import ScriptedModel
+from overt.runtime import Runtime
 from tests import pg_cluster
-from tests.conftest import run
+from tests.conftest import ALLOW_ALL, cli_message, run
 from tests.pg_cluster import Cluster
 
 
@@ -72,3 +75,46 @@ def test_reads_are_served_once_the_server_is_back_after_an_outage_they_waited_th
         assert run(ledger.count("channel.received")) == 2
     finally:
         ledger.close_sync()
+
+
+def test_an_outage_is_logged_in_proportion_and_every_failure_is_counted(
+        private_pg: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    """Down, every append, read and connection attempt fails; the log holds the first
+    failure, then the end of the outage with how many failed, not a line (two, with
+    libpq's message) for each; a turn it stops is logged at INFO, its caller told."""
+    ledger: Any = open_ledger(f"{private_pg.url}?schema=overt&pool_size=2")
+    ledger.read_wait_s = 2.0
+    runtime = Runtime(model=ScriptedModel(["ok"] * 5), ledger=ledger, gate=ALLOW_ALL)
+    caplog.set_level(logging.INFO)
+    try:
+        run(ledger.record([received(0)]))
+        run(runtime.start())  # its runtime.started is on the record
+        private_pg.pg_ctl("stop", "-m", "fast")
+        try:
+            for n in range(1, 11):
+                with pytest.raises(LedgerUnavailable, match="cannot append to ledger"):
+                    run(ledger.record([received(n)]))
+            for _ in range(2):
+                with pytest.raises(LedgerUnavailable, match="cannot read ledger"):
+                    run(ledger.count("channel.received"))
+            result = run(runtime.respond(cli_message("hi"), history=()))
+            assert result.error is not None and result.error.startswith("ledger_error:")
+        finally:
+            private_pg.pg_ctl("start")
+        run(ledger.record([received(11)]))
+        assert run(ledger.count("channel.received")) == 2
+    finally:
+        ledger.close_sync()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    outage = [m for m in warnings if "out of reach" in m or "answers again" in m]
+    assert len(outage) == 2, warnings
+    assert "the server is out of reach: append failed: connection failed" in outage[0]
+    assert "\n" not in outage[0]
+    assert "the server answers again after" in outage[1]
+    assert "11 appends" in outage[1] and "2 reads" in outage[1]  # the turn's one append too
+    assert not [r for r in caplog.records if r.name == "psycopg.pool"
+                and "error connecting" in r.getMessage()]
+    # each failure one by one, at INFO: the stopped turn
+    assert [r.levelno for r in caplog.records if "stopped: the ledger failed" in r.getMessage()
+            ] == [logging.INFO]
+    assert len(warnings) <= 6, warnings  # the two above; a lost connection, once each

@@ -257,9 +257,9 @@ def test_a_column_rewritten_as_a_blob_is_named_by_verify(ledger: Any, raw: Raw) 
 def test_a_ledger_at_an_older_schema_is_brought_up_to_date(
     ledger_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from overt.ledger import postgres, sqlite, trail_index
+    from overt.ledger import pg_migrate, sqlite, trail_index
 
-    for module in (sqlite, postgres):
+    for module in (sqlite, pg_migrate):
         monkeypatch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:1])
     monkeypatch.setattr(trail_index, "index_rows", lambda entries, bodies: [])  # before 11
     monkeypatch.setattr(trail_index, "inserts", lambda entries, bodies, ph: [])

@@ -10,7 +10,7 @@ import pytest
 
 from overt.clock import now_iso
 from overt.errors import LedgerError
-from overt.ledger import open_ledger, postgres, sqlite, trail_index
+from overt.ledger import open_ledger, pg_migrate, sqlite, trail_index
 from overt.ledger.base import TrailRows
 from overt.ledger.trail_index import COLUMNS, TRAIL_FIELDS, check, decode, index_row
 from overt.ledger.trail_read import row_of
@@ -93,7 +93,7 @@ def test_the_index_holds_each_trail_entry_once_in_plain_columns_with_no_body(
 
 def test_a_ledger_written_before_the_index_is_filled_by_its_migration(
         ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in (sqlite, postgres):
+    for module in (sqlite, pg_migrate):
         monkeypatch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:10])
     # as overt was: no index rows written
     monkeypatch.setattr(trail_index, "index_rows", lambda entries, bodies: [])

@@ -22,9 +22,9 @@ BOB = Writer("agent:bob")
 def test_nodes_written_before_the_index_existed_are_found_once_the_ledger_migrates(
     ledger_url: str, monkeypatch: pytest.MonkeyPatch, before: int
 ) -> None:
-    from overt.ledger import postgres, sqlite
+    from overt.ledger import pg_migrate, sqlite
 
-    for module in (sqlite, postgres):
+    for module in (sqlite, pg_migrate):
         monkeypatch.setattr(module, "MIGRATIONS",
                             [m for m in module.MIGRATIONS if m[0] < before])
     old: Any = open_ledger(ledger_url)

@@ -53,7 +53,8 @@ ROOT = str(Path(__file__).resolve().parents[2])
 
 def _child(tmp_path: Path, url: str, log: Path, role: str, arg: str) -> subprocess.Popen[str]:
     script = tmp_path / "child.py"
-    script.write_text(CHILD)
+    if not script.exists():  # once: rewriting it truncates it, and a child started before
+        script.write_text(CHILD)  # that read it then ran an empty script (exit 0, silent)
     return subprocess.Popen([sys.executable, "-X", "faulthandler", str(script), ROOT, url,
                              str(log), role, arg],
                             stdout=subprocess.PIPE, text=True)

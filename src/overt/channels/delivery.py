@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from overt.engine.resume import Resumed
 from overt.errors import LedgerConflict
-from overt.events import ChannelReplied, ChannelReplyFailed, ChannelReplyStarted, TurnCompleted
+from overt.events import ChannelReplied, ChannelReplyStarted, TurnCompleted
 from overt.ledger.base import Ledger
 from overt.types import ResponseResult, Usage
 
@@ -102,8 +102,7 @@ async def deliver_resumed(resumed: Resumed, ledger: Ledger,
     if await ledger.claimed(ChannelReplied.kind, claim) is not None:
         return None
     target = {str(k): str(v) for k, v in first.target.items()}
-    failed = sum(1 for e in await ledger.entries(kinds=[ChannelReplyFailed.kind])
-                 if e.event(ChannelReplyFailed).reply_claim == claim)
+    failed = await ledger.reply_failures(claim)  # this reply's (an index of them alone)
     try:  # the attempt is claimed before the channel sees anything: one sender
         await ledger.record([ChannelReplyStarted(
             turn_id=result.turn_id, session_id=result.session_id,

@@ -49,6 +49,7 @@ from overt.errors import (
     ApprovalError,
     ExtraMissingError,
     LedgerError,
+    LedgerUnavailable,
     NotFoundError,
     OvertError,
     UsageError,
@@ -273,7 +274,8 @@ class _Api:
         except UsageError as exc:
             return _error(422, "invalid", str(exc))
         except LedgerError as exc:  # the database went away (a restart): retry shortly
-            log.error("%s %s failed: %s", request.method, request.url.path, exc)
+            log.log(logging.INFO if isinstance(exc, LedgerUnavailable) else logging.ERROR,
+                    "%s %s failed: %s", request.method, request.url.path, exc)  # see outage
             return _error(503, "ledger_unavailable", str(exc))
         except OvertError as exc:
             log.error("%s %s failed: %s", request.method, request.url.path, exc)

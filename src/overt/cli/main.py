@@ -47,6 +47,7 @@ from overt.hooks.manager import list_plugins
 from overt.ids import new_ulid
 from overt.ledger import open_ledger, retention
 from overt.ledger.base import Ledger
+from overt.ledger.sqlite_conn import writable
 from overt.policy.actors import Actor
 from overt.policy.capabilities import Capabilities
 from overt.runtime import Runtime, run_sync
@@ -68,6 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"overt {__version__}")
     p.add_argument("--db", help="ledger: a SQLite file or postgresql://… URL "
                                 "(default: user data dir; env OVERT_DB)")
+    p.add_argument("--read-only", action="store_true",
+                   help="open the ledger writing nothing (commands that only read do so "
+                        "on their own when this process cannot write a SQLite ledger); "
+                        "a write is refused")
     p.add_argument("--config", metavar="PATH",
                    help="the config file (default: env OVERT_CONFIG, else ./overt.toml if "
                         "present); flags and env win over it")
@@ -172,7 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 plugin_files=(*config.plugin_files, *args.plugin_file))
         if args.command == "config":
             return config_cmd.run(args, load)
-        return int(_dispatch(args, load()))
+        config = load()
+        return int(_dispatch(args, config.with_(read_only=_read_only(args, config.db))))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -188,6 +194,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (LedgerError, ModelError, OvertError) as exc:
         print(f"overt: {exc}", file=sys.stderr)
         return EXIT_BACKEND
+
+
+READ_COMMANDS = {"usage", "runs", "show", "trail", "export", "sessions", "memory"}
+"""Commands that only read (refusing an actor a session is recorded, so they may
+write that): they open a SQLite ledger this process cannot write read-only."""
+READ_LEDGER_COMMANDS = {"verify", "export"}
+"""The same, of ``overt ledger``."""
+
+
+def _read_only(args: argparse.Namespace, db: str) -> bool:
+    """Whether to open the ledger writing nothing: told so, or a command that only
+    reads a SQLite ledger this process may not write (its file or folder)."""
+    if args.read_only:
+        return True
+    reads = args.command in READ_COMMANDS or (
+        args.command == "ledger" and args.ledger_command in READ_LEDGER_COMMANDS)
+    return reads and db != ":memory:" and "://" not in db.removeprefix("sqlite:///") \
+        and not writable(db.removeprefix("sqlite:///"))
 
 
 def _dispatch(args: argparse.Namespace, config: Config) -> int:
@@ -246,7 +270,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
 @asynccontextmanager
 async def _opened(config: Config) -> AsyncIterator[Ledger]:
     """The configured ledger, closed afterwards whatever happens."""
-    ledger = open_ledger(config.db)
+    ledger = open_ledger(config.db, read_only=config.read_only)
     try:
         yield ledger
     finally:
@@ -458,7 +482,7 @@ async def _trail(config: Config, args: argparse.Namespace) -> int:
 
 
 def _migrate(config: Config) -> int:
-    ledger = open_ledger(config.db)  # opening migrates; say what is there now
+    ledger = open_ledger(config.db, read_only=config.read_only)  # opening migrates
     try:
         versions = ledger.schema_versions()
     finally:

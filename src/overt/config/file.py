@@ -246,7 +246,8 @@ def _route(route: RouteFile) -> Route:
 
 
 def _path(value: str, base: Path | None) -> str:
-    if base is None or value == ":memory:" or "://" in value or Path(value).is_absolute():
+    if base is None or value == ":memory:" or "://" in value or value.startswith("file:") \
+            or Path(value).is_absolute():  # a SQLite URI as given: the config refuses it
         return value
     return str(base / value)
 

@@ -12,6 +12,7 @@ import platformdirs
 
 from overt.channels.settings import EmailSettings, SlackSettings
 from overt.errors import ConfigError
+from overt.ledger import refuse_sqlite_uri
 from overt.ledger.checkpoints import CheckpointSettings
 from overt.memory.kinds import MemoryKinds
 from overt.models.router import EscalationRule
@@ -151,6 +152,7 @@ class Config:
     # Node kinds and link rules of the memory graph ([memory] adds to the built-in ones).
     memory: MemoryKinds = field(default_factory=MemoryKinds.builtin)
     config_file: str | None = None  # the overt.toml this came from, if any
+    read_only: bool = False  # open the ledger writing nothing (--read-only): writes refused
 
     def __post_init__(self) -> None:
         for name in ("plugins_enabled", "plugins_disabled", "plugin_files"):
@@ -173,6 +175,7 @@ class Config:
             raise ConfigError(f"tool_timeout_s must be positive, got {self.tool_timeout_s}")
         if not self.db:
             raise ConfigError("db must name a ledger")
+        refuse_sqlite_uri(self.db)  # before anything is made on disk from it
         if self.routes and self.route not in self.routes:
             raise ConfigError(f"route {self.route!r} is not defined (routes: "
                               f"{', '.join(self.routes)})")

@@ -49,7 +49,7 @@ from overt.engine.record import (
 )
 from overt.engine.shape import well_formed
 from overt.engine.values import EngineSettings, Held, TurnOutcome
-from overt.errors import LedgerError
+from overt.errors import LedgerError, LedgerUnavailable
 from overt.events import (
     ApprovalDecision,
     ApprovalMode,
@@ -245,7 +245,10 @@ class Turn:
                               self.turn_id, awaiting_approval)
 
     def ledger_failed(self, exc: LedgerError) -> TurnOutcome:
-        log.error("turn %s stopped: the ledger failed: %s", self.turn_id, exc)
+        # the server out of reach: the ledger logs the outage in proportion; each turn
+        # it stops is at INFO (overt -v), the turn's caller is answered with the error
+        log.log(logging.INFO if isinstance(exc, LedgerUnavailable) else logging.ERROR,
+                "turn %s stopped: the ledger failed: %s", self.turn_id, exc)
         text = "I could not record this turn, so I stopped before acting."
         if self.stream is not None:
             self.stream.settle(text)

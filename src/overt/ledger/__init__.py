@@ -7,28 +7,43 @@ from overt.ledger.base import Entry, Ledger, TurnSummary, UsageRow, VerifyReport
 from overt.ledger.sqlite import SqliteLedger
 
 
-def open_ledger(url: str) -> Ledger:
+def open_ledger(url: str, *, read_only: bool = False) -> Ledger:
     """Open the ledger named by ``url``.
 
     ``postgresql://…`` (or ``postgres://…``, optionally ``?schema=NAME``) is a
     PostgreSQL ledger (needs ``overt[postgres]``); ``sqlite:///PATH``, a file
-    path or ``:memory:`` is a SQLite file.
+    path or ``:memory:`` is a SQLite file. ``read_only``: write nothing, so a
+    ledger this process may not write can be read; every write is refused.
 
     Raises:
-        UsageError: the URL names a backend overt does not have.
+        UsageError: the URL names a backend overt does not have, or is a SQLite URI.
         ExtraMissingError: the backend's driver is not installed.
         LedgerError: the ledger cannot be opened.
     """
+    refuse_sqlite_uri(url)
     if url.startswith(("postgresql://", "postgres://")):
         from overt.ledger.postgres import PostgresLedger
 
-        return PostgresLedger.open(url)
+        return PostgresLedger.open(url, read_only=read_only)
     if url.startswith("sqlite:///"):
-        return SqliteLedger.open(url.removeprefix("sqlite:///"))
+        return SqliteLedger.open(url.removeprefix("sqlite:///"), read_only=read_only)
     if "://" in url:
         raise UsageError(f"unsupported ledger URL {url!r}: a SQLite path or postgresql://…")
-    return SqliteLedger.open(url)
+    return SqliteLedger.open(url, read_only=read_only)
+
+
+def refuse_sqlite_uri(url: str) -> None:
+    """Refuse a SQLite URI (``file:ledger.db?mode=ro``): overt would take it for a
+    path (a folder named ``file:``).
+
+    Raises:
+        UsageError: ``url`` is one; the message says what to give instead.
+    """
+    if url.removeprefix("sqlite:///").startswith("file:"):
+        raise UsageError(f"{url!r} is a SQLite URI, not a ledger: give the file's path "
+                         "(./file:NAME for a file so named), and --read-only to read it "
+                         "without writing")
 
 
 __all__ = ["Entry", "Ledger", "SqliteLedger", "TurnSummary", "UsageRow", "VerifyReport",
-           "open_ledger"]
+           "open_ledger", "refuse_sqlite_uri"]

@@ -204,6 +204,11 @@ class Ledger(Protocol):
         """How many entries of ``kind`` there are (since ``since``)."""
         ...
 
+    async def reply_failures(self, reply_claim: str) -> int:
+        """How many ``channel.reply_failed`` entries name ``reply_claim`` (read through
+        an index of those alone: as many rows as that reply failed)."""
+        ...
+
     async def last_error(self) -> Entry | None:
         """The newest entry that records a failure: a turn that did not complete,
         a tool call whose status is not ``ok``, or an inference that failed."""

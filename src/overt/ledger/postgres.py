@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import json
 import logging
 import queue
@@ -47,10 +46,10 @@ from overt.errors import (
     ExtraMissingError,
     LedgerConflict,
     LedgerError,
-    MigrationError,
+    LedgerUnavailable,
 )
 from overt.events import Event, LedgerPruned
-from overt.ledger import pg_read, retention, sql, trail_index, trail_read, tree
+from overt.ledger import pg_migrate, pg_read, retention, sql, trail_index, trail_read, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -74,9 +73,10 @@ from overt.ledger.chain import (
 )
 from overt.ledger.groups import next_group
 from overt.ledger.notify import AppendSignal
+from overt.ledger.outage import POOL_LOGGER, Outage
 from overt.ledger.pg_url import parse_url, url_pool_size
 from overt.ledger.pg_url import safe_url as _safe
-from overt.ledger.schema.postgres import COPY_TRAIL_INDEX, FILLS, MIGRATIONS, MIGRATIONS_TABLE
+from overt.ledger.schema.postgres import COPY_TRAIL_INDEX
 from overt.ledger.sql import POSTGRES as D
 
 try:
@@ -90,7 +90,6 @@ T = TypeVar("T")
 log = logging.getLogger("overt.ledger.postgres")
 
 CHAIN_LOCK = 0x6F76657274  # "overt": the advisory lock that serializes the chain head
-MIGRATE_LOCK = 0x6F76657275
 MAX_BATCH = 512
 READ_WAIT_S = 30.0
 """How long a read waits for a pooled connection before it fails (the server is down)."""
@@ -123,26 +122,37 @@ class PostgresLedger:
 
     backend = "postgres"
 
-    def __init__(self, url: str, conninfo: str, schema: str) -> None:
+    def __init__(self, url: str, conninfo: str, schema: str, *,
+                 read_only: bool = False) -> None:
         self.url = url
         self.schema = schema
+        self.read_only = read_only
+        """Opened read-only: every write is refused (:class:`LedgerError`), and the
+        server refuses any on its connections (``default_transaction_read_only``)."""
         self._conninfo = conninfo
-        self._options = f"-c search_path={schema}"
+        self._options = f"-c search_path={schema}" + (
+            " -c default_transaction_read_only=on" if read_only else "")
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._pool: Any = None
         self._closed = False
         self.read_wait_s = READ_WAIT_S
+        self.outage = Outage(f"ledger {_safe(url)}", log)
+        """The server out of reach: logged in proportion (:mod:`overt.ledger.outage`)."""
+        self._pool_name = f"overt-{schema}-{id(self):x}"
+        self._pool_filter = self.outage.pool_filter(self._pool_name)
         """How long a read waits for a connection (the server down: then LedgerError)."""
         self.appended = AppendSignal()
         """Signalled after each append of this process (readers that follow the ledger)."""
 
     @classmethod
-    def open(cls, url: str, *, migrate: bool = True,
-             pool_size: int | None = None) -> PostgresLedger:
+    def open(cls, url: str, *, migrate: bool = True, pool_size: int | None = None,
+             read_only: bool = False) -> PostgresLedger:
         """Connect, create the schema if needed and bring it up to date.
 
         ``pool_size``: read connections at most (default: the URL's ``pool_size``).
+        ``read_only``: write nothing (a role that may only read can open it); the
+        schema must be up to date already, and every write is refused.
 
         Raises:
             ExtraMissingError: psycopg is not installed (``overt[postgres]``).
@@ -154,19 +164,25 @@ class PostgresLedger:
             raise ExtraMissingError("postgres", "psycopg")
         conninfo, schema = parse_url(url)
         pool_size = pool_size or url_pool_size(url)
-        ledger = cls(url, conninfo, schema)
+        ledger = cls(url, conninfo, schema, read_only=read_only)
         try:
-            if migrate:
+            if read_only:
+                with ledger._connect(autocommit=True) as conn:
+                    pg_migrate.refuse_stale(conn, url)
+            elif migrate:
                 ledger.migrate()
+            logging.getLogger(POOL_LOGGER).addFilter(ledger._pool_filter)
             ledger._pool = psycopg_pool.ConnectionPool(
-                conninfo, min_size=1, max_size=pool_size, open=True,
+                conninfo, min_size=1, max_size=pool_size, open=True, name=ledger._pool_name,
                 reconnect_timeout=RECONNECT_S,
                 kwargs={"options": ledger._options, "autocommit": True})
         except psycopg.Error as exc:
+            logging.getLogger(POOL_LOGGER).removeFilter(ledger._pool_filter)
             raise LedgerError(f"cannot open ledger {_safe(url)}: {exc}") from exc
-        ledger._writer = threading.Thread(target=ledger._write_loop, daemon=True,
-                                          name=f"overt-ledger-writer:{schema}")
-        ledger._writer.start()
+        if not read_only:
+            ledger._writer = threading.Thread(target=ledger._write_loop, daemon=True,
+                                              name=f"overt-ledger-writer:{schema}")
+            ledger._writer.start()
         return ledger
 
     def _connect(self, *, autocommit: bool = False) -> Any:
@@ -180,52 +196,9 @@ class PostgresLedger:
         Raises:
             MigrationError: a migration failed; nothing of it was applied.
         """
-        applied: list[int] = []
-        try:
-            with psycopg.connect(self._conninfo, autocommit=True) as conn:
-                conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
-                try:
-                    # DDL only when something is missing: the writer role (no CREATE)
-                    # opens a ledger that is up to date
-                    if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
-                                        (self.schema,)).fetchone():
-                        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-                    conn.execute(f'SET search_path = "{self.schema}"')
-                    known = conn.execute("SELECT to_regclass('overt_migrations')").fetchone()
-                    fresh = known is None or known[0] is None
-                    # a new ledger is created in one transaction: in a schema holding
-                    # another application's table of the same name, nothing is left
-                    with conn.transaction() if fresh else contextlib.nullcontext():
-                        if fresh:
-                            conn.execute(MIGRATIONS_TABLE)
-                        applied = self._apply(conn)
-                finally:
-                    conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
-        except (psycopg.errors.DuplicateTable, psycopg.errors.DuplicateObject) as exc:
-            raise MigrationError(
-                f"cannot migrate ledger {_safe(self.url)}: {exc} (schema {self.schema} holds "
-                "another application's tables; name another with ?schema=NAME)") from exc
-        except psycopg.Error as exc:
-            raise MigrationError(f"cannot migrate ledger {_safe(self.url)}: {exc}") from exc
-        return applied
-
-    @staticmethod
-    def _apply(conn: Any) -> list[int]:
-        """Apply each migration not yet applied, each in its own transaction."""
-        applied: list[int] = []
-        for version, name, script in MIGRATIONS:
-            with conn.transaction():
-                if conn.execute("SELECT 1 FROM overt_migrations WHERE version = %s",
-                                (version,)).fetchone():
-                    continue
-                conn.execute(script)
-                fill = FILLS.get(version)
-                if fill is not None:
-                    fill(conn)
-                conn.execute("INSERT INTO overt_migrations VALUES (%s, %s, %s)",
-                             (version, name, now_iso()))
-                applied.append(version)
-        return applied
+        if self.read_only:
+            raise LedgerError(f"ledger {_safe(self.url)} is open read-only: not migrated")
+        return pg_migrate.migrate(self._conninfo, self.schema, self.url)
 
     def schema_versions(self) -> list[int]:
         return [r[0] for r in self._read(
@@ -248,6 +221,8 @@ class PostgresLedger:
                 rows: Sequence[TableRow] = ()) -> concurrent.futures.Future[list[Entry]]:
         if self._closed:
             raise LedgerError(f"ledger {_safe(self.url)} is closed")
+        if self.read_only:
+            raise LedgerError(f"ledger {_safe(self.url)} is open read-only: nothing was written")
         try:
             batch = drafts(events)
             inserts = [(sql.insert_row(D, table, list(values)), tuple(values.values()))
@@ -290,12 +265,13 @@ class PostgresLedger:
                 conn = self._commit_group(conn, [pending])
             return conn
         except psycopg.Error as exc:
+            error = self._failure("append", "append to", exc)
             for pending in group:
-                pending.future.set_exception(
-                    LedgerError(f"cannot append to ledger {_safe(self.url)}: {exc}"))
+                pending.future.set_exception(error)
             if conn is not None:
                 conn.close()
             return None
+        self.outage.answered()
         last, turns = 0, set[str | None]()
         for pending, result in zip(group, results, strict=True):
             if isinstance(result, LedgerConflict):
@@ -391,6 +367,8 @@ class PostgresLedger:
         return await asyncio.to_thread(self.prune_sync, cutoff)
 
     def prune_sync(self, cutoff: str) -> LedgerPruned:
+        if self.read_only:
+            raise LedgerError(f"ledger {_safe(self.url)} is open read-only: nothing was pruned")
         try:
             with self._connect() as conn, conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (CHAIN_LOCK,))
@@ -417,19 +395,32 @@ class PostgresLedger:
         try:
             with self._connection() as conn:
                 try:
-                    return work(conn)
+                    result, lost = work(conn), False
                 except psycopg.OperationalError:
                     if not conn.closed:
                         raise
-            # The connection had died (the server restarted since it was last used):
-            # the pool drops it; drop the other dead ones it holds, and read again.
-            log.warning("ledger %s: a read connection was lost; reading again",
-                        _safe(self.url))
-            self._pool.check()
-            with self._connection() as conn:
-                return work(conn)
+                    lost = True
+            if lost:
+                # The connection had died (the server restarted since it was last used):
+                # the pool drops it; drop the other dead ones it holds, and read again.
+                log.warning("ledger %s: a read connection was lost; reading again",
+                            _safe(self.url))
+                self._pool.check()
+                with self._connection() as conn:
+                    result = work(conn)
         except psycopg.Error as exc:
-            raise LedgerError(f"cannot read ledger {_safe(self.url)}: {exc}") from exc
+            raise self._failure("read", "read", exc) from exc
+        self.outage.answered()
+        return result
+
+    def _failure(self, what: str, verb: str, exc: psycopg.Error) -> LedgerError:
+        """The error to raise for a failed ``what`` (``append``, ``read``): the server out
+        of reach is :class:`LedgerUnavailable`, counted in :attr:`outage`."""
+        message = f"cannot {verb} ledger {_safe(self.url)}: {exc}"
+        if not isinstance(exc, psycopg.OperationalError):  # a pool timeout is one too
+            return LedgerError(message)
+        self.outage.failed(what, exc)
+        return LedgerUnavailable(message)
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -513,6 +504,11 @@ class PostgresLedger:
         row = await self._aread(lambda c: c.execute(statement, (kind, since or "")).fetchone())
         return int(row[0])
 
+    async def reply_failures(self, reply_claim: str) -> int:
+        row = await self._aread(
+            lambda c: c.execute(sql.reply_failures(D), (reply_claim,)).fetchone())
+        return int(row[0])
+
     async def last_error(self) -> Entry | None:
         row = await self._aread(lambda c: c.execute(sql.last_error(D)).fetchone())
         return row_to_entry(row) if row else None
@@ -548,6 +544,7 @@ class PostgresLedger:
             self._writer.join(timeout=60)
         if self._pool is not None:
             self._pool.close()
+        logging.getLogger(POOL_LOGGER).removeFilter(self._pool_filter)
 
 
 def _lock_head(conn: Any) -> tuple[int, str]:

@@ -122,6 +122,24 @@ def claims_index(d: Dialect) -> str:
             f"WHERE {d.text('claim')} IS NOT NULL")
 
 
+REPLY_FAILED = "kind = 'channel.reply_failed'"
+"""The condition of ``audit_log_reply_failures``, stated word for word by its query
+(SQLite uses a partial index only for a query whose WHERE holds the index's terms)."""
+
+
+def reply_failures_index(d: Dialect) -> str:
+    """The failed attempts of a reply by the claim it is owed under (migration 15), so
+    a delivery sweep counts one reply's, not every failure on the record."""
+    return (f"CREATE INDEX audit_log_reply_failures ON audit_log (({d.text('reply_claim')})) "
+            f"WHERE {REPLY_FAILED}")
+
+
+def reply_failures(d: Dialect) -> str:
+    """How many ``channel.reply_failed`` entries name the reply claim (the parameter)."""
+    return (f"SELECT count(*) FROM audit_log WHERE {REPLY_FAILED} "
+            f"AND {d.text('reply_claim')} = {d.ph}")
+
+
 def insert_row(d: Dialect, table: str, columns: Sequence[str]) -> str:
     """An insert into a table that records beside the chain (memory, ...).
 

@@ -32,7 +32,6 @@ import shutil
 import sqlite3
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,14 +72,12 @@ from overt.ledger.schema.sqlite import (
     MIGRATIONS,
     MIGRATIONS_TABLE,
     lift_delete_guards,
-    refuse_foreign,
     renumber,
     restore_delete_guards,
 )
 from overt.ledger.sql import SQLITE as D
+from overt.ledger.sqlite_conn import connect, split_sql, transaction
 
-BUSY_TIMEOUT_MS = 30_000
-CACHE_KIB = 32 * 1024  # the default 2 MiB cache re-reads index pages from disk on every turn
 MAX_BATCH = 512
 READERS = 4
 T = TypeVar("T")
@@ -101,9 +98,12 @@ class SqliteLedger:
 
     backend = "sqlite"
 
-    def __init__(self, path: str, temporary: str | None = None) -> None:
+    def __init__(self, path: str, temporary: str | None = None, *,
+                 read_only: bool = False) -> None:
         self.path = path
         self.url = path
+        self.read_only = read_only
+        """Opened read-only: every write is refused (:class:`LedgerError`), nothing written."""
         self._temporary = temporary
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
@@ -117,23 +117,35 @@ class SqliteLedger:
         """Signalled after each append of this process (readers that follow the ledger)."""
 
     @classmethod
-    def open(cls, path: str | Path, *, migrate: bool = True) -> SqliteLedger:
+    def open(cls, path: str | Path, *, migrate: bool = True,
+             read_only: bool = False) -> SqliteLedger:
         """Open (creating if needed) the ledger at ``path``, bring its schema up to
         date and store what a journal left by an earlier overt holds.
 
+        ``read_only``: open it writing nothing at all (:mod:`.sqlite_conn`), so a
+        ledger in a folder this process cannot write can be read; its schema must be
+        up to date already, and every write is refused.
+
         Raises:
             LedgerError: the file cannot be opened or is not a SQLite database, or
-                a leftover journal is corrupt or does not follow the database.
+                a leftover journal is corrupt or does not follow the database; read
+                only: there is no file, or its schema is not up to date.
             MigrationError: the schema could not be migrated.
         """
         p, temporary = str(path), None
         if p == ":memory:":
+            if read_only:
+                raise LedgerError("a :memory: ledger cannot be opened read-only")
             temporary = tempfile.mkdtemp(prefix="overt-ledger-")
             p = str(Path(temporary) / "ledger.db")
-        ledger = cls(p, temporary)
+        ledger = cls(p, temporary, read_only=read_only)
         try:
-            conn = _connect(p)
+            conn = connect(p, read_only=read_only)
             try:
+                if read_only:
+                    _refuse_stale(conn, p)
+                    conn.close()
+                    return ledger
                 if migrate:
                     ledger._migrate(conn)
                 if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'audit_log'"
@@ -159,7 +171,9 @@ class SqliteLedger:
         Raises:
             MigrationError: a migration failed; nothing of it was applied.
         """
-        conn = _connect(self.path)
+        if self.read_only:
+            raise LedgerError(f"ledger {self.path} is open read-only: not migrated")
+        conn = connect(self.path)
         try:
             return self._migrate(conn)
         finally:
@@ -171,14 +185,14 @@ class SqliteLedger:
         applied: list[int] = []
         try:
             conn.executescript(MIGRATIONS_TABLE)
-            with _transaction(conn):
+            with transaction(conn):
                 renumber(conn)
             for version, _name, script in MIGRATIONS:
-                with _transaction(conn):
+                with transaction(conn):
                     if conn.execute("SELECT 1 FROM overt_migrations WHERE version = ?",
                                     (version,)).fetchone():
                         continue
-                    for statement in _split_sql(script):
+                    for statement in split_sql(script):
                         conn.execute(statement)
                     fill = FILLS.get(version)
                     if fill is not None:
@@ -249,6 +263,8 @@ class SqliteLedger:
     def _submit(self, work: Work) -> concurrent.futures.Future[Any]:
         if self._closed:
             raise LedgerError(f"ledger {self.path} is closed")
+        if self.read_only:
+            raise LedgerError(f"ledger {self.path} is open read-only: nothing was written")
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         # running from now: a caller cancelled while waiting cannot take back a batch
         # the writer may be committing (and the writer's answer never meets a cancel)
@@ -358,7 +374,7 @@ class SqliteLedger:
         """This reader thread's connection, opened on its first read."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = _connect(self.path)
+            conn = self._local.conn = connect(self.path, read_only=self.read_only)
             with self._conns_lock:
                 self._reader_conns.append(conn)
         return conn
@@ -431,6 +447,9 @@ class SqliteLedger:
 
     async def count(self, kind: str, since: str | None = None) -> int:
         return int((await self._aquery(sql.count(D, kind), (kind, since or "")))[0][0])
+
+    async def reply_failures(self, reply_claim: str) -> int:
+        return int((await self._aquery(sql.reply_failures(D), (reply_claim,)))[0][0])
 
     async def last_error(self) -> Entry | None:
         rows = await self._aquery(sql.last_error(D))
@@ -509,58 +528,24 @@ def _verify(conn: sqlite3.Connection, check_content: bool, check_index: bool,
         conn.execute("COMMIT")
 
 
-class _transaction:
-    """A write transaction holding SQLite's write lock (``BEGIN IMMEDIATE``)."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def __enter__(self) -> None:
-        self._conn.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        self._conn.execute("ROLLBACK" if exc_type is not None else "COMMIT")
-
-
-def _connect(path: str) -> sqlite3.Connection:
-    """A connection with the ledger's settings, once the file is known to be overt's
-    (:func:`~overt.ledger.schema.sqlite.refuse_foreign`).
+def _refuse_stale(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse to read, read-only, a ledger that opening it writable would change first:
+    a migration not applied, or a journal of an earlier overt not stored.
 
     Raises:
-        LedgerError: the file cannot be opened or is not a SQLite database, or not overt's.
+        LedgerError: which, and what to do.
     """
-    try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
-                               timeout=BUSY_TIMEOUT_MS / 1000)
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        refuse_foreign(conn, path)  # before WAL mode, which rewrites the header
-        _wal(conn)
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute(f"PRAGMA cache_size = {-CACHE_KIB}")
-    except (sqlite3.DatabaseError, OSError) as exc:  # OSError: its folder cannot be made
-        raise LedgerError(f"cannot open ledger {path}: {exc}") from exc
-    return conn
-
-
-def _wal(conn: sqlite3.Connection) -> None:
-    """Put the database in WAL mode. Processes opening a new file at once contend
-    for the exclusive lock the switch takes, and SQLite answers that contention
-    with "database is locked" without waiting on the busy timeout: try again
-    until the timeout.
-
-    Raises:
-        sqlite3.OperationalError: still locked after :data:`BUSY_TIMEOUT_MS`.
-    """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-        time.sleep(0.005)
+    known = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'overt_migrations'"
+                         ).fetchone()
+    applied = {r[0] for r in conn.execute("SELECT version FROM overt_migrations")} \
+        if known else set()
+    missing = [version for version, _, _ in MIGRATIONS if version not in applied]
+    why = (f"its schema lacks migration {missing[0]}" if missing
+           else "an earlier overt's journal beside it is not stored yet"
+           if Path(legacy_journal.journal_path(path)).exists() else "")
+    if why:
+        raise LedgerError(f"cannot read ledger {path} read-only: {why}; open it once "
+                          "writable (overt ledger migrate) by a process that may write it")
 
 
 def _keyed(rows: list[tuple[int, str, str]], at: str) -> list[tuple[int, int, str, str, str]]:
@@ -580,18 +565,3 @@ def _keyed(rows: list[tuple[int, str, str]], at: str) -> list[tuple[int, int, st
         previous = seq
         out.append(((seq << sql.CONTENT_KEY_SHIFT) | n, seq, digest, body, at))
     return out
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split a migration into statements, keeping ``CREATE TRIGGER ... END;`` whole."""
-    statements: list[str] = []
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            if buffer.strip():
-                statements.append(buffer.strip())
-            buffer = ""
-    if buffer.strip():
-        statements.append(buffer.strip())
-    return statements

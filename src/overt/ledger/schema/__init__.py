@@ -23,4 +23,5 @@ NAMES: dict[int, str] = {
     12: "Merkle tree: stored subtrees (tiles of 256 entries, a prune's edge)",
     13: "memory search indexes each word's first three characters (SQLite; GIN already does)",
     14: "trail index keyed by session, kind and seq: a trail reads each kind as one range",
+    15: "failed replies by the claim they were owed under: a sweep counts one reply's",
 }

@@ -24,6 +24,7 @@ from overt.ledger.sql import (
     failure_condition,
     reasoning_phase_index,
     reasoning_steps_view,
+    reply_failures_index,
     trail_index_fill,
 )
 from overt.ledger.trail_index import COLUMNS, KEY, decode, index_row, table_sql
@@ -255,6 +256,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (12, _MERKLE_NODES_V12),
         (13, "SELECT 1"),  # SQLite's prefix index; GIN matches prefixes as it is
         (14, _TRAIL_BY_KIND_V14),
+        (15, reply_failures_index(POSTGRES) + ";\n"),
     )]
 
 FILLS: dict[int, Callable[[Any], None]] = {11: fill_trail_index}

@@ -27,6 +27,7 @@ from overt.ledger.sql import (
     insert_trail_index,
     reasoning_phase_index,
     reasoning_steps_view,
+    reply_failures_index,
     trail_index_fill,
 )
 from overt.ledger.trail_index import KEY, decode, index_row, table_sql
@@ -283,6 +284,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (12, _MERKLE_NODES_V12),
         (13, memory_search.sqlite_prefix()),
         (14, _TRAIL_BY_KIND_V14),
+        (15, reply_failures_index(SQLITE) + ";\n"),
     )]
 
 FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {11: fill_trail_index}

@@ -1,0 +1,90 @@
+"""A PostgreSQL ledger's schema: brought up to date, or checked to be (read-only)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from overt.clock import now_iso
+from overt.errors import LedgerError, MigrationError
+from overt.ledger.pg_url import safe_url
+from overt.ledger.schema.postgres import FILLS, MIGRATIONS, MIGRATIONS_TABLE
+
+try:
+    import psycopg
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+
+MIGRATE_LOCK = 0x6F76657275
+
+
+def migrate(conninfo: str, schema: str, url: str) -> list[int]:
+    """Apply pending migrations (idempotent; safe when processes start at once); the
+    versions applied.
+
+    Raises:
+        MigrationError: a migration failed; nothing of it was applied.
+    """
+    applied: list[int] = []
+    try:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
+            try:
+                # DDL only when something is missing: the writer role (no CREATE)
+                # opens a ledger that is up to date
+                if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                                    (schema,)).fetchone():
+                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+                conn.execute(f'SET search_path = "{schema}"')
+                known = conn.execute("SELECT to_regclass('overt_migrations')").fetchone()
+                fresh = known is None or known[0] is None
+                # a new ledger is created in one transaction: in a schema holding
+                # another application's table of the same name, nothing is left
+                with conn.transaction() if fresh else contextlib.nullcontext():
+                    if fresh:
+                        conn.execute(MIGRATIONS_TABLE)
+                    applied = _apply(conn)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
+    except (psycopg.errors.DuplicateTable, psycopg.errors.DuplicateObject) as exc:
+        raise MigrationError(
+            f"cannot migrate ledger {safe_url(url)}: {exc} (schema {schema} holds "
+            "another application's tables; name another with ?schema=NAME)") from exc
+    except psycopg.Error as exc:
+        raise MigrationError(f"cannot migrate ledger {safe_url(url)}: {exc}") from exc
+    return applied
+
+
+def _apply(conn: Any) -> list[int]:
+    """Apply each migration not yet applied, each in its own transaction."""
+    applied: list[int] = []
+    for version, name, script in MIGRATIONS:
+        with conn.transaction():
+            if conn.execute("SELECT 1 FROM overt_migrations WHERE version = %s",
+                            (version,)).fetchone():
+                continue
+            conn.execute(script)
+            fill = FILLS.get(version)
+            if fill is not None:
+                fill(conn)
+            conn.execute("INSERT INTO overt_migrations VALUES (%s, %s, %s)",
+                         (version, name, now_iso()))
+            applied.append(version)
+    return applied
+
+
+def refuse_stale(conn: Any, url: str) -> None:
+    """Refuse to read, read-only, a ledger whose schema is not up to date (``conn``: on
+    its schema).
+
+    Raises:
+        LedgerError: a migration is not applied (or there is no ledger).
+    """
+    known = conn.execute("SELECT to_regclass('overt_migrations')").fetchone()
+    applied = {r[0] for r in conn.execute("SELECT version FROM overt_migrations")} \
+        if known and known[0] is not None else set()
+    missing = [version for version, _, _ in MIGRATIONS if version not in applied]
+    if missing:
+        raise LedgerError(f"cannot read ledger {safe_url(url)} read-only: its schema lacks "
+                          f"migration {missing[0]}; migrate it as its owner "
+                          "(overt ledger migrate)")
