@@ -68,3 +68,53 @@ def test_every_figure_of_the_brief_is_one_of_the_results() -> None:
     content = render_result(USAGE)
     pool = source_figures([content])
     assert all(f in pool for f in answer_figures(brief(content)))
+
+
+BREAKDOWN = {
+    "total_cost_usd": 0.092, "inferences": 9,
+    "by_route_and_model": [
+        {"route": "support", "model": "openai:gpt-4o-mini", "cost_usd": 0.05},
+        {"route": "escalation", "model": "anthropic:claude-sonnet-4", "cost_usd": 0.042},
+        {"route": "default", "model": "local:qwen", "cost_usd": 0.0}],
+}
+
+
+def test_the_rows_a_question_names_come_first_and_the_totals_say_they_are_every_rows() -> None:
+    """Asked "How much of that was Claude?", the 1.5B model answered with the total, or
+    with the first row of the breakdown."""
+    lines = brief(json.dumps(BREAKDOWN), "How much of that was Claude?").splitlines()
+    assert lines[0] == ("asked about: route escalation, model anthropic:claude-sonnet-4, "
+                        "cost $0.042")
+    assert lines[1] == "total cost, all rows together: $0.092"
+    assert "- route support, model openai:gpt-4o-mini, cost $0.05" in lines  # all rows kept
+
+
+def test_a_row_is_named_by_its_whole_name_its_name_past_the_provider_or_a_word() -> None:
+    text = json.dumps(BREAKDOWN)
+    for question, route in [("What has gpt-4o-mini cost me?", "support"),
+                            ("What did the support route cost?", "support"),
+                            ("これまでにClaudeにいくら使った？", "escalation"),
+                            ("and SONNET?", "escalation")]:
+        assert brief(text, question).splitlines()[0].startswith(f"asked about: route {route},")
+
+
+def test_no_row_named_or_every_row_named_leaves_the_brief_as_it_was() -> None:
+    text = json.dumps(BREAKDOWN)
+    plain = brief(text)
+    assert "asked about" not in plain and "all rows together" not in plain
+    for question in ("How much did I spend this week?", "Is the supported plan ok?",
+                     "support, escalation or default: which cost most?", ""):
+        assert brief(text, question) == plain
+
+
+def test_only_breakdowns_are_focused_never_a_memory_search() -> None:
+    found = {"results": [{"title": "Staging database host", "body": "db-stg-3"},
+                         {"title": "Billing service", "body": "payments"}], "count": 2}
+    text = json.dumps(found)
+    assert brief(text, "What's the staging database host?") == brief(text)
+
+
+def test_the_focused_brief_states_no_figure_the_result_does_not_hold() -> None:
+    content = render_result(BREAKDOWN)
+    pool = source_figures([content])
+    assert all(f in pool for f in answer_figures(brief(content, "and Claude?")))
