@@ -84,29 +84,6 @@ def test_the_answer_rendering_folds_results_into_one_user_message_question_first
     assert text.endswith("with no other numbers.")
 
 
-def test_the_answer_turn_names_japanese_for_a_japanese_question() -> None:
-    def folded(question: str) -> str:
-        messages = (Message("user", question),
-                    Message("assistant", "", tool_calls=(ToolCall("c1", "get_usage", {}),)),
-                    Message("tool", "{}", tool_call_id="c1", name="get_usage"))
-        return answer_messages(messages)[-1].content
-    assert "in Japanese (日本語で), using only" in folded("今週のコストをモデル別に教えて。")
-    assert "in my language, using only" in folded("Combien ai-je dépensé ?")
-    assert "Japanese" not in folded("What is my burn?")
-
-
-def test_the_answer_rendering_puts_the_breakdown_rows_the_question_names_first() -> None:
-    result = json.dumps({"total_cost_usd": 0.092, "by_model": [
-        {"model": "openai:gpt-4o-mini", "cost_usd": 0.05},
-        {"model": "anthropic:claude-sonnet-4", "cost_usd": 0.042}]})
-    messages = (Message("user", "What did Claude cost this week?"),
-                Message("assistant", "", tool_calls=(ToolCall("c1", "get_usage", {}),)),
-                Message("tool", result, tool_call_id="c1", name="get_usage"))
-    text = answer_messages(messages)[-1].content
-    assert ("get_usage returned:\nasked about: model anthropic:claude-sonnet-4, cost $0.042\n"
-            "total cost, all rows together: $0.092") in text
-
-
 def test_the_call_schema_pins_each_name_to_its_own_arguments() -> None:
     schema = call_schema(TOOLS)
     variants = schema["oneOf"]

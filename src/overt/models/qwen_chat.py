@@ -20,7 +20,6 @@ not depend on a Jinja install or on llama-cpp's template handling:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,17 +38,9 @@ _TOOLS_FOOTER = (
 )
 ANSWER_PROMPT = (
     "My question: {question}\n\nHere is what the tools returned:\n\n{results}\n\n"
-    "Answer my question now, in one or two sentences, in {language}, using only these "
+    "Answer my question now, in one or two sentences, in my language, using only these "
     "results and giving the values as they are, with no other numbers."
 )
-_JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
-
-
-def answer_language(question: str) -> str:
-    """The language the answer turn asks for: Japanese by name when the question holds
-    kana or kanji (after a tool round of English results the 1.5B model answered a
-    Japanese question in English about once a run), else "my language"."""
-    return "Japanese (日本語で)" if _JAPANESE.search(question) else "my language"
 
 
 def _tool_json(spec: ToolSpec) -> str:
@@ -145,22 +136,18 @@ def answer_messages(messages: Sequence[Message]) -> list[Message]:
     tool calls are dropped, and the tool results become one user message,
     ``name returned:\\n<result>`` each (``name (error) returned`` for an
     error result), after the question; a JSON result is given as short labelled
-    lines (:func:`overt.models.result_text.brief`, the breakdown rows the question
-    names first): fewer tokens, and the 0.5B model read token counts for cost in
-    the JSON.
+    lines (:func:`overt.models.result_text.brief`): fewer tokens, and the 0.5B
+    model read token counts for cost in the JSON.
     """
     last = _last_user(messages)
     if last < 0:
         return list(messages)
     results = []
-    question = messages[last].content or ""
     for m in messages[last + 1:]:
         if m.role == "tool":
             status = " (error)" if m.is_error else ""
-            results.append(f"{m.name or 'tool'}{status} returned:\n"
-                           f"{brief(m.content, question)}")
-    text = ANSWER_PROMPT.format(results="\n\n".join(results), question=question,
-                                language=answer_language(question))
+            results.append(f"{m.name or 'tool'}{status} returned:\n{brief(m.content)}")
+    text = ANSWER_PROMPT.format(results="\n\n".join(results), question=messages[last].content)
     return [*messages[:last], Message("user", text)]
 
 
