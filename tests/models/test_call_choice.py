@@ -6,7 +6,9 @@ from overt.models.call_choice import (
     DECLINE,
     callable_tools,
     decline_opening,
+    follow_up_figures,
     ids_in,
+    invents,
     opens_json_fence,
     restates,
     stale_figures,
@@ -89,6 +91,28 @@ def test_an_earlier_answers_figures_are_stale_unless_the_operator_wrote_them() -
     assert not restates("17 times 23 is 391, over 1 dollar.", stale)
     assert not restates("v0.0500.1 and x6", stale)
     assert not restates("anything", frozenset())
+
+
+def test_in_a_follow_up_a_figure_no_message_holds_is_invented() -> None:
+    """Asked "How many tokens was that?" after "$0.0920 this week", the 1.5B model
+    answered "That was 1 token." without a call."""
+    messages = [Message("user", "How much did I spend this week?"),
+                Message("assistant", "This week you spent $0.0920 over 9 inferences."),
+                Message("user", "How many tokens was that? Under 10 dollars?")]
+    said = follow_up_figures(messages)
+    assert said == {"0.092", "9", "10"}
+    assert invents("That was 1 token.", said)
+    assert invents("You spent $0.0920 and 22580 tokens.", said)
+    assert not invents("Yes, $0.0920 over 9 inferences is under 10 dollars.", said)
+    assert not invents("I would need to look that up.", said)
+
+
+def test_a_first_question_is_no_follow_up_whatever_it_says() -> None:
+    assert follow_up_figures([Message("user", "What is 17 times 23?")]) is None
+    assert not invents("391", None)
+    tool_round_only = [Message("user", "Spend?"), Message("assistant", ""),
+                       Message("user", "What is 17 times 23?")]
+    assert follow_up_figures(tool_round_only) is None
 
 
 def test_optional_enum_filters_without_a_default_are_left_out_of_the_grammar() -> None:

@@ -113,6 +113,21 @@ def test_a_reply_restating_an_earlier_answers_figure_becomes_a_call(
     assert answer.text == "Over the last 7 days you spent $0.0500."  # no tools: as decoded
 
 
+def test_a_follow_up_answered_with_a_figure_from_nowhere_becomes_a_call(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    script = calling('{"name": "get_usage", "arguments": {"period": "7d"}}',
+                     "That was 1 token.")
+    history = (Message("user", "How much did I spend this week?"),
+               Message("assistant", "This week you spent $0.0920 over 9 inferences."))
+    response = _ask(_model(tmp_path, script), *history,
+                    Message("user", "How many tokens was that?"))
+    assert [(c.name, dict(c.arguments)) for c in response.tool_calls] == [
+        ("get_usage", {"period": "7d"})]
+    first = _ask(_model(tmp_path, script), Message("user", "How many tokens was that?"))
+    assert first.tool_calls == () and first.text == "That was 1 token."  # no follow-up
+
+
 def test_the_model_says_what_it_lists_for_the_offered_tools(
     tmp_path: Path, fake_llama: type[FakeLlama],
 ) -> None:

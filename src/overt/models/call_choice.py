@@ -22,7 +22,9 @@ built from the offered tools' schemas. Three things shape that choice here:
   days?" after "today you spent $0.0500", the model answers "$0.0500" again
   (call probability below 0.1%). A reply without a call that restates a figure
   of an earlier assistant answer (one no operator message holds) is dropped
-  for a call (:func:`restates`).
+  for a call (:func:`restates`). So is, in a follow-up, a reply stating a figure
+  that no message holds (:func:`invents`): asked "How many tokens was that?"
+  after "$0.0920 this week", the 1.5B model answered "That was 1 token."
 - **No guessed filters.** An optional enum argument without a default (a filter
   whose absence means "all": ``node_search``'s ``kind`` and ``scope``) is left out
   of the call grammar; the models filled it with a guess that hid the node asked for.
@@ -235,3 +237,23 @@ def restates(text: str, stale: Collection[str]) -> bool:
     with an earlier answer's value ("and over the last 7 days?" - "$0.0500"), where a
     tool would give the value asked for."""
     return bool(stale) and not _figures(text).isdisjoint(stale)
+
+
+def follow_up_figures(messages: Sequence[Message]) -> frozenset[str] | None:
+    """In a follow-up (an assistant answer with text comes before the operator's last
+    message), every figure of the operator's and the assistant's messages; else None."""
+    last = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    if not any(m.role == "assistant" and (m.content or "").strip() for m in messages[:last]):
+        return None
+    out: set[str] = set()
+    for message in messages:
+        if message.role in ("user", "assistant"):
+            out |= _figures(message.content or "")
+    return frozenset(out)
+
+
+def invents(text: str, said: Collection[str] | None) -> bool:
+    """Whether a reply in a follow-up (``said``: :func:`follow_up_figures`) states a
+    figure that no message holds: a new quantity of the same period ("How many tokens
+    was that?") answered from nothing, where a tool would give it."""
+    return said is not None and not _figures(text) <= set(said)

@@ -28,8 +28,8 @@ it calls a tool again instead of answering, round after round. So:
    tools, their id arguments limited to the ids the conversation holds, and
    ``cannot_do``, shown with the tools: chosen, the reply is decoded without
    tools after "I cannot do that from here." (the operator's language). A
-   reply that opens a fenced JSON block, or that restates a figure of an
-   earlier answer, is taken for a call too.
+   reply that opens a fenced JSON block, restates a figure of an earlier
+   answer or, in a follow-up, states a figure no message holds is a call too.
 2. **Answer turn** (tool results present): the tools list is dropped, and the
    tool round is folded into one user message, "My question: … Here is what
    the tools returned: … Answer my question now …"
@@ -96,7 +96,9 @@ from overt.models.call_choice import (
     callable_tools,
     choosable,
     decline_opening,
+    follow_up_figures,
     ids_in,
+    invents,
     listing,
     opens_json_fence,
     restates,
@@ -423,7 +425,8 @@ class LocalModel:
         if opening and on_text is not None:
             on_text(opening)
         raw, generated, finish, constrained = self._decode(
-            llm, prompt, budget, grammar, on_text, stale_figures(messages) if choice else ())
+            llm, prompt, budget, grammar, on_text, stale_figures(messages) if choice else (),
+            follow_up_figures(messages) if choice else None)
         return opening + raw, len(prompt), generated, finish, constrained, budget
 
     def _warm_prefix(self, llm: Any, prefix: list[int]) -> None:
@@ -485,12 +488,14 @@ class LocalModel:
 
     def _decode(self, llm: Any, prompt: list[int], budget: int, grammar: Any,
                 on_text: Callable[[str], None] | None = None,
-                stale: Collection[str] = ()) -> tuple[str, int, str, bool]:
+                stale: Collection[str] = (), said: Collection[str] | None = None,
+                ) -> tuple[str, int, str, bool]:
         """Decode one reply; a tool call the model begins is re-decoded under ``grammar``.
 
         A reply without a call that restates one of the ``stale`` figures (those of the
-        assistant's earlier answers) is dropped for a call: an earlier answer's value
-        does not answer a new question (:func:`~overt.models.call_choice.restates`).
+        assistant's earlier answers), or in a follow-up states one no message holds
+        (none of ``said``), is dropped for a call: an earlier answer's value does not
+        answer a new question (:func:`~overt.models.call_choice.restates`, ``invents``).
 
         Returns the raw reply, tokens generated, why decoding stopped
         (``"stop"`` or ``"length"``), and whether the grammar was used. Only the
@@ -505,7 +510,8 @@ class LocalModel:
                                           budget - generated, None, watch,
                                           None if calls else on_text, probe=not reply)
             generated += n
-            if why == "stop" and watch and not reply and restates(text, stale):
+            if why == "stop" and watch and not reply and (
+                    restates(text, stale) or invents(text, said)):
                 text, why = "", "call"
             if why != "call":
                 return _joined([*reply, (text, False)]), generated, why, calls > 0
