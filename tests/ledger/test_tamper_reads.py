@@ -146,3 +146,30 @@ def test_a_body_rewritten_as_bytes_fails_verify_rather_than_crash(
                               "WHERE digest = ?", (digest,))
     report = run(ledger.verify())
     assert not report.ok and report.content_bad == [digest]
+
+
+def test_a_body_that_is_not_utf8_is_refused_by_every_reader_not_a_crash(
+    make_runtime: RuntimeFactory, ledger: Ledger, raw: Raw, ledger_url: str,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bytes that are no UTF-8 text (overt never stores such a body) in place of a
+    message and its answer: the content read, the conversation, the trail and the
+    CLI each refuse them with the integrity error, where they raised a decoding error
+    or a TypeError (a traceback from ``overt trail``)."""
+    from overt.cli.main import main
+    from overt.reasoning.trail import build_trail
+
+    first = run(make_runtime(ScriptedModel(["an answer"])).respond(cli_message("the question")))
+    assert first.error is None
+    raw.drop_guards().execute("UPDATE content_blobs SET body = ?", (b"\xff\xfe bad",))
+    digest = digest_text("an answer")
+    with pytest.raises(LedgerIntegrityError, match="not UTF-8 text"):
+        run(ledger.content(digest))
+    with pytest.raises(LedgerIntegrityError, match="not UTF-8 text"):
+        run(session_history(ledger, first.session_id))
+    with pytest.raises(LedgerIntegrityError, match="not UTF-8 text"):
+        run(build_trail(ledger, session_id=first.session_id))
+    capsys.readouterr()
+    assert main(["--db", ledger_url, "trail", first.session_id]) == 5
+    assert "not UTF-8 text" in capsys.readouterr().err
+    assert main(["--db", ledger_url, "ledger", "verify"]) == 3

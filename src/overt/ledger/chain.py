@@ -226,7 +226,25 @@ CONTENT_CANDIDATES = 4
 entry naming it first) for one whose body matches the digest."""
 
 
-def checked_body(digest: str, bodies: Iterable[str]) -> str | None:
+def body_text(body: Any) -> str | None:
+    """A content body as read from either backend (text, or bytes of UTF-8) as text;
+    ``None`` for none.
+
+    Raises:
+        LedgerIntegrityError: the body is not UTF-8 text, which overt never stores: the
+            content tier was changed behind the ledger's back.
+    """
+    if body is None or isinstance(body, str):
+        return body
+    try:
+        return bytes(body).decode("utf-8")
+    except (TypeError, UnicodeDecodeError) as exc:
+        raise LedgerIntegrityError(
+            "a content body is not UTF-8 text: the content tier was changed behind the "
+            f"ledger's back (run overt ledger verify): {exc}") from exc
+
+
+def checked_body(digest: str, bodies: Iterable[Any]) -> str | None:
     """The first of ``bodies`` (stored under ``digest``) that hashes to it, so a body
     changed or inserted behind the ledger's back is never read as the record;
     ``None`` when there are none.
@@ -235,8 +253,9 @@ def checked_body(digest: str, bodies: Iterable[str]) -> str | None:
         LedgerIntegrityError: there are bodies, and none matches ``digest``.
     """
     seen = 0
-    for body in bodies:
-        if digest_text(body) == digest:
+    for raw in bodies:
+        body = body_text(raw)
+        if body is not None and digest_text(body) == digest:
             return body
         seen += 1
     if seen:

@@ -20,6 +20,7 @@ from overt.ledger.chain import (
     Counted,
     Progress,
     began_pruned_on,
+    body_text,
     content_checked,
     verify_payloads,
     with_body_check,
@@ -40,8 +41,8 @@ class _Utf8Body(Loader):
 
     format = Format.BINARY
 
-    def load(self, data: Buffer) -> str:
-        return bytes(data).decode("utf-8")
+    def load(self, data: Buffer) -> str | None:
+        return body_text(data)
 
 
 def trail(conn: Any, reads: Sequence[tuple[str, Sequence[Any]]]) -> TrailRows:

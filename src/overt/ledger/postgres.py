@@ -474,7 +474,7 @@ class PostgresLedger:
         params: tuple[Any, ...] = (digest,) if seq is None else (seq, digest)
         statement = sql.select_content(D, near_seq=seq is not None)
         rows = await self._aread(lambda c: c.execute(statement, params).fetchall())
-        return checked_body(digest, (bytes(r[0]).decode("utf-8") for r in rows))
+        return checked_body(digest, (r[0] for r in rows))
 
     async def recent_turns(self, limit: int = 20) -> list[TurnSummary]:
         rows = await self._aread(

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from overt.ledger.base import TrailRows
+from overt.ledger.chain import body_text
 from overt.ledger.sql import Dialect, content_seq, kind_indexed
 from overt.ledger.trail_index import INTEGER_FIELDS, REAL_FIELDS, TRAIL_FIELDS
 
@@ -134,9 +135,17 @@ def read(conn: Any, reads: Sequence[tuple[str, Sequence[Any]]]) -> TrailRows:
     conn.execute("BEGIN")
     try:
         turns, steps, events = (conn.execute(s, p).fetchall() for s, p in reads)
-        return TrailRows(turns, steps, events)
+        return TrailRows(_texts(turns, TURN_COLUMNS), _texts(steps, STEP_COLUMNS), events)
     finally:
         conn.execute("COMMIT")
+
+
+def _texts(rows: list[Any], columns: Sequence[str]) -> list[Any]:
+    """``rows`` with their body as text: SQLite gives a body stored as a BLOB (never by
+    overt) back as bytes (:func:`~overt.ledger.chain.body_text`)."""
+    at = columns.index("body")
+    return [row if isinstance(row[at], str | None) else
+            (*row[:at], body_text(row[at]), *row[at + 1:]) for row in rows]
 
 
 def row_of(values: dict[str, Any], body: str | None) -> tuple[str, tuple[Any, ...]]:

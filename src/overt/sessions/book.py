@@ -19,6 +19,7 @@ from overt.errors import LedgerError, LedgerIntegrityError, UsageError
 from overt.event_decode import from_entry
 from overt.events import TurnStarted
 from overt.ledger.canonical import digest_text
+from overt.ledger.chain import body_text
 from overt.ledger.sql import POSTGRES, SQLITE, Dialect
 from overt.sessions import queries
 from overt.types import Message, ToolCall
@@ -88,14 +89,6 @@ def _data(raw: Any) -> dict[str, Any]:
     return value
 
 
-def _text(body: Any) -> str | None:
-    if body is None:
-        return None
-    if isinstance(body, str):
-        return body
-    return bytes(body).decode("utf-8")
-
-
 def _checked(body: Any, digest: Any, seq: Any) -> str | None:
     """The text of ``body``, which entry ``seq`` says hashes to ``digest``.
 
@@ -103,7 +96,7 @@ def _checked(body: Any, digest: Any, seq: Any) -> str | None:
         LedgerIntegrityError: it does not: the content tier was changed behind the
             ledger's back, and the model is not given it as the conversation.
     """
-    text = _text(body)
+    text = body_text(body)
     if text is not None and digest_text(text) != digest:
         raise LedgerIntegrityError(
             f"the content body {digest} that entry {seq} names does not match its digest: "
