@@ -84,6 +84,17 @@ def test_the_answer_rendering_folds_results_into_one_user_message_question_first
     assert text.endswith("with no other numbers.")
 
 
+def test_the_answer_rendering_gives_the_rows_the_question_names() -> None:
+    result = ('{"total_cost_usd": 0.092, "by_model": [{"model": "openai:gpt-4o-mini", '
+              '"cost_usd": 0.05}, {"model": "anthropic:claude-sonnet-4", "cost_usd": 0.042}]}')
+    folded = answer_messages((
+        Message("user", "What did Claude cost?"), Message("assistant", "", tool_calls=(CALL,)),
+        Message("tool", result, tool_call_id=CALL.id, name="get_usage")))
+    text = folded[-1].content
+    assert "asked about: model anthropic:claude-sonnet-4, cost $0.042" in text
+    assert "0.092" not in text and "0.05" not in text
+
+
 def test_the_call_schema_pins_each_name_to_its_own_arguments() -> None:
     schema = call_schema(TOOLS)
     variants = schema["oneOf"]

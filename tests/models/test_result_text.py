@@ -36,6 +36,33 @@ def test_a_breakdown_of_several_rows_keeps_every_row() -> None:
                                  "- model a, cost $0.5", "- model b, cost $0.00001"]
 
 
+TWO_MODELS = {
+    "period": "30d", "total_cost_usd": 0.092, "total_tokens": 450, "inferences": 4,
+    "by_route_and_model": [
+        {"route": "default", "model": "openai:gpt-4o-mini", "cost_usd": 0.05},
+        {"route": "escalation", "model": "anthropic:claude-sonnet-4", "cost_usd": 0.042}],
+}
+
+
+def test_a_question_naming_one_row_is_given_that_row_without_the_totals() -> None:
+    """Asked what Claude cost, the 1.5B model answered with the total line or the first
+    row; given only the named row, it answers with that row's cost."""
+    for question in ("What has Claude cost me this month?", "How much did gpt-4o-mini cost?",
+                     "What did the escalation route cost?", "claudeの今月のコストは?"):
+        lines = brief(json.dumps(TWO_MODELS), question).splitlines()
+        assert len([ln for ln in lines if ln.startswith("asked about: ")]) == 1, question
+        assert not any("total" in ln or ln.startswith("- ") for ln in lines), lines
+        assert "period: 30d" in lines
+
+
+def test_a_question_naming_no_row_or_every_row_is_given_the_whole_result() -> None:
+    whole = brief(json.dumps(TWO_MODELS))
+    for question in ("What did I spend this month?", "Claude or gpt-4o-mini: which cost more?",
+                     "Is the supported model list long?", ""):
+        assert brief(json.dumps(TWO_MODELS), question) == whole, question
+    assert "total cost: $0.092" in whole
+
+
 def test_a_row_that_differs_from_the_totals_is_kept() -> None:
     text = brief(json.dumps({"total_cost_usd": 1.0, "by_day": [{"day": "d", "cost_usd": 0.5}]}))
     assert "- day d, cost $0.5" in text

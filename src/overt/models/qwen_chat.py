@@ -143,11 +143,13 @@ def answer_messages(messages: Sequence[Message]) -> list[Message]:
     if last < 0:
         return list(messages)
     results = []
+    question = messages[last].content or ""
     for m in messages[last + 1:]:
         if m.role == "tool":
             status = " (error)" if m.is_error else ""
-            results.append(f"{m.name or 'tool'}{status} returned:\n{brief(m.content)}")
-    text = ANSWER_PROMPT.format(results="\n\n".join(results), question=messages[last].content)
+            results.append(f"{m.name or 'tool'}{status} returned:\n"
+                           f"{brief(m.content, question)}")
+    text = ANSWER_PROMPT.format(results="\n\n".join(results), question=question)
     return [*messages[:last], Message("user", text)]
 
 

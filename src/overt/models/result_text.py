@@ -19,7 +19,12 @@ the answer turn of :mod:`overt.models.local` sees :func:`brief` of each result:
   ``id``): a memory search's rows were read as one run-on line, and the 0.5B
   model answered from the wrong one;
 - a breakdown of one row whose figures are the totals above it keeps only its
-  names (``by route and model: route default, model m (all of it)``).
+  names (``by route and model: route default, model m (all of it)``);
+- with the operator's question given (``focus``), when it names some rows of a
+  breakdown (``claude`` names ``anthropic:claude-sonnet-4``, ``support`` the route
+  ``support``) but not all, only those rows are given (``asked about: ...``), without
+  the totals and the other rows: asked what Claude cost, the 1.5B model answered with
+  the period's total, or with the first row.
 
 Values are never recomputed or rounded: every figure of the brief is one of the
 result's. Text that is not a JSON object (an error's message) is left as it is.
@@ -38,8 +43,10 @@ _TIMESTAMP = re.compile(
 _MONEY = "_usd"
 
 
-def brief(content: str) -> str:
-    """``content`` (a tool result) as short lines, when it is a JSON object; else as is."""
+def brief(content: str, focus: str = "") -> str:
+    """``content`` (a tool result) as short lines, when it is a JSON object; else as is.
+    ``focus`` is the operator's question: when it names some rows of a breakdown, only
+    those rows are given (see :func:`_named_rows`)."""
     try:
         value = json.loads(content)
     except ValueError:
@@ -48,7 +55,56 @@ def brief(content: str) -> str:
         return content
     if value.get("ok") is True:  # a memory tool's success flag, not an answer
         value = {k: v for k, v in value.items() if k != "ok"} or value
+    named = _named_rows(value, focus)
+    if named:
+        value = {k: v for k, v in value.items()
+                 if not k.startswith(("total_", "by_")) and k != "inferences"}
+        return "\n".join([f"asked about: {_row(row)}" for row in named]
+                         + _object_lines(value))
     return "\n".join(_object_lines(value))
+
+
+_NAME_PART = re.compile(r"[^\W_]+", re.UNICODE)
+_NAME_SPLIT = re.compile(r"[:/@]")
+
+
+def _names(row: Mapping[str, Any]) -> set[str]:
+    """The words a question may name a row by: each text value whole, each of its parts
+    after a provider prefix (``openai:gpt-4o-mini``: ``gpt-4o-mini``), and each word of
+    three letters or more that is not only digits (``claude``, ``sonnet``)."""
+    out: set[str] = set()
+    for value in row.values():
+        if not isinstance(value, str) or not value.strip():
+            continue
+        text = value.casefold()
+        out.add(text)
+        out.update(p for p in _NAME_SPLIT.split(text) if len(p) >= 3)
+        out.update(w for w in _NAME_PART.findall(text) if len(w) >= 3 and not w.isdigit())
+    return out
+
+
+def _says(question: str, name: str) -> bool:
+    """Whether ``question`` (casefolded) holds ``name`` as a word of its own: not inside
+    a longer Latin word (``support`` in ``supported``), though Japanese may touch it."""
+    return re.search(rf"(?<![a-z0-9]){re.escape(name)}(?![a-z0-9])", question) is not None
+
+
+def _named_rows(value: Mapping[str, Any], focus: str) -> list[Mapping[str, Any]]:
+    """The rows of the result's breakdowns (``by_*`` lists of objects) that ``focus``
+    names, when it names some of them but not all. Asked what one model or route cost,
+    the 1.5B model answered with the period's total line, or with the first row."""
+    question = focus.casefold()
+    if not question.strip():
+        return []
+    out: list[Mapping[str, Any]] = []
+    for key, rows in value.items():
+        if not key.startswith("by_") or not isinstance(rows, list) or len(rows) < 2:
+            continue
+        objects = [r for r in rows if isinstance(r, Mapping)]
+        hits = [r for r in objects if any(_says(question, n) for n in _names(r))]
+        if hits and len(hits) < len(objects):
+            out += hits
+    return out
 
 
 def _label(key: str) -> str:
