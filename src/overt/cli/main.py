@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--db", help="ledger: a SQLite file or postgresql://… URL "
                                 "(default: user data dir; env OVERT_DB)")
     p.add_argument("--read-only", action="store_true",
-                   help="open the ledger writing nothing (commands that only read do so "
+                   help="open the ledger writing no record (commands that only read do so "
                         "on their own when this process cannot write a SQLite ledger); "
                         "a write is refused")
     p.add_argument("--config", metavar="PATH",
