@@ -45,7 +45,7 @@ from overt.config import file as config_file
 from overt.errors import LedgerError, ModelError, NotFoundError, OvertError, UsageError
 from overt.hooks.manager import list_plugins
 from overt.ids import new_ulid
-from overt.ledger import open_ledger, retention
+from overt.ledger import open_ledger, retention, sqlite_path
 from overt.ledger.base import Ledger
 from overt.ledger.sqlite_conn import writable
 from overt.policy.actors import Actor
@@ -210,8 +210,8 @@ def _read_only(args: argparse.Namespace, db: str) -> bool:
         return True
     reads = args.command in READ_COMMANDS or (
         args.command == "ledger" and args.ledger_command in READ_LEDGER_COMMANDS)
-    return reads and db != ":memory:" and "://" not in db.removeprefix("sqlite:///") \
-        and not writable(db.removeprefix("sqlite:///"))
+    path = sqlite_path(db)
+    return reads and path not in (None, ":memory:") and not writable(path)
 
 
 def _dispatch(args: argparse.Namespace, config: Config) -> int:

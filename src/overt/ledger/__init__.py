@@ -21,15 +21,22 @@ def open_ledger(url: str, *, read_only: bool = False) -> Ledger:
         LedgerError: the ledger cannot be opened.
     """
     refuse_sqlite_uri(url)
+    path = sqlite_path(url)
+    if path is not None:
+        return SqliteLedger.open(path, read_only=read_only)
     if url.startswith(("postgresql://", "postgres://")):
         from overt.ledger.postgres import PostgresLedger
 
         return PostgresLedger.open(url, read_only=read_only)
+    raise UsageError(f"unsupported ledger URL {url!r}: a SQLite path or postgresql://…")
+
+
+def sqlite_path(url: str) -> str | None:
+    """The SQLite file ``url`` names for :func:`open_ledger` (a path, or
+    ``:memory:``); ``None`` when it names another backend."""
     if url.startswith("sqlite:///"):
-        return SqliteLedger.open(url.removeprefix("sqlite:///"), read_only=read_only)
-    if "://" in url:
-        raise UsageError(f"unsupported ledger URL {url!r}: a SQLite path or postgresql://…")
-    return SqliteLedger.open(url, read_only=read_only)
+        return url.removeprefix("sqlite:///")
+    return None if "://" in url else url
 
 
 def refuse_sqlite_uri(url: str) -> None:
@@ -46,4 +53,4 @@ def refuse_sqlite_uri(url: str) -> None:
 
 
 __all__ = ["Entry", "Ledger", "SqliteLedger", "TurnSummary", "UsageRow", "VerifyReport",
-           "open_ledger", "refuse_sqlite_uri"]
+           "open_ledger", "refuse_sqlite_uri", "sqlite_path"]
