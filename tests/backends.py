@@ -89,6 +89,8 @@ class Raw:
         self.execute("DROP INDEX IF EXISTS audit_log_reasoning_phase")
         self.execute("DROP INDEX IF EXISTS audit_log_steps_at")
         self.execute("DROP INDEX IF EXISTS audit_log_reply_failures")
+        self.execute("DROP INDEX IF EXISTS audit_log_direct_calls")
+        self.execute("DROP INDEX IF EXISTS audit_log_paused_replies")
         return self
 
     @property

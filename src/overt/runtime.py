@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from overt import __version__
 from overt.channels.transcript import Transcript, transcript_line
-from overt.clock import now_iso
+from overt.clock import iso_after, now_iso
 from overt.config import Budget, Config, routing
 from overt.engine.answer_stream import AnswerSink
 from overt.engine.budget import BudgetGuard
@@ -363,6 +363,22 @@ class Runtime:
                 resumed = await self._take_up(request, self.operator, reason)
                 if resumed is not None:
                     done.append(resumed)
+        return done
+
+    async def resume_decided(self, *, settled_s: float = 30.0) -> list[Resumed]:
+        """Take up every request decided more than ``settled_s`` ago that nobody took
+        up: the process that decided it stopped (or lost its ledger) before its
+        resumption was committed. ``overt serve`` runs this about once a minute
+        (:data:`overt.channels.http.TAKE_UP_EVERY_S`); ``settled_s`` leaves a decision
+        just made to the process making it (were both to try, the resumption is a
+        claim: one of them runs it). Reads the approval kinds alone."""
+        await self.start()
+        done = []
+        for request in await self.approvals.untaken(decided_before=iso_after(-settled_s)):
+            reason = await self.approvals.reason(request)
+            resumed = await self._take_up(request, self.operator, reason)
+            if resumed is not None:
+                done.append(resumed)
         return done
 
     async def _take_up(self, request: ApprovalRequest, actor: Actor,

@@ -49,14 +49,20 @@ def tool_records(ledger: Any) -> list[dict[str, Any]]:
     return [e.data for e in run(ledger.entries(kinds=["tool_call.completed"]))]
 
 
+@tool
+async def note(text: str) -> str:
+    """Write a note (changes something: runs alone)."""
+    return f"noted:{text}"
+
+
 def test_a_turn_with_two_tool_calls_is_recorded_step_by_step(
     make_runtime: RuntimeFactory, ledger: Any
 ) -> None:
-    model = ScriptedModel([{"tool_calls": [call("echo", text="a"), call("echo", text="b")]},
-                           "both echoed"])
-    result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
-    assert result.text == "both echoed" and result.error is None
-    assert result.tools_used == ["echo", "echo"]
+    model = ScriptedModel([{"tool_calls": [call("note", text="a"), call("note", text="b")]},
+                           "both noted"])
+    result = run(make_runtime(model, tools=[note]).respond(cli_message()))
+    assert result.text == "both noted" and result.error is None
+    assert result.tools_used == ["note", "note"]
     assert kinds(ledger) == [
         "runtime.started", "turn.started", "inference", "policy.decision", "tool_call.started",
         "tool_call.completed", "reasoning.step", "policy.decision", "tool_call.started",
@@ -64,7 +70,7 @@ def test_a_turn_with_two_tool_calls_is_recorded_step_by_step(
     ]
     assert all(r["tool_status"] == "ok" for r in tool_records(ledger))
     second = model.requests[1].messages
-    assert [m.content for m in second[-2:]] == ["echo:a", "echo:b"]
+    assert [m.content for m in second[-2:]] == ["noted:a", "noted:b"]
     assert run(ledger.verify()).ok
 
 

@@ -227,3 +227,22 @@ def test_a_process_starting_takes_up_a_call_whose_process_on_this_host_has_ended
     (again,) = run(later.resume_pending(interrupted=False))
     assert again.released is not None and again.released.status == "ok"
     assert log.read_text().splitlines() == ["7", "7"]
+
+
+def test_an_interrupted_direct_call_is_held_with_its_start_record_found_by_its_id(
+        ledger: Ledger, tmp_path: Path) -> None:
+    """A request outside a turn: its call's start record is found by the call's id
+    (``Ledger.direct_calls``), not among every call of the ledger."""
+    log = tmp_path / "values"
+    rt = runtime(ledger, [store(log, idempotent=False, die=True)], [])
+    held = run(rt.call_tool("set_value", {"value": 9}))
+    assert held.status == "held" and held.request_id
+    with pytest.raises(Died):
+        run(rt.approve(held.request_id))
+    later = runtime(ledger, [store(log, idempotent=False, die=False)], [])
+    (taken,) = run(later.resume_pending())
+    assert taken.request.turn_id is None and taken.request.interrupted
+    assert taken.held_call is not None and taken.held_call.kind == "tool_call.started"
+    assert taken.held_call.seq == taken.request.call_started_seq
+    assert taken.held_call.data["tool_call_id"] == taken.request.tool_call_id
+    assert log.read_text().splitlines() == ["9"]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from overt.engine.resume import Resumed
 from overt.errors import LedgerConflict
-from overt.events import ChannelReplied, ChannelReplyStarted, TurnCompleted
+from overt.events import ChannelReplied, ChannelReplyStarted, TurnCompleted, TurnResumed
 from overt.ledger.base import Ledger
 from overt.types import ResponseResult, Usage
 
@@ -127,17 +127,18 @@ async def deliver_pending(runtime: Runtime,
     """
     ledger = runtime.ledger
     delivered: list[dict[str, str]] = []
-    replies = [e.event(ChannelReplied)
-               for e in await ledger.entries(kinds=[ChannelReplied.kind])]
-    done = {reply.claim for reply in replies if reply.resumed_from}
-    for first in replies:
+    # the paused replies whose resumed answer is not on the record (an index of paused
+    # replies, each looked up by its resumed claim), not every reply ever sent
+    for entry in await ledger.unresumed_replies():
+        first = entry.event(ChannelReplied)
         request_id = first.awaiting_approval
-        if not request_id or first.source not in repliers \
-                or f"{first.claim}:resumed:{request_id}" in done:
-            continue  # not paused, not ours to deliver, or delivered already
+        if not request_id or first.source not in repliers:
+            continue  # not ours to deliver
+        if await ledger.claimed(TurnResumed.kind, request_id) is None:
+            continue  # not taken up (yet): nothing to deliver
         request = await runtime.approvals.get(request_id)
         completed = await ledger.entries(turn_id=first.turn_id, kinds=[TurnCompleted.kind])
-        if not request.resumed or not completed:
+        if not completed:
             continue
         seq, end = completed[-1].seq, completed[-1].event(TurnCompleted)
         text = (await ledger.content(end.reply_digest, seq=seq) if end.reply_digest else "") or ""

@@ -42,6 +42,7 @@ from overt.channels import openapi
 from overt.channels.answer_sse import Turns, answer_events
 from overt.channels.auth import Tokens
 from overt.channels.events_stream import DEFAULT_LIFETIME_S, last_event_id, turn_events
+from overt.channels.take_up import SETTLED_S, TAKE_UP_EVERY_S, taking_up
 from overt.channels.turns import turn_state, wait_for_answer
 from overt.clock import period_start
 from overt.engine.answer_stream import AnswerSink
@@ -133,7 +134,9 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
                mcp: ASGIApp | None = None,
                mcp_lifespan: Callable[[], Any] | None = None,
                stream_lifetime_s: float = DEFAULT_LIFETIME_S, close_on_shutdown: bool = True,
-               extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
+               extra_routes: Sequence[BaseRoute] = (),
+               take_up_every_s: float | None = TAKE_UP_EVERY_S,
+               take_up_settled_s: float = SETTLED_S) -> Starlette:
     """The API as an ASGI app over ``runtime``.
 
     ``mcp``: an ASGI app (the MCP streamable HTTP transport) served at ``/mcp``
@@ -144,7 +147,9 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
     looks the same as one another worker is running now); on shutdown (after uvicorn has let
     in-flight requests finish) the runtime is closed, unless ``close_on_shutdown``
     is false (the caller owns it). ``extra_routes``: other channels' endpoints
-    (Slack's Events API), which authenticate their own way.
+    (Slack's Events API), which authenticate their own way. While it serves, the
+    decided approvals no process took up are looked for every ``take_up_every_s``
+    (those decided over ``take_up_settled_s`` ago; :mod:`overt.channels.take_up`).
     """
     api = _Api(runtime, tokens, max_body_bytes, stream_lifetime_s)
 
@@ -182,11 +187,13 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
         if resumed:
             log.info("resumed %d decided approval(s) no process had taken up", len(resumed))
         try:
-            if mcp_lifespan is not None:
-                async with mcp_lifespan():
+            async with taking_up(runtime, every_s=take_up_every_s,
+                                 settled_s=take_up_settled_s):
+                if mcp_lifespan is not None:
+                    async with mcp_lifespan():
+                        yield
+                else:
                     yield
-            else:
-                yield
         finally:
             await api.turns.drain()  # streamed turns whose client left still finish
             if close_on_shutdown:

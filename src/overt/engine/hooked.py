@@ -288,7 +288,6 @@ class TurnHooks:
             provided = await self.provide(call, args, turn.engine.settings.tool_timeout_s)
         if provided is not None:
             outcome, provided_by = provided
-            turn.tools_used.append(call.name)
         elif tool is None:  # offered by a plugin, and no plugin answered it
             outcome = unknown_tool(call, frozenset(turn.engine.tools.names), registered=True)
             provided_by = None

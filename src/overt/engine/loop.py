@@ -2,9 +2,11 @@
 
 Recording rule: every effect (a model call, a tool execution) happens only
 after the records of the steps before it are committed. Records are batched
-up to the next effect, so a turn with two model calls and two tool calls
-commits five times, and a process killed anywhere leaves a ledger that
-verifies, with every executed tool preceded by its ``tool_call.started``.
+up to the next effect, so a turn with two model calls and two tool calls run
+one after the other commits five times (four when the two calls are read-only
+and asked in one response: they run together, :mod:`overt.engine.together`),
+and a process killed anywhere leaves a ledger that verifies, with every
+executed tool preceded by its ``tool_call.started``.
 
 Limits: at most ``max_tool_calls`` tool calls per model response (calls past it
 get ``tool_call_limit_exceeded`` and are recorded ``not_allowed``; the model reads
@@ -32,10 +34,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from overt.clock import ms_since
+from overt.engine import together
 from overt.engine.answer_stream import AnswerSink, AnswerStream
 from overt.engine.budget import BudgetGuard
 from overt.engine.checkpoint import Checkpoint, resume_model
-from overt.engine.dispatch import ToolOutcome, execute, precheck, refuse
+from overt.engine.decide import decide
+from overt.engine.dispatch import ToolOutcome, execute, refuse
 from overt.engine.hooked import TurnHooks
 from overt.engine.limits import bounded
 from overt.engine.record import (
@@ -48,11 +52,10 @@ from overt.engine.record import (
     resumption,
 )
 from overt.engine.shape import well_formed
-from overt.engine.values import EngineSettings, Held, TurnOutcome
+from overt.engine.values import Allowed, EngineSettings, Held, TurnOutcome
 from overt.errors import LedgerError, LedgerUnavailable
 from overt.events import (
     ApprovalDecision,
-    ApprovalMode,
     Event,
     InferenceRecorded,
     TurnCompleted,
@@ -67,7 +70,7 @@ from overt.ledger.canonical import canonical_json
 from overt.models.base import Model, complete_streaming
 from overt.models.pricing import PriceTable
 from overt.policy.actors import Actor
-from overt.policy.gate import Gate, Verdict
+from overt.policy.gate import Gate
 from overt.reasoning.steps import TurnSteps
 from overt.sessions.book import HistoryTurn
 from overt.sessions.window import TurnWindow
@@ -296,7 +299,7 @@ class Turn:
             text = ("the operator denied this call" + why if decision == "denied" else
                     "nobody approved this call in time; it was not run")
             args_digest = self.recorder.content(canonical_or_repr(held.arguments))
-            answer = self._complete(held, refuse(code, f"{text}; answer without it"),
+            answer = self.complete(held, refuse(code, f"{text}; answer without it"),
                                     args_digest, None, None)
         if isinstance(answer, Held):  # only if a plugin or policy asks again
             return await self._pause(answer, cp.remaining)
@@ -358,15 +361,22 @@ class Turn:
                 return stopped
 
     async def _calls(self, calls: Sequence[ToolCall]) -> TurnOutcome | None:
-        """The tool calls of one response, in order; a turn outcome if the turn stops
-        (paused for approval, or too many failures in a row)."""
-        for index, call in enumerate(calls):
-            answer = await self._tool_call(call, self.offered)
-            if isinstance(answer, Held):
-                return await self._pause(answer, calls[index + 1:])
-            stop = self._after_call(call, answer)
+        """The tool calls of one response, in order, consecutive read-only ones together
+        (:mod:`overt.engine.together`); a turn outcome if the turn stops (paused for
+        approval, or too many failures in a row)."""
+        index = 0
+        while index < len(calls):
+            size = together.size(self, calls[index:])
+            answers = (await together.run(self, calls[index:index + size]) if size else
+                       [await self._tool_call(calls[index], self.offered)])
+            stop = None
+            for call, answer in zip(calls[index:], answers, strict=False):
+                index += 1
+                if isinstance(answer, Held):
+                    return await self._pause(answer, calls[index:])
+                stop = self._after_call(call, answer)  # a group's last call tells
             if stop is not None:
-                self._stop_tools(stop, calls[index + 1:])
+                self._stop_tools(stop, calls[index:])
                 return None
         if self.tool_calls >= self.engine.settings.max_tool_calls_per_turn:
             self.tools_allowed = False  # the cap is reached: one last call, without tools
@@ -381,7 +391,7 @@ class Turn:
         for call in left:
             outcome = refuse("tool_error_streak", f"not run: {why}")
             args_digest = self.recorder.content(canonical_or_repr(call.arguments))
-            self._complete(call, outcome, args_digest, None, None)
+            self.complete(call, outcome, args_digest, None, None)
             self.messages.append(Message("tool", outcome.content, tool_call_id=call.id,
                                          name=call.name, is_error=True))
         self.tools_allowed = False
@@ -478,59 +488,26 @@ class Turn:
 
     async def _tool_call(self, call: ToolCall, offered: frozenset[str], *,
                          approved: str | None = None) -> ToolOutcome | Held:
-        """One call: precheck, the gate, then (allowed) hooks and dispatch.
+        """One call: :meth:`decide`, then (allowed) hooks and dispatch.
 
         ``approved`` is the approval request a resumed call was approved under.
         """
-        engine, rec, hooks = self.engine, self.recorder, self.hooks
-        args_digest = rec.content(canonical_or_repr(call.arguments))
-        checked = precheck(call, engine.tools, offered, self.response_calls,
-                           engine.settings.max_tool_calls, can_provide=self.can_provide,
-                           turn_calls=self.tool_calls,
-                           turn_cap=engine.settings.max_tool_calls_per_turn)
-        if isinstance(checked, ToolOutcome):
-            return self._complete(call, checked, args_digest, None, None)
-        verdict = engine.gate.check(
-            tool_name=call.name, tool=checked, arguments=call.arguments,
-            args_digest=args_digest, tool_call_id=call.id, actor=self.actor,
-            source=self.source, route=self.route, turn_id=self.turn_id,
-            session_id=self.session_id, path="loop" if approved is None else "resume",
-            approved_request=approved, read_only=checked is None and _described_read_only(
-                engine.tools, call.name))
-        rec.add(verdict.event)
-        if verdict.effect == "ask":
-            return self._hold(call, verdict, "approval")
-        if verdict.effect == "quarantine":
-            held = self._hold(call, verdict, "quarantine")
-            outcome = refuse("quarantined", f"{verdict.message}; the call is held for an "
-                             f"operator's review as request {held.request_id} and was not run")
-            return self._complete(call, outcome, args_digest, None, None, step=False)
-        if verdict.effect != "allow":
-            self.steps.held(call.name, verdict.reason_code, verdict.message,
-                            verdict.decision_id, tool_call_id=verdict.event.tool_call_id,
-                            effect=verdict.effect)
-            return self._complete(call, refuse(verdict.reason_code, verdict.message),
-                                  args_digest, None, None, step=False)
+        decided = decide(self, call, offered, approved=approved)
+        if not isinstance(decided, Allowed):
+            return decided
+        rec, hooks = self.recorder, self.hooks
         provided_by = model_reads = None
         if hooks is None:  # no plugin: the plain path
-            assert checked is not None  # (None only when a plugin can provide results)
-            rec.add(self.site.intent(call, args_digest))
+            assert decided.tool is not None  # (None only when a plugin can provide results)
+            rec.add(self.site.intent(call, decided.args_digest))
             await rec.flush()  # the decision and the intent are on the record before the effect
-            outcome = await self.dispatch(checked, call)
+            outcome = await self.dispatch(decided.tool, call)
         else:
-            outcome, provided_by, model_reads = await hooks.call_tool(self, checked, call,
-                                                                   args_digest)
-        return self._complete(call, outcome, args_digest, provided_by, model_reads)
+            outcome, provided_by, model_reads = await hooks.call_tool(
+                self, decided.tool, call, decided.args_digest)
+        return self.complete(call, outcome, decided.args_digest, provided_by, model_reads)
 
-    def _hold(self, call: ToolCall, verdict: Verdict, mode: ApprovalMode) -> Held:
-        """An approval request bound to this exact call (tool, arguments digest, turn, actor)."""
-        request = verdict.hold(mode, ttl_s=self.engine.gate.approval_ttl_s)
-        self.recorder.add(request)
-        self.steps.held(call.name, verdict.reason_code, verdict.message, verdict.decision_id,
-                        request.request_id, request.tool_call_id, effect=verdict.effect)
-        return Held(call, request.request_id, verdict.message, request.expires_at)
-
-    def _complete(self, call: ToolCall, outcome: ToolOutcome, args_digest: str,
+    def complete(self, call: ToolCall, outcome: ToolOutcome, args_digest: str,
                   provided_by: str | None, model_reads: str | None, *,
                   step: bool = True) -> ToolOutcome:
         """Record how the call ended (with its ``execute`` or ``error`` step unless the
@@ -538,6 +515,8 @@ class Turn:
         rec = self.recorder
         self.tool_calls += 1
         self.response_calls += 1
+        if outcome.executed:  # run, or its result provided by a plugin
+            self.tools_used.append(call.name)
         event = self.site.completion(call, outcome, args_digest, rec.content(outcome.content),
                                      provided_by,
                                      known=call.name in self.offered
@@ -559,9 +538,7 @@ class Turn:
         context = ToolContext(engine.ledger, self.turn_id, self.session_id, self.source,
                               self.caller_session_id, call.id, engine.runtime_started_at,
                               self.actor, engine.gate.capabilities)
-        outcome = await execute(tool, call, context, engine.settings.tool_timeout_s)
-        self.tools_used.append(call.name)
-        return outcome
+        return await execute(tool, call, context, engine.settings.tool_timeout_s)
 
     async def _finish(self, status: TurnStatus, text: str = "") -> TurnOutcome:
         failed = status in ("model_error", "budget_exceeded")
@@ -590,9 +567,3 @@ class Turn:
             self.stream.settle(text)
         return TurnOutcome(self.result(text, tools_used, error), self.messages)
 
-
-def _described_read_only(tools: ToolRegistry, name: str) -> bool:
-    """Whether the plugin that describes tool ``name`` (with no function here) said it
-    changes nothing."""
-    spec = tools.spec(name)
-    return spec is not None and spec.read_only

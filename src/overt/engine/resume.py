@@ -113,9 +113,10 @@ async def take_up_interrupted(engine: Engine, request: ApprovalRequest, *,
     """
     if not request.interrupted or request.call_started_seq is None:
         raise UsageError(f"request {request.request_id} has no interrupted call")
-    started = [e for e in await engine.ledger.entries(turn_id=request.turn_id,
-                                                       kinds=["tool_call.started"])
-               if e.seq == request.call_started_seq]
+    calls = (await engine.ledger.entries(turn_id=request.turn_id, kinds=["tool_call.started"])
+             if request.turn_id is not None  # else every call of the ledger: by its id
+             else await engine.ledger.direct_calls([request.tool_call_id]))
+    started = [e for e in calls if e.seq == request.call_started_seq]
     tool = engine.tools.get(request.tool_name)
     if tool is None or not tool.idempotent:
         return Resumed(request, held_call=started[0] if started else None)

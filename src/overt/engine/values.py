@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from overt.tools.base import Tool
 from overt.types import Message, ResponseResult, ToolCall
 
 
@@ -35,6 +36,15 @@ class Held:
     request_id: str
     message: str
     expires_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Allowed:
+    """A call the gate allowed, not yet run: the tool to run (``None``: a tool a plugin
+    offers, whose result a plugin may provide) and the digest of its arguments."""
+
+    tool: Tool | None
+    args_digest: str
 
 
 @dataclass(slots=True)

@@ -209,6 +209,19 @@ class Ledger(Protocol):
         an index of those alone: as many rows as that reply failed)."""
         ...
 
+    async def direct_calls(self, tool_call_ids: Sequence[str]) -> list[Entry]:
+        """The ``tool_call.started`` and ``tool_call.completed`` entries outside any turn
+        of the calls ``tool_call_ids``, in ``seq`` order (read through an index of
+        calls outside a turn: as many rows as those calls wrote)."""
+        ...
+
+    async def unresumed_replies(self) -> list[Entry]:
+        """The ``channel.replied`` entries that said their turn awaits an approval
+        (``awaiting_approval``) and whose resumed reply, the ``channel.replied``
+        claimed ``{claim}:resumed:{awaiting_approval}``, is not on the record, in
+        ``seq`` order (read through an index of those replies alone)."""
+        ...
+
     async def last_error(self) -> Entry | None:
         """The newest entry that records a failure: a turn that did not complete,
         a tool call whose status is not ``ok``, or an inference that failed."""

@@ -505,6 +505,15 @@ class PostgresLedger:
             lambda c: c.execute(sql.reply_failures(D), (reply_claim,)).fetchone())
         return int(row[0])
 
+    async def direct_calls(self, tool_call_ids: Sequence[str]) -> list[Entry]:
+        rows = [r for ids in sql.chunks(tool_call_ids)
+                for r in await self.select(sql.direct_calls(D, len(ids)), ids)]
+        return sorted(map(row_to_entry, rows), key=lambda e: e.seq)
+
+    async def unresumed_replies(self) -> list[Entry]:
+        rows = await self._aread(lambda c: c.execute(sql.unresumed_replies(D)).fetchall())
+        return [row_to_entry(r) for r in rows]
+
     async def last_error(self) -> Entry | None:
         row = await self._aread(lambda c: c.execute(sql.last_error(D)).fetchone())
         return row_to_entry(row) if row else None

@@ -140,6 +140,60 @@ def reply_failures(d: Dialect) -> str:
             f"AND {d.text('reply_claim')} = {d.ph}")
 
 
+DIRECT_CALLS = "kind IN ('tool_call.started', 'tool_call.completed') AND coalesce(turn_id, '') = ''"
+"""The condition of ``audit_log_direct_calls``: the records of calls made outside any
+turn (a direct run, a released quarantined call; a turn's calls are found by turn),
+stated word for word by its query. Not ``turn_id IS NULL``: SQLite, with no statistics,
+reads that through ``audit_log_turn``, every entry outside a turn, for an ``IN`` list."""
+
+
+def direct_calls_index(d: Dialect) -> str:
+    """Calls outside a turn by their id (migration 16): an approval request names its
+    call, and one outside a turn has no turn to find it by."""
+    return (f"CREATE INDEX audit_log_direct_calls ON audit_log (({d.text('tool_call_id')})) "
+            f"WHERE {DIRECT_CALLS}")
+
+
+def direct_calls(d: Dialect, n: int) -> str:
+    """The entries of :data:`DIRECT_CALLS` of ``n`` tool-call ids (the parameters)."""
+    return (f"SELECT {ENTRY_COLUMNS} FROM audit_log WHERE {DIRECT_CALLS} "
+            f"AND {d.text('tool_call_id')} IN ({d.phs(n)}) ORDER BY seq")
+
+
+def chunks(values: Sequence[str], size: int = 500) -> list[list[str]]:
+    """``values``, each once, in lists of at most ``size``: the parameters of one
+    ``IN (...)`` each."""
+    once = list(dict.fromkeys(values))
+    return [once[i:i + size] for i in range(0, len(once), size)]
+
+
+def paused_reply(d: Dialect, alias: str = "") -> str:
+    """The condition of ``audit_log_paused_replies``: a reply that said its turn awaits
+    an approval (the query states it word for word, on the table alias ``alias``)."""
+    prefix = f"{alias}." if alias else ""
+    return (f"{prefix}kind = 'channel.replied' "
+            f"AND {d.text('awaiting_approval', f'{prefix}data')} IS NOT NULL")
+
+
+def paused_replies_index(d: Dialect) -> str:
+    """Replies that said their turn awaits an approval (migration 16): a delivery sweep
+    reads those, not every reply ever sent."""
+    return f"CREATE INDEX audit_log_paused_replies ON audit_log (seq) WHERE {paused_reply(d)}"
+
+
+def unresumed_replies(d: Dialect) -> str:
+    """The replies of :func:`paused_reply` whose resumed reply, the ``channel.replied``
+    claimed ``{claim}:resumed:{awaiting_approval}``, is not on the record (looked up
+    through ``audit_log_claims``)."""
+    columns = ", ".join(f"p.{c}" for c in ENTRY_COLUMNS.split(", "))
+    resumed = (f"{d.text('claim', 'p.data')} || ':resumed:' || "
+               f"{d.text('awaiting_approval', 'p.data')}")
+    return (f"SELECT {columns} FROM audit_log p WHERE {paused_reply(d, 'p')} "
+            "AND NOT EXISTS (SELECT 1 FROM audit_log r WHERE r.kind = 'channel.replied' "
+            f"AND {d.text('claim', 'r.data')} = {resumed} "
+            f"AND {d.text('claim', 'r.data')} IS NOT NULL) ORDER BY p.seq")
+
+
 def insert_row(d: Dialect, table: str, columns: Sequence[str]) -> str:
     """An insert into a table that records beside the chain (memory, ...).
 

@@ -452,6 +452,14 @@ class SqliteLedger:
     async def reply_failures(self, reply_claim: str) -> int:
         return int((await self._aquery(sql.reply_failures(D), (reply_claim,)))[0][0])
 
+    async def direct_calls(self, tool_call_ids: Sequence[str]) -> list[Entry]:
+        rows = [r for ids in sql.chunks(tool_call_ids)
+                for r in await self.select(sql.direct_calls(D, len(ids)), ids)]
+        return sorted(map(row_to_entry, rows), key=lambda e: e.seq)
+
+    async def unresumed_replies(self) -> list[Entry]:
+        return [row_to_entry(r) for r in await self._aquery(sql.unresumed_replies(D))]
+
     async def last_error(self) -> Entry | None:
         rows = await self._aquery(sql.last_error(D))
         return row_to_entry(rows[0]) if rows else None

@@ -10,8 +10,9 @@ resumes what a decision releases (:mod:`overt.engine.resume`).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from overt.clock import now_iso
@@ -115,6 +116,18 @@ def _request(entry: Entry, decided: Entry | None, resumed: bool) -> ApprovalRequ
         resumed=resumed)
 
 
+@dataclass(slots=True)
+class _Calls:
+    """The calls (and turns) of some requests, as the record holds them."""
+
+    started: dict[str, int] = field(default_factory=dict)
+    """call id -> seq of its last ``tool_call.started``"""
+    completed: set[str] = field(default_factory=set)
+    """calls that recorded a ``tool_call.completed`` after starting"""
+    ended: dict[str, int] = field(default_factory=dict)
+    """call id or turn id -> seq of its last ending"""
+
+
 class ApprovalBook:
     """Reads requests and records decisions. Stateless: every answer comes from the ledger."""
 
@@ -134,51 +147,89 @@ class ApprovalBook:
         return _request(entry, decided, resumed is not None)
 
     async def list(self, statuses: Sequence[ApprovalStatus] | None = None) -> list[ApprovalRequest]:
-        """Every request, oldest first (only ``statuses`` when given)."""
-        entries = await self.ledger.entries(
-            kinds=["approval.requested", "approval.decided", "turn.resumed",
-                   "tool_call.started", "tool_call.completed", "turn.completed"])
+        """Every request, oldest first (only ``statuses`` when given).
+
+        Reads the approval kinds, then only the calls and turns of the requests
+        listed that were decided or taken up (:meth:`_calls`): a pending request's
+        call has not started (it is held until a decision releases it), so a
+        ``pending`` list reads no tool call at all.
+        """
+        listed, resumed, takers = await self._requests()
+        if statuses is not None:
+            listed = [r for r in listed if r.status in statuses]
+        calls = await self._calls([r for r in listed if r.status != "pending" or r.resumed])
+        out = []
+        for request in listed:
+            call = request.tool_call_id
+            if call in calls.started and calls.started[call] > request.requested_seq:
+                request = replace(request, call_started_seq=calls.started[call],
+                                  call_completed=call in calls.completed)
+            taken_up = resumed.get(request.request_id)
+            if taken_up is not None:
+                after = [calls.ended.get(call, 0)]
+                if request.pauses_turn and request.turn_id is not None:
+                    after.append(calls.ended.get(request.turn_id, 0))
+                request = replace(request, taken_up_seq=taken_up,
+                                  ended_after_taken_up=max(after) > taken_up,
+                                  taken_up_by=takers.get(request.request_id))
+            out.append(request)
+        return out
+
+    async def untaken(self, *, decided_before: str) -> builtins.list[ApprovalRequest]:
+        """Requests decided before ``decided_before`` that nobody took up (no
+        ``turn.resumed``: the process that decided one stopped before resuming it),
+        oldest first. Reads the approval kinds alone: nothing of such a request's call
+        has started, its resumption comes first."""
+        listed, _, _ = await self._requests()
+        return [r for r in listed if r.status != "pending" and not r.resumed
+                and r.decided_at is not None and r.decided_at < decided_before]
+
+    async def _requests(self) -> tuple[
+            builtins.list[ApprovalRequest], dict[str, int], dict[str, tuple[int, str]]]:
+        """Every request as its approval entries say (none of its call's fields yet),
+        the seq of each one's first ``turn.resumed`` and the process that last took
+        each up: read from the approval kinds alone."""
         decided: dict[str, Entry] = {}
         resumed: dict[str, int] = {}
         takers: dict[str, tuple[int, str]] = {}  # the last process to take each up
-        started: dict[str, int] = {}
-        completed: set[str] = set()
-        ended: dict[str, int] = {}  # call id or turn id -> seq of its last ending
         requested: list[tuple[Entry, str]] = []
-        for e in entries:
+        for e in await self.ledger.entries(kinds=[ApprovalRequested.kind,
+                                                  ApprovalDecided.kind, TurnResumed.kind]):
             match e.event():
                 case ApprovalDecided(request_id=request_id):
                     decided[request_id] = e
                 case TurnResumed(request_id=request_id, pid=pid, host=host):
                     resumed.setdefault(request_id, e.seq)
                     takers[request_id] = (pid, host)
-                case ToolCallStarted(tool_call_id=call_id):
-                    started[call_id] = e.seq
-                case ToolCallCompleted(tool_call_id=call_id):
-                    ended[call_id] = e.seq
-                    if call_id in started:
-                        completed.add(call_id)
-                case TurnCompleted() if e.turn_id is not None:
-                    ended[e.turn_id] = e.seq
                 case ApprovalRequested(request_id=request_id):
                     requested.append((e, request_id))
-        out = []
-        for e, request_id in requested:
-            taken_up = resumed.get(request_id)
-            request = _request(e, decided.get(request_id), taken_up is not None)
-            call = request.tool_call_id
-            if call in started and started[call] > request.requested_seq:
-                request = replace(request, call_started_seq=started[call],
-                                  call_completed=call in completed)
-            if taken_up is not None:
-                after = [ended.get(call, 0)]
-                if request.pauses_turn and request.turn_id is not None:
-                    after.append(ended.get(request.turn_id, 0))
-                request = replace(request, taken_up_seq=taken_up,
-                                  ended_after_taken_up=max(after) > taken_up,
-                                  taken_up_by=takers.get(request_id))
-            out.append(request)
-        return [r for r in out if statuses is None or r.status in statuses]
+        return ([_request(e, decided.get(request_id), request_id in resumed)
+                 for e, request_id in requested], resumed, takers)
+
+    async def _calls(self, requests: Sequence[ApprovalRequest]) -> _Calls:
+        """What became of the calls (and paused turns) of ``requests``: a request in a
+        turn finds them among its turn's entries (``audit_log_turn``), one outside a
+        turn by its call's id (``audit_log_direct_calls``); a call is recorded in the
+        turn of the request that held it, or outside any turn with it."""
+        turns = sorted({r.turn_id for r in requests if r.turn_id is not None})
+        entries = [e for turn_id in turns for e in await self.ledger.entries(
+            turn_id=turn_id, kinds=[ToolCallStarted.kind, ToolCallCompleted.kind,
+                                    TurnCompleted.kind])]
+        direct = sorted({r.tool_call_id for r in requests if r.turn_id is None})
+        if direct:
+            entries += await self.ledger.direct_calls(direct)
+        calls = _Calls()
+        for e in sorted(entries, key=lambda e: e.seq):
+            match e.event():
+                case ToolCallStarted(tool_call_id=call_id):
+                    calls.started[call_id] = e.seq
+                case ToolCallCompleted(tool_call_id=call_id):
+                    calls.ended[call_id] = e.seq
+                    if call_id in calls.started:
+                        calls.completed.add(call_id)
+                case TurnCompleted() if e.turn_id is not None:
+                    calls.ended[e.turn_id] = e.seq
+        return calls
 
     async def decide(self, request_id: str, decision: ApprovalDecision, *, by: Actor,
                      reason: str | None = None) -> ApprovalRequest:

@@ -28,6 +28,8 @@ NAMES: dict[int, str] = {
     13: "memory search indexes each word's first three characters (SQLite; GIN already does)",
     14: "trail index keyed by session, kind and seq: a trail reads each kind as one range",
     15: "failed replies by the claim they were owed under: a sweep counts one reply's",
+    16: "calls outside a turn by id, and replies awaiting an approval: approvals and a "
+        "delivery sweep read what they concern",
 }
 
 

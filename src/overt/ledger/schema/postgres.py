@@ -21,7 +21,9 @@ from overt.ledger.sql import (
     POSTGRES,
     appending_indexes,
     claims_index,
+    direct_calls_index,
     failure_condition,
+    paused_replies_index,
     reasoning_phase_index,
     reasoning_steps_view,
     reply_failures_index,
@@ -240,6 +242,8 @@ _TRAIL_BY_KIND_V14 = (
     "ALTER TABLE trail_index DROP CONSTRAINT trail_index_pkey, "
     f"ADD CONSTRAINT trail_index_pkey PRIMARY KEY ({', '.join(KEY)});\n")
 
+_APPROVAL_READS_V16 = f"{direct_calls_index(POSTGRES)};\n{paused_replies_index(POSTGRES)};\n"
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (version, NAMES[version], script) for version, script in (
         (1, _INITIAL),
@@ -257,6 +261,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (13, "SELECT 1"),  # SQLite's prefix index; GIN matches prefixes as it is
         (14, _TRAIL_BY_KIND_V14),
         (15, reply_failures_index(POSTGRES) + ";\n"),
+        (16, _APPROVAL_READS_V16),
     )]
 
 FILLS: dict[int, Callable[[Any], None]] = {11: fill_trail_index}

@@ -23,8 +23,10 @@ from overt.ledger.sql import (
     SQLITE,
     appending_indexes,
     claims_index,
+    direct_calls_index,
     failure_condition,
     insert_trail_index,
+    paused_replies_index,
     reasoning_phase_index,
     reasoning_steps_view,
     reply_failures_index,
@@ -268,6 +270,8 @@ _TRAIL_BY_KIND_V14 = (table_sql(postgres=False, name="trail_index_by_kind", key=
                       "ALTER TABLE trail_index_by_kind RENAME TO trail_index;\n"
                       + _append_only("trail_index"))
 
+_APPROVAL_READS_V16 = f"{direct_calls_index(SQLITE)};\n{paused_replies_index(SQLITE)};\n"
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (version, NAMES[version], script) for version, script in (
         (1, _INITIAL),
@@ -285,6 +289,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (13, memory_search.sqlite_prefix()),
         (14, _TRAIL_BY_KIND_V14),
         (15, reply_failures_index(SQLITE) + ";\n"),
+        (16, _APPROVAL_READS_V16),
     )]
 
 FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {11: fill_trail_index}
