@@ -308,3 +308,11 @@ def test_mcp_servers_fill_the_config_and_need_exactly_one_of_command_or_url(
     path.write_text('[mcp_servers.bad]\nread_only = []\n', encoding="utf-8")
     with pytest.raises(ConfigError, match="exactly one of command or url"):
         config_file.load({}, path=path)
+
+
+def test_a_byte_order_mark_is_named_rather_than_an_invalid_statement(tmp_path: Path) -> None:
+    """Editors on Windows save one; tomllib's message was "Invalid statement" at line 1."""
+    path = tmp_path / "overt.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + GOOD.encode())
+    with pytest.raises(ConfigFileError, match="byte-order mark"):
+        config_file.read(path)

@@ -82,3 +82,18 @@ def test_a_sqlite_uri_is_refused_and_nothing_is_made(tmp_path: Path,
         with pytest.raises(UsageError, match="is a SQLite URI"):
             open_ledger(url)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_ledger_path_holding_a_nul_is_refused_as_usage_not_a_value_error(
+        tmp_path: Path) -> None:
+    """Only a config file can carry a NUL into ``db`` (argv and the environment cannot);
+    SQLite's connect raised a bare ValueError, a traceback from every command."""
+    from overt.config import file as config_file
+
+    with pytest.raises(UsageError, match="holds a NUL character"):
+        open_ledger(f"{tmp_path}/a\0b.db")
+    toml = tmp_path / "overt.toml"
+    toml.write_text('db = "a\\u0000b.db"\n')
+    with pytest.raises(UsageError, match="holds a NUL character"):
+        config_file.load({}, path=toml)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["overt.toml"]

@@ -149,3 +149,36 @@ def test_a_turn_whose_stream_is_cut_records_a_model_error_not_the_partial_answer
     after_reset = shown[max(i for i, e in enumerate(shown) if not isinstance(e, AnswerDelta)):]
     assert "".join(e.text for e in after_reset if isinstance(e, AnswerDelta)) == result.text
     assert run(ledger.verify()).ok
+
+
+@pytest.mark.parametrize(("reply", "says"), [
+    (("text/html", b"<html><body>502 Bad gateway</body></html>"),
+     "it is not a chat completion but '<html><body>502 Bad gateway"),
+    (_json({"error": {"message": "model not loaded"}}), "the server says .*model not loaded"),
+])
+def test_a_reply_without_choices_says_what_it_was_instead(
+        garbage: tuple[str, deque[Reply]], reply: Reply, says: str) -> None:
+    """A proxy's HTML page or the server's own error object, not only "no choices"."""
+    url, replies = garbage
+    replies.append(reply)
+    with pytest.raises(ModelOutputError, match=f"^openai:m: the reply holds no choices: {says}"):
+        _ask(url, stream=False)
+
+
+def test_content_sent_as_a_list_of_parts_is_the_answer_not_an_empty_one(
+        garbage: tuple[str, deque[Reply]]) -> None:
+    """Some servers send ``content`` as parts: the answer was dropped as empty text."""
+    url, replies = garbage
+    replies.append(_json(_completion(message={"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": "Hello, "},
+        {"type": "text", "text": "world."}]})))
+    assert _ask(url, stream=False).text == "Hello, world."
+
+
+@pytest.mark.parametrize("content", [5, {"text": "x"}, [{"type": "text", "text": 5}]])
+def test_content_that_is_not_text_is_a_model_output_error(
+        garbage: tuple[str, deque[Reply]], content: Any) -> None:
+    url, replies = garbage
+    replies.append(_json(_completion(message={"role": "assistant", "content": content})))
+    with pytest.raises(ModelOutputError, match=r"^openai:m: the reply's content is not text"):
+        _ask(url, stream=False)

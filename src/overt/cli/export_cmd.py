@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TextIO
 
-from overt.cli.flags import time_flag
+from overt.cli.flags import output_file, time_flag
 from overt.errors import UsageError
 from overt.ledger.base import Ledger
 from overt.ledger.export import export_jsonl
@@ -138,7 +137,7 @@ async def _jsonl(ledger: Ledger, session: str | None, since: str | None, until: 
                                    until=until)
     else:
         out: TextIO
-        with Path(output).open("w", encoding="utf-8", newline="\n") as out:
+        with output_file(output) as out:
             count = await export_jsonl(ledger, out, session_id=session, since=since,
                                        until=until)
     print(f"overt: exported {count} entries", file=sys.stderr)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+from typing import TextIO
+
 from overt.clock import period_start
 from overt.errors import UsageError
 
@@ -18,3 +22,27 @@ def time_flag(value: str | None, flag: str) -> str | None:
         return period_start(value)
     except UsageError as exc:
         raise UsageError(f"{flag}: {exc}") from None
+
+
+def output_file(path: str) -> TextIO:
+    """``--output PATH`` opened for writing (UTF-8, ``\\n`` line ends).
+
+    Raises:
+        UsageError: it cannot be opened (a missing folder, a folder, no permission).
+    """
+    try:
+        return Path(path).open("w", encoding="utf-8", newline="\n")
+    except OSError as exc:
+        raise UsageError(f"--output: cannot write {path}: {exc.strerror or exc}") from None
+
+
+def count_flag(value: str) -> int:
+    """An argparse ``type`` for ``--limit``: a whole number from 1 to a million (SQLite
+    refuses an integer past 2**63; a negative LIMIT means none)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if not 1 <= number <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"must be 1 to 1000000, got {number}")
+    return number

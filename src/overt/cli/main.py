@@ -37,6 +37,7 @@ from overt.cli import (
     sessions_cmd,
     trail_cmd,
 )
+from overt.cli.flags import count_flag
 from overt.cli.repliers import repliers
 from overt.cli.stream_out import TerminalAnswer
 from overt.clock import period_start
@@ -115,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="print each answer once it is complete")
 
     runs = sub.add_parser("runs", help="recent turns")
-    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--limit", type=count_flag, default=20)
     runs.add_argument("--json", action="store_true")
 
     show = sub.add_parser("show", help="the full record of one turn")

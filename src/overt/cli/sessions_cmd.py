@@ -11,6 +11,7 @@ import argparse
 import json
 from typing import Any
 
+from overt.cli.flags import count_flag
 from overt.errors import NotFoundError
 from overt.ledger.base import Ledger
 from overt.sessions import SessionInfo, flatten, list_sessions, session_history, session_info
@@ -24,7 +25,7 @@ EXIT_OK = 0
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``sessions`` (list) and ``sessions show ID`` to the ``overt`` commands."""
     sessions = sub.add_parser("sessions", help="conversations: list them, or show one")
-    sessions.add_argument("--limit", type=int, default=20)
+    sessions.add_argument("--limit", type=count_flag, default=20)
     sessions.add_argument("--channel", help="only this channel's (cli, http, slack_dm, "
                                             "email, mcp)")
     sessions.add_argument("--owner", metavar="ACTOR", help="only this actor's")

@@ -17,10 +17,9 @@ import argparse
 import dataclasses
 import json
 import sys
-from pathlib import Path
 from typing import Any, TextIO
 
-from overt.cli.flags import time_flag
+from overt.cli.flags import output_file, time_flag
 from overt.errors import UsageError
 from overt.events import REASONING_PHASES
 from overt.ledger.base import Ledger
@@ -113,7 +112,7 @@ async def run(args: argparse.Namespace, ledger: Ledger, *,
         _write(trail, args, sys.stdout)
     else:
         out: TextIO
-        with Path(args.output).open("w", encoding="utf-8", newline="\n") as out:
+        with output_file(args.output) as out:
             _write(trail, args, out)
     return EXIT_OK
 

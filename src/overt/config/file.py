@@ -102,6 +102,9 @@ def parse(text: str, path: str = DEFAULT_NAME, *, schemes: Iterable[str] = (),
     Raises:
         ConfigFileError: with every problem, each naming its line and field.
     """
+    if text.startswith("\ufeff"):  # tomllib says only "Invalid statement" at line 1
+        raise ConfigFileError([Problem(path, 1, "", "not valid TOML: the file starts with a "
+                                       "byte-order mark (BOM); save it as UTF-8 without one")])
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

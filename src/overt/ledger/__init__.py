@@ -43,9 +43,14 @@ def refuse_sqlite_uri(url: str) -> None:
     """Refuse a SQLite URI (``file:ledger.db?mode=ro``): overt would take it for a
     path (a folder named ``file:``).
 
+    Also a URL holding a NUL character, which no file name or server URL holds.
+
     Raises:
         UsageError: ``url`` is one; the message says what to give instead.
     """
+    if "\0" in url:
+        raise UsageError(f"ledger {url!r} holds a NUL character: name a file or a "
+                         "postgresql://… URL")
     if url.removeprefix("sqlite:///").startswith("file:"):
         raise UsageError(f"{url!r} is a SQLite URI, not a ledger: give the file's path "
                          "(./file:NAME for a file so named), and --read-only to read it "

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from overt.errors import LedgerConflict, LedgerIntegrityError
 from overt.events import Event
 from overt.ids import new_ulid
-from overt.ledger.base import Entry, VerifyReport
+from overt.ledger.base import Entry, TurnSummary, VerifyReport
 from overt.ledger.canonical import GENESIS, canonical_json, chain_hash, digest_text, entry_payload
 
 Draft = tuple[str, str | None, str | None, dict[str, Any], str]
@@ -120,8 +120,63 @@ def content_rows(first_seq: int, entries: Sequence[Entry],
 
 
 def row_to_entry(row: Sequence[Any]) -> Entry:
-    return Entry(int(row[0]), row[1], row[2], row[3], row[4], row[5], json.loads(row[6]),
+    return Entry(int(row[0]), row[1], row[2], row[3], row[4], row[5], entry_data(row[6], row[0]),
                  row[7], row[8])
+
+
+def entry_data(raw: Any, seq: Any = None) -> dict[str, Any]:
+    """An entry's ``data`` column (the canonical JSON text overt wrote, as text or UTF-8
+    bytes, or an object already decoded) as a dict.
+
+    Raises:
+        LedgerIntegrityError: it is not a JSON object (invalid JSON, not UTF-8, NULL, an
+            array): the row was changed behind the ledger's back; ``seq`` names it.
+    """
+    value = raw
+    if isinstance(raw, (str, bytes, bytearray, memoryview)):
+        try:
+            value = json.loads(bytes(raw) if isinstance(raw, memoryview) else raw)
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError alike
+            raise LedgerIntegrityError(
+                f"entry {seq}'s data is not JSON: the row was changed behind the ledger's "
+                f"back (run overt ledger verify): {exc}") from None
+    if not isinstance(value, dict):
+        raise LedgerIntegrityError(
+            f"entry {seq}'s data is not a JSON object but {type(value).__name__} "
+            f"{str(value)[:60]!r}: the row was changed behind the ledger's back "
+            "(run overt ledger verify)")
+    return value
+
+
+def turn_summary(row: Sequence[Any]) -> TurnSummary:
+    """One row of the ``turns`` view (turn_id, session_id, started_at, source, model,
+    status, tools_used as JSON text, duration_ms) as a :class:`TurnSummary`.
+
+    Raises:
+        LedgerIntegrityError: a field is not of the type overt writes (the turn's
+            entries were changed behind the ledger's back); the message names the turn.
+    """
+    turn_id, session_id, at, source, model, status, tools_json, duration = row[:8]
+    tools: Any = tools_json
+    if isinstance(tools_json, (str, bytes)):
+        try:
+            tools = json.loads(tools_json)
+        except ValueError:
+            tools = tools_json
+    ok = (all(isinstance(v, str) for v in (turn_id, at, source, model))
+          and (status is None or isinstance(status, str))
+          and (tools is None or (isinstance(tools, list)
+                                 and all(isinstance(t, str) for t in tools)))
+          and (duration is None or (isinstance(duration, (int, float))
+                                    and not isinstance(duration, bool))))
+    if not ok:
+        raise LedgerIntegrityError(
+            f"turn {turn_id}'s entries do not hold what overt writes (source {source!r}, "
+            f"model {model!r}, status {status!r}, tools_used {tools_json!r}, duration_ms "
+            f"{duration!r}): they were changed behind the ledger's back "
+            "(run overt ledger verify)")
+    return TurnSummary(turn_id, session_id, at, source, model, status, tools,
+                       None if duration is None else float(duration))
 
 
 def verify_rows(rows: Iterable[Sequence[Any]],

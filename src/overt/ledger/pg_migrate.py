@@ -8,6 +8,7 @@ from typing import Any
 from overt.clock import now_iso
 from overt.errors import LedgerError, MigrationError
 from overt.ledger.pg_url import safe_url
+from overt.ledger.schema import refuse_newer
 from overt.ledger.schema.postgres import FILLS, MIGRATIONS, MIGRATIONS_TABLE
 
 try:
@@ -38,6 +39,9 @@ def migrate(conninfo: str, schema: str, url: str) -> list[int]:
                 conn.execute(f'SET search_path = "{schema}"')
                 known = conn.execute("SELECT to_regclass('overt_migrations')").fetchone()
                 fresh = known is None or known[0] is None
+                if not fresh:
+                    refuse_newer((r[0] for r in conn.execute(
+                        "SELECT version FROM overt_migrations")), safe_url(url))
                 # a new ledger is created in one transaction: in a schema holding
                 # another application's table of the same name, nothing is left
                 with conn.transaction() if fresh else contextlib.nullcontext():
@@ -83,6 +87,7 @@ def refuse_stale(conn: Any, url: str) -> None:
     known = conn.execute("SELECT to_regclass('overt_migrations')").fetchone()
     applied = {r[0] for r in conn.execute("SELECT version FROM overt_migrations")} \
         if known and known[0] is not None else set()
+    refuse_newer(applied, safe_url(url))
     missing = [version for version, _, _ in MIGRATIONS if version not in applied]
     if missing:
         raise LedgerError(f"cannot read ledger {safe_url(url)} read-only: its schema lacks "

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import logging
 import queue
 import threading
@@ -70,6 +69,7 @@ from overt.ledger.chain import (
     content_rows,
     drafts,
     row_to_entry,
+    turn_summary,
 )
 from overt.ledger.groups import next_group
 from overt.ledger.notify import AppendSignal
@@ -479,11 +479,7 @@ class PostgresLedger:
     async def recent_turns(self, limit: int = 20) -> list[TurnSummary]:
         rows = await self._aread(
             lambda c: c.execute(sql.recent_turns(D), (int(limit),)).fetchall())
-        return [
-            TurnSummary(r[0], r[1], r[2], r[3], r[4], r[5],
-                        json.loads(r[6]) if r[6] is not None else None, r[7])
-            for r in rows
-        ]
+        return [turn_summary(r) for r in rows]
 
     async def usage(self, since: str | None = None, until: str | None = None,
                     by: Sequence[str] = ("route", "model")) -> list[UsageRow]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import queue
 import shutil
 import sqlite3
@@ -61,12 +60,14 @@ from overt.ledger.chain import (
     content_rows,
     drafts,
     row_to_entry,
+    turn_summary,
     verify_payloads,
     verify_rows,
     with_body_check,
 )
 from overt.ledger.groups import next_group
 from overt.ledger.notify import AppendSignal
+from overt.ledger.schema import refuse_newer
 from overt.ledger.schema.sqlite import (
     FILLS,
     MIGRATIONS,
@@ -185,6 +186,8 @@ class SqliteLedger:
         applied: list[int] = []
         try:
             conn.executescript(MIGRATIONS_TABLE)
+            refuse_newer((r[0] for r in conn.execute("SELECT version FROM overt_migrations")),
+                         self.path)
             with transaction(conn):
                 renumber(conn)
             for version, _name, script in MIGRATIONS:
@@ -200,6 +203,8 @@ class SqliteLedger:
                     conn.execute("INSERT INTO overt_migrations VALUES (?, ?, ?)",
                                  (version, _name, now_iso()))
                     applied.append(version)
+        except MigrationError:
+            raise
         except (sqlite3.DatabaseError, LedgerError) as exc:
             raise MigrationError(f"cannot migrate ledger {self.path}: {exc}") from exc
         return applied
@@ -428,11 +433,7 @@ class SqliteLedger:
         return checked_body(digest, (r[0] for r in rows))
 
     async def recent_turns(self, limit: int = 20) -> list[TurnSummary]:
-        return [
-            TurnSummary(r[0], r[1], r[2], r[3], r[4], r[5],
-                        json.loads(r[6]) if r[6] is not None else None, r[7])
-            for r in await self._aquery(sql.recent_turns(D), (int(limit),))
-        ]
+        return [turn_summary(r) for r in await self._aquery(sql.recent_turns(D), (int(limit),))]
 
     async def usage(self, since: str | None = None, until: str | None = None,
                     by: Sequence[str] = ("route", "model")) -> list[UsageRow]:
@@ -547,6 +548,7 @@ def _refuse_stale(conn: sqlite3.Connection, path: str) -> None:
                          ).fetchone()
     applied = {r[0] for r in conn.execute("SELECT version FROM overt_migrations")} \
         if known else set()
+    refuse_newer(applied, path)
     missing = [version for version, _, _ in MIGRATIONS if version not in applied]
     why = (f"its schema lacks migration {missing[0]}" if missing
            else "an earlier overt's journal beside it is not stored yet"

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from overt.errors import LedgerError
 from overt.ledger.base import Entry, VerifyReport
 from overt.ledger.canonical import canonical_json
+from overt.ledger.chain import entry_data
 
 TRAIL_FIELDS: dict[str, tuple[str, ...]] = {
     "turn.started": ("source", "model"),
@@ -110,15 +110,10 @@ def decode(data_json: str, seq: int | None = None) -> dict[str, Any]:
     """An entry's data, from the canonical JSON the ledger wrote.
 
     Raises:
-        LedgerError: it is not a JSON object (written by hand), naming entry ``seq``.
+        LedgerIntegrityError: it is not a JSON object (written by hand), naming entry
+            ``seq`` (:func:`overt.ledger.chain.entry_data`).
     """
-    try:
-        value = json.loads(data_json)
-    except (TypeError, ValueError) as exc:
-        raise LedgerError(f"entry {seq}'s data is not JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise LedgerError(f"entry {seq}'s data is not a JSON object")
-    return value
+    return entry_data(data_json, seq)
 
 
 def index_row(seq: int, kind: str, at: str, turn_id: str, session_id: str | None,

@@ -29,6 +29,7 @@ the model (USD per million input and output tokens; cache writes are priced at
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -173,7 +174,10 @@ class AnthropicModel:
         if self.temperature is not None:  # not among the SDK's arguments: sent as is
             params["extra_body"] = {"temperature": self.temperature}
         message, request_id, attempts = await self._send(params, on_text)
-        reply = from_wire(message.to_dict(mode="json"))
+        try:
+            reply = from_wire(message)
+        except ModelOutputError as exc:
+            raise ModelOutputError(f"{self.name}: {exc}") from None
         self._replay.remember(reply)
         info: dict[str, Any] = {
             "request_id": request_id, **reply.info,
@@ -203,28 +207,63 @@ class AnthropicModel:
     # -- sending ----------------------------------------------------------------
 
     async def _send(self, params: dict[str, Any],
-                    on_text: TextSink | None = None) -> tuple[Any, str | None, int]:
+                    on_text: TextSink | None = None) -> tuple[dict[str, Any], str | None, int]:
         client = self._connection()
         try:
             if self.stream or on_text is not None:
                 return await self._streamed(client, params, on_text)
             raw = await client.messages.with_raw_response.create(**params)
-            return await raw.parse(), raw.request_id, attempts(raw.http_request)
+            try:
+                message = await raw.parse()
+            except ValueError as exc:  # a body that says JSON and is not
+                raise ModelOutputError(f"{self.name}: the reply is not JSON: {exc}") from exc
+            if not hasattr(message, "to_dict"):  # a body of another type: a proxy's page
+                raise ModelOutputError(
+                    f"{self.name}: the reply is not a Messages API message (content-type "
+                    f"{raw.headers.get('content-type')!r}): {str(message)[:200]!r}")
+            return message.to_dict(mode="json"), raw.request_id, attempts(raw.http_request)
         except self._sdk.AnthropicError as exc:
             raise self._error(exc) from exc
 
     async def _streamed(self, client: Any, params: dict[str, Any],
-                        on_text: TextSink | None = None) -> tuple[Any, str | None, int]:
+                        on_text: TextSink | None = None) -> tuple[dict[str, Any], str | None, int]:
+        """The streamed reply, as :meth:`_send`'s. The SDK reads a tool's input JSON
+        leniently (a cut one reads as what it had): each is read again here, whole,
+        and one that is not JSON is handed on as text, a malformed call. A stream that
+        ends before its ``message_stop`` is not an answer.
+
+        Raises:
+            ModelOutputError: the stream could not be read, or ended early.
+        """
+        inputs: dict[int, str] = {}
+        stopped = False
         async with client.messages.stream(**params) as stream:
             try:
-                if on_text is not None:
-                    async for text in stream.text_stream:
-                        on_text(text)
+                async for event in stream:
+                    if event.type == "text" and on_text is not None:
+                        on_text(event.text)
+                    elif event.type == "content_block_delta" and \
+                            event.delta.type == "input_json_delta":
+                        inputs[event.index] = inputs.get(event.index, "") + \
+                            event.delta.partial_json
+                    stopped = stopped or event.type == "message_stop"
+                if not stopped:
+                    raise ModelOutputError(f"{self.name}: the stream ended before its "
+                                           "message_stop: the reply is incomplete")
                 message = await stream.get_final_message()
-            except ValueError as exc:  # the SDK's word for a tool input that is not JSON
+            except (ValueError, LookupError, TypeError, AttributeError, RuntimeError,
+                    AssertionError) as exc:
+                # the SDK's words for a stream it cannot follow: data that is not JSON,
+                # a delta for a block never started, an event before message_start
                 raise ModelOutputError(f"{self.name}: the streamed reply could not be "
-                                       f"read: {exc}") from exc
-            return message, stream.request_id, attempts(stream.response.request)
+                                       f"read: {type(exc).__name__}: {exc}") from exc
+            data: dict[str, Any] = message.to_dict(mode="json")
+            for index, text in inputs.items():
+                try:
+                    json.loads(text or "{}")  # a tool without input streams ""
+                except ValueError:
+                    data["content"][index]["input"] = text  # read as a malformed call
+            return data, stream.request_id, attempts(stream.response.request)
 
     def _error(self, exc: Exception) -> AnthropicAPIError:
         sent = attempts(getattr(exc, "request", None))

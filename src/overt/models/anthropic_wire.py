@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from overt.errors import ModelError
+from overt.errors import ModelError, ModelOutputError
 from overt.tools.shapes import to_anthropic
 from overt.types import Message, ToolCall, ToolSpec
 
@@ -122,13 +122,22 @@ def to_wire(messages: Sequence[Message], tools: Sequence[ToolSpec],
 
 
 def from_wire(data: Mapping[str, Any]) -> WireReply:
-    """A Messages API reply (the ``message`` JSON object) taken apart."""
+    """A Messages API reply (the ``message`` JSON object) taken apart.
+
+    Raises:
+        ModelOutputError: it has no ``content`` list of block objects (a reply of
+            something else: an empty answer is ``"content": []``).
+    """
     texts: list[str] = []
     thoughts: list[str] = []
     calls: list[ToolCall] = []
     blocks: list[dict[str, Any]] = []
     counts = {"thinking": 0, "redacted_thinking": 0}
-    for block in data.get("content") or ():
+    content = data.get("content")
+    if not isinstance(content, list) or not all(isinstance(b, Mapping) for b in content):
+        raise ModelOutputError("the reply is not a Messages API message: its content is "
+                               f"not a list of blocks but {str(content)[:100]!r}")
+    for block in content:
         kind = block.get("type")
         if kind not in _REPLAY_FIELDS:
             continue  # server-tool blocks: overt offers no server tools
@@ -143,7 +152,8 @@ def from_wire(data: Mapping[str, Any]) -> WireReply:
             counts["redacted_thinking"] += 1
         else:
             calls.append(_tool_call(block))
-    usage = data.get("usage") or {}
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, Mapping) else {}
     stop = data.get("stop_reason") or ("tool_use" if calls else "end_turn")
     info: dict[str, Any] = {"message_id": data.get("id"), "api_model": data.get("model")}
     if data.get("stop_sequence") is not None:
@@ -233,7 +243,10 @@ def _thinking_allowed(out: Sequence[Mapping[str, Any]]) -> bool:
 
 def _tool_call(block: Mapping[str, Any]) -> ToolCall:
     arguments = block.get("input")
-    call_id, name = str(block.get("id") or ""), str(block.get("name") or "")
+    call_id, name = str(block.get("id") or ""), block.get("name")
+    if not isinstance(name, str) or not name:
+        return ToolCall(call_id, "", dict(arguments) if isinstance(arguments, Mapping) else {},
+                        malformed="the tool_use block has no name")
     if isinstance(arguments, Mapping):
         return ToolCall(call_id, name, dict(arguments))
     return ToolCall(call_id, name, {}, malformed="the tool_use input is not a JSON object")

@@ -143,7 +143,7 @@ class ScriptedModel:
         p = Path(path)
         try:
             lines = p.read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read scripted model file {p}: {exc}") from exc
         name = name or f"scripted:{p.name}"  # the replies carry the model's name too
         replies: list[Reply] = []

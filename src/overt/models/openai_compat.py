@@ -327,13 +327,12 @@ class OpenAICompatModel:
                   folded: bool, tries: int) -> ModelResponse:
         choices = getattr(response, "choices", None) or []
         if not choices:
-            raise ModelOutputError(f"{self.name}: the reply holds no choices")
+            raise ModelOutputError(f"{self.name}: the reply holds no choices{_what(response)}")
         choice = choices[0]
         message = getattr(choice, "message", None)
         if message is None:
             raise ModelOutputError(f"{self.name}: the reply's choice holds no message")
-        text, reasoning = split_reasoning(message.content if isinstance(message.content, str)
-                                          else "")
+        text, reasoning = split_reasoning(_content_text(self.name, message.content))
         extra = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
         if isinstance(extra, str) and extra.strip():
             reasoning = "\n\n".join(p for p in (extra.strip(), reasoning) if p)
@@ -462,3 +461,32 @@ def build(arg: str, options: ModelOptions) -> OpenAICompatModel:
                               f"got {type(value).__name__}")
     settings["base_url"] = settings.get("base_url") or DEFAULT_BASE_URL
     return OpenAICompatModel(arg, **settings)
+
+
+def _what(response: Any) -> str:
+    """What a reply without choices was instead, for its error: a body that is not
+    JSON (an HTML page), or the server's own error object."""
+    if isinstance(response, (str, bytes)):
+        return f": it is not a chat completion but {str(response)[:120]!r}"
+    error = getattr(response, "error", None) or (getattr(response, "model_extra", None)
+                                                 or {}).get("error")
+    return f": the server says {str(error)[:200]!r}" if error else ""
+
+
+def _content_text(name: str, content: Any) -> str:
+    """A message's ``content``: text, nothing, or a list of parts (as some servers send)
+    whose text parts are the answer.
+
+    Raises:
+        ModelOutputError: it is something else (a number, an object).
+    """
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):
+        parts = [p.get("text") if isinstance(p, dict) else getattr(p, "text", None)
+                 for p in content
+                 if (p.get("type") if isinstance(p, dict) else getattr(p, "type", None))
+                 == "text"]
+        if all(isinstance(t, str) for t in parts):
+            return "".join(t for t in parts if isinstance(t, str))
+    raise ModelOutputError(f"{name}: the reply's content is not text: {str(content)[:120]!r}")

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from overt.errors import LedgerError, LedgerIntegrityError, UsageError
+from overt.errors import LedgerIntegrityError, UsageError
 from overt.event_decode import from_entry
 from overt.events import TurnStarted
 from overt.ledger.canonical import digest_text
-from overt.ledger.chain import body_text
+from overt.ledger.chain import body_text, entry_data
 from overt.ledger.sql import POSTGRES, SQLITE, Dialect
 from overt.sessions import queries
 from overt.types import Message, ToolCall
@@ -82,13 +82,6 @@ def flatten(turns: Sequence[HistoryTurn]) -> list[Message]:
     return [m for turn in turns for m in turn.messages]
 
 
-def _data(raw: Any) -> dict[str, Any]:
-    value = json.loads(raw) if isinstance(raw, (str, bytes, bytearray)) else raw
-    if not isinstance(value, dict):
-        raise LedgerError(f"entry data is not a JSON object: {str(raw)[:80]!r}")
-    return value
-
-
 def _checked(body: Any, digest: Any, seq: Any) -> str | None:
     """The text of ``body``, which entry ``seq`` says hashes to ``digest``.
 
@@ -105,7 +98,8 @@ def _checked(body: Any, digest: Any, seq: Any) -> str | None:
 
 
 def _info(row: Sequence[Any], legacy_owner: str) -> SessionInfo:
-    first = from_entry(TurnStarted.kind, _data(row[5]), session_id=row[0], expect=TurnStarted)
+    first = from_entry(TurnStarted.kind, entry_data(row[5], row[4]), session_id=row[0],
+                       expect=TurnStarted)
     return SessionInfo(session_id=row[0], source=first.source,
                        owner=first.actor or legacy_owner, turns=int(row[1]),
                        started_at=row[2], last_at=row[3],

@@ -8,6 +8,10 @@ written before the two lists were one are renumbered on open
 these).
 """
 
+from collections.abc import Iterable
+
+from overt.errors import MigrationError
+
 NAMES: dict[int, str] = {
     1: "initial: audit_log chain, content_blobs, append-only guards, views",
     2: "failures index counts plugin failures (hook.error)",
@@ -27,3 +31,18 @@ NAMES: dict[int, str] = {
     16: "calls outside a turn by id, and replies awaiting an approval: approvals and a "
         "delivery sweep read what they concern",
 }
+
+
+def refuse_newer(applied: Iterable[int], ledger: str) -> None:
+    """Refuse a ledger whose schema a later overt brought past the versions this one
+    knows: its rows may mean what this code cannot tell, so nothing is read or written.
+
+    Raises:
+        MigrationError: which version, and what to do.
+    """
+    newer = max((v for v in applied if v > max(NAMES)), default=None)
+    if newer is not None:
+        raise MigrationError(
+            f"ledger {ledger} has schema version {newer}, newer than this overt knows "
+            f"(up to {max(NAMES)}): a later overt wrote it; upgrade overt to use it "
+            "(nothing was written)")
