@@ -81,6 +81,7 @@ def test_runs_and_show_read_the_turn_back(tmp_path: Path, script: Path,
 
 def test_show_of_an_unknown_turn_exits_4(tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", str(tmp_path / "l.db"), "ledger", "migrate"]) == 0
     assert main(["--db", str(tmp_path / "l.db"), "show", "NOPE"]) == 4
     assert "no turn" in capsys.readouterr().err
 

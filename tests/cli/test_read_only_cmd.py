@@ -141,3 +141,22 @@ def test_a_sqlite_uri_for_db_is_a_usage_error_and_makes_nothing(
     assert main(["--config", str(tmp_path / "overt.toml"), "runs"]) == 2
     assert "is a SQLite URI, not a ledger" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["overt.toml"]
+
+
+@pytest.mark.parametrize("argv", [
+    ("ledger", "verify"), ("ledger", "export"), ("runs",), ("usage",), ("trail", "cli:x"),
+    ("sessions",), ("export", "01JTURN"), ("show", "01JTURN"),
+])
+def test_a_reading_command_on_a_ledger_that_is_not_there_says_so_and_makes_none(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    typo = tmp_path / "missing" / "ledgr.db"  # a mistyped --db: verify must not say ok
+    assert main(["--db", str(typo), *argv]) == 5
+    assert "no such file" in capsys.readouterr().err
+    assert not typo.parent.exists()
+
+
+def test_a_writing_command_still_makes_the_ledger_it_names(tmp_path: Path) -> None:
+    db = tmp_path / "new" / "ledger.db"
+    assert main(["--db", str(db), "ledger", "migrate"]) == 0
+    assert db.is_file()
+    assert main(["--db", str(db), "ledger", "verify"]) == 0

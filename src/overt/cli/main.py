@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from overt import __version__
@@ -206,13 +207,16 @@ READ_LEDGER_COMMANDS = {"verify", "export"}
 
 def _read_only(args: argparse.Namespace, db: str) -> bool:
     """Whether to open the ledger writing nothing: told so, or a command that only
-    reads a SQLite ledger this process may not write (its file or folder)."""
+    reads a SQLite ledger that is not there (a mistyped ``--db`` is an error, not a
+    new empty ledger that ``verify`` calls ok) or that this process may not write
+    (its file or folder)."""
     if args.read_only:
         return True
     reads = args.command in READ_COMMANDS or (
         args.command == "ledger" and args.ledger_command in READ_LEDGER_COMMANDS)
     path = sqlite_path(db)
-    return reads and path not in (None, ":memory:") and not writable(path)
+    return reads and path not in (None, ":memory:") and (
+        not Path(path).exists() or not writable(path))
 
 
 def _dispatch(args: argparse.Namespace, config: Config) -> int:
