@@ -221,7 +221,10 @@ class AnthropicModel:
                 raise ModelOutputError(
                     f"{self.name}: the reply is not a Messages API message (content-type "
                     f"{raw.headers.get('content-type')!r}): {str(message)[:200]!r}")
-            return message.to_dict(mode="json"), raw.request_id, attempts(raw.http_request)
+            # (its shape is checked by anthropic_wire, which names what is wrong: no
+            # serializer warnings on a malformed reply)
+            body = message.to_dict(mode="json", warnings=False)
+            return body, raw.request_id, attempts(raw.http_request)
         except self._sdk.AnthropicError as exc:
             raise self._error(exc) from exc
 
@@ -257,7 +260,7 @@ class AnthropicModel:
                 # a delta for a block never started, an event before message_start
                 raise ModelOutputError(f"{self.name}: the streamed reply could not be "
                                        f"read: {type(exc).__name__}: {exc}") from exc
-            data: dict[str, Any] = message.to_dict(mode="json")
+            data: dict[str, Any] = message.to_dict(mode="json", warnings=False)
             for index, text in inputs.items():
                 try:
                     json.loads(text or "{}")  # a tool without input streams ""
