@@ -12,7 +12,8 @@ from overt.clock import now_iso
 from overt.errors import LedgerError
 from overt.ledger import open_ledger, pg_migrate, sqlite, trail_index
 from overt.ledger.base import TrailRows
-from overt.ledger.trail_index import COLUMNS, TRAIL_FIELDS, check, decode, index_row
+from overt.ledger.chain import entry_data
+from overt.ledger.trail_index import COLUMNS, TRAIL_FIELDS, check, index_row
 from overt.ledger.trail_read import row_of
 from overt.reasoning.trail import TurnTrail, assemble
 from tests.backends import Raw
@@ -175,8 +176,8 @@ def test_verify_catches_rows_no_entry_accounts_for(ledger: Any, raw: Raw) -> Non
 
 def test_entry_data_that_is_not_a_json_object_is_a_ledger_error_naming_it() -> None:
     with pytest.raises(LedgerError, match="entry 7's data is not JSON"):
-        decode("not json", 7)
+        entry_data("not json", 7)
     with pytest.raises(LedgerError, match="entry 7's data is not a JSON object"):
-        decode("[1, 2]", 7)
+        entry_data("[1, 2]", 7)
     found = check([(7, "turn.completed", "at", "T", "s", "{", None, *COLUMNS)], 1, 0)
     assert found is not None and found[0] == 7 and "entry 7's data is not JSON" in found[1]

@@ -36,8 +36,8 @@ from typing import Any
 
 from overt.errors import LedgerError
 from overt.ledger import sql, trail_index
-from overt.ledger.base import Entry
 from overt.ledger.canonical import GENESIS
+from overt.ledger.chain import row_to_entry
 from overt.ledger.schema.sqlite import lift_delete_guards, restore_delete_guards
 from overt.ledger.sql import SQLITE as D
 
@@ -151,8 +151,7 @@ def _store(conn: sqlite3.Connection, payload: Payload, head: tuple[int, str],
     conn.executemany(sql.insert_content(D), contents)
     conn.executemany(sql.insert_entries(D), entries)
     indexed = trail_index.index_rows(
-        [Entry(int(r[0]), r[1], r[2], r[3], r[4], r[5], trail_index.decode(r[6], r[0]), r[7],
-               r[8]) for r in entries], {c[2]: int(c[1]) for c in contents})
+        [row_to_entry(r) for r in entries], {c[2]: int(c[1]) for c in contents})
     if indexed:
         conn.executemany(sql.insert_trail_index(D), indexed)
     for table, columns, values in payload.get("rows") or ():

@@ -25,8 +25,8 @@ from typing import Any
 
 from overt.ledger.base import VerifyReport
 from overt.ledger.canonical import digest_text
+from overt.ledger.chain import entry_data
 from overt.ledger.sql import KIND_INDEXED, Dialect
-from overt.ledger.trail_index import decode
 from overt.memory.search_sql import tags
 
 MEMORY_KINDS = ("node.created", "node.superseded", "link.created", "link.retracted")
@@ -94,7 +94,7 @@ def check(conn: Any, d: Dialect) -> tuple[int | None, str] | None:
     for seq, kind, turn_id, data_json in conn.execute(
             f"SELECT seq, kind, turn_id, data FROM audit_log WHERE kind IN ({kinds}) "
             f"AND {KIND_INDEXED} ORDER BY seq"):
-        key, said = _expected(kind, turn_id, decode(data_json, int(seq)))
+        key, said = _expected(kind, turn_id, entry_data(data_json, int(seq)))
         expected[key] = (int(seq), kind, said)
     pruned_to = conn.execute(f"SELECT max({d.text('removed_to_at')}) FROM audit_log "
                              f"WHERE kind = 'ledger.pruned' AND {KIND_INDEXED}").fetchone()[0]

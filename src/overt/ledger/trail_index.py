@@ -106,16 +106,6 @@ def _value(field: str, value: Any) -> Any:
     return canonical_json(value)
 
 
-def decode(data_json: str, seq: int | None = None) -> dict[str, Any]:
-    """An entry's data, from the canonical JSON the ledger wrote.
-
-    Raises:
-        LedgerIntegrityError: it is not a JSON object (written by hand), naming entry
-            ``seq`` (:func:`overt.ledger.chain.entry_data`).
-    """
-    return entry_data(data_json, seq)
-
-
 def index_row(seq: int, kind: str, at: str, turn_id: str, session_id: str | None,
               data: dict[str, Any], body_seq: int | None) -> IndexRow:
     """One entry's index row, as inserted."""
@@ -203,7 +193,7 @@ def check(rows: Iterable[Sequence[Any]], held: int,
             return seq, f"the trail index lacks entry {seq}"
         present += 1
         try:
-            data = decode(data_json, seq)
+            data = entry_data(data_json, seq)
         except LedgerError as exc:
             return seq, str(exc)
         body_seq = indexed[6]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from overt.ledger.chain import entry_data
 from overt.ledger.schema import NAMES, memory, memory_search
 from overt.ledger.sql import (
     POSTGRES,
@@ -29,7 +30,7 @@ from overt.ledger.sql import (
     reply_failures_index,
     trail_index_fill,
 )
-from overt.ledger.trail_index import COLUMNS, KEY, decode, index_row, table_sql
+from overt.ledger.trail_index import COLUMNS, KEY, index_row, table_sql
 
 FUNCTIONS = """
 CREATE OR REPLACE FUNCTION overt_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -218,7 +219,7 @@ def fill_trail_index(conn: Any) -> None:
     rows = conn.execute(trail_index_fill(POSTGRES)).fetchall()
     with conn.cursor() as cur, cur.copy(COPY_TRAIL_INDEX) as copy:
         for seq, kind, at, turn_id, session_id, data, body_seq in rows:
-            copy.write_row(index_row(seq, kind, at, turn_id, session_id, decode(data, seq),
+            copy.write_row(index_row(seq, kind, at, turn_id, session_id, entry_data(data, seq),
                                      body_seq))
     # statistics now, not when autovacuum gets to it (if it runs): without them the
     # planner guesses a session holds a hundred rows

@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Callable
 
 from overt.errors import LedgerError
+from overt.ledger.chain import entry_data
 from overt.ledger.schema import NAMES, memory, memory_search
 from overt.ledger.sql import (
     CONTENT_KEY_SHIFT,
@@ -32,7 +33,7 @@ from overt.ledger.sql import (
     reply_failures_index,
     trail_index_fill,
 )
-from overt.ledger.trail_index import KEY, decode, index_row, table_sql
+from overt.ledger.trail_index import KEY, index_row, table_sql
 
 APPEND_ONLY = "overt ledger is append-only"
 
@@ -189,7 +190,7 @@ def fill_trail_index(conn: sqlite3.Connection) -> None:
     cursor = conn.execute(trail_index_fill(SQLITE))
     while rows := cursor.fetchmany(10_000):
         conn.executemany(insert_trail_index(SQLITE), [
-            index_row(seq, kind, at, turn_id, session_id, decode(data, seq), body_seq)
+            index_row(seq, kind, at, turn_id, session_id, entry_data(data, seq), body_seq)
             for seq, kind, at, turn_id, session_id, data, body_seq in rows])
 
 

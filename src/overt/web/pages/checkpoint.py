@@ -22,9 +22,9 @@ from overt.errors import ExtraMissingError, LedgerIntegrityError
 from overt.event_decode import from_entry
 from overt.events import LedgerCheckpointed
 from overt.ledger import sql
+from overt.ledger.chain import entry_data
 from overt.ledger.checkpoints import Checkpoint
 from overt.ledger.signing import DASH, PublicKey
-from overt.ledger.trail_index import decode
 
 KIND = "ledger.checkpoint"
 
@@ -63,7 +63,7 @@ async def newest(ledger: Any, key: PublicKey | None) -> Newest | None:
     if not rows:
         return None
     seq, data = rows[0]
-    event = from_entry(KIND, decode(data, seq), expect=LedgerCheckpointed)
+    event = from_entry(KIND, entry_data(data, seq), expect=LedgerCheckpointed)
     verdict, why = check(event, key)
     return Newest(int(seq), event, verdict, why)
 
