@@ -483,10 +483,7 @@ def _content_text(name: str, content: Any) -> str:
     if content is None or isinstance(content, str):
         return content or ""
     if isinstance(content, list):
-        parts = [p.get("text") if isinstance(p, dict) else getattr(p, "text", None)
-                 for p in content
-                 if (p.get("type") if isinstance(p, dict) else getattr(p, "type", None))
-                 == "text"]
+        parts = [_field(p, "text") for p in content if _field(p, "type") == "text"]
         if all(isinstance(t, str) for t in parts):
             return "".join(t for t in parts if isinstance(t, str))
     raise ModelOutputError(f"{name}: the reply's content is not text: {str(content)[:120]!r}")
