@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TextIO
 
 from overt.cli.flags import output_file, time_flag
 from overt.errors import UsageError
@@ -136,7 +135,6 @@ async def _jsonl(ledger: Ledger, session: str | None, since: str | None, until: 
         count = await export_jsonl(ledger, sys.stdout, session_id=session, since=since,
                                    until=until)
     else:
-        out: TextIO
         with output_file(output) as out:
             count = await export_jsonl(ledger, out, session_id=session, since=since,
                                        until=until)

@@ -111,7 +111,6 @@ async def run(args: argparse.Namespace, ledger: Ledger, *,
     if args.output is None:
         _write(trail, args, sys.stdout)
     else:
-        out: TextIO
         with output_file(args.output) as out:
             _write(trail, args, out)
     return EXIT_OK
