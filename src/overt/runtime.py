@@ -156,7 +156,8 @@ class Runtime:
         chosen = model or routing.route_model(config, catalog)
         routing.add_router(config, plugins, chosen)
         route = config.active_route
-        ledger = open_ledger(config.db, read_only=config.read_only)
+        ledger = open_ledger(config.db, read_only=config.read_only,
+                             create=config.create_ledger)
         path = config.transcript_path
         return cls(
             model=chosen, ledger=ledger, tools=tools if tools is not None else (),

@@ -147,7 +147,7 @@ def test_a_db_whose_folder_cannot_be_made_exits_5_without_a_traceback(tmp_path: 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     out = subprocess.run([sys.executable, "-m", "overt.cli.main", "--db",
-                          str(blocker / "sub" / "l.db"), "runs"],
+                          str(blocker / "sub" / "l.db"), "ledger", "migrate"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 5, out.stderr
     assert out.stderr.startswith(f"overt: cannot open ledger {blocker / 'sub' / 'l.db'}: ")

@@ -19,9 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from overt.cli.main import main
+from tests import backends
 from tests.conftest import run
 
 OVERRIDES = "-dac_override,-dac_read_search,-fowner,-linux_immutable"
@@ -143,20 +145,82 @@ def test_a_sqlite_uri_for_db_is_a_usage_error_and_makes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["overt.toml"]
 
 
-@pytest.mark.parametrize("argv", [
-    ("ledger", "verify"), ("ledger", "export"), ("runs",), ("usage",), ("trail", "cli:x"),
-    ("sessions",), ("export", "01JTURN"), ("show", "01JTURN"),
-])
+READING = [("ledger", "verify"), ("ledger", "export"), ("runs",), ("usage",), ("trail", "cli:x"),
+           ("sessions",), ("export", "01JTURN"), ("show", "01JTURN"), ("memory", "search", "x"),
+           ("ledger", "verify", "--checkpoints", "w")]
+
+
+def _tables(schema: str) -> list[str] | None:
+    """The tables of a PostgreSQL schema; ``None`` when there is no such schema."""
+    with psycopg.connect(backends.PG_BASE) as conn:
+        if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                            (schema,)).fetchall():
+            return None
+        return sorted(r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+            (schema,)))
+
+
+@pytest.mark.parametrize("argv", READING)
 def test_a_reading_command_on_a_ledger_that_is_not_there_says_so_and_makes_none(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
-    typo = tmp_path / "missing" / "ledgr.db"  # a mistyped --db: verify must not say ok
-    assert main(["--db", str(typo), *argv]) == 5
-    assert "no such file" in capsys.readouterr().err
-    assert not typo.parent.exists()
+        backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        argv: tuple[str, ...]) -> None:
+    typo = backends.new_url(backend, tmp_path / "missing", "ledgr")  # a mistyped --db or
+    try:  # ?schema=: verify must not call a new empty ledger ok
+        assert main(["--db", typo, *argv]) == 5
+        err = capsys.readouterr().err
+        if backend == "sqlite":
+            assert err == (f"overt: no ledger at {typo}: no such file (opened only if it "
+                           "is there: nothing was made)\n")
+            assert not (tmp_path / "missing").exists()
+        else:
+            schema = typo.rsplit("schema=", 1)[1]
+            assert err == (f"overt: no ledger at {typo}: there is no schema {schema} "
+                           "(opened only if it is there: nothing was created)\n")
+            assert _tables(schema) is None
+    finally:
+        if backend == "postgres":
+            backends.drop(typo)
 
 
-def test_a_writing_command_still_makes_the_ledger_it_names(tmp_path: Path) -> None:
-    db = tmp_path / "new" / "ledger.db"
-    assert main(["--db", str(db), "ledger", "migrate"]) == 0
-    assert db.is_file()
-    assert main(["--db", str(db), "ledger", "verify"]) == 0
+@pytest.mark.parametrize("argv", [("ledger", "verify"), ("runs",)])
+def test_a_reading_command_on_a_file_or_schema_holding_no_ledger_leaves_it_as_it_was(
+        backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        argv: tuple[str, ...]) -> None:
+    url = backends.new_url(backend, tmp_path)
+    try:
+        if backend == "sqlite":
+            Path(url).touch()
+        else:
+            with psycopg.connect(backends.PG_BASE, autocommit=True) as conn:
+                conn.execute(f'CREATE SCHEMA "{url.rsplit("schema=", 1)[1]}"')
+        assert main(["--db", url, *argv]) == 5
+        assert "holds no overt ledger" in capsys.readouterr().err
+        if backend == "sqlite":
+            assert [(p.name, p.stat().st_size) for p in tmp_path.iterdir()] == [
+                ("ledger.db", 0)]
+        else:
+            assert _tables(url.rsplit("schema=", 1)[1]) == []
+    finally:
+        if backend == "postgres":
+            backends.drop(url)
+
+
+def test_a_writing_command_still_makes_the_ledger_it_names(
+        backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "replies.jsonl"
+    script.write_text('{"text": "All quiet."}\n')
+    migrated, asked = (backends.new_url(backend, tmp_path / "new", name)
+                       for name in ("migrated", "asked"))
+    try:
+        assert main(["--db", migrated, "runs"]) == 5  # not there yet: reading makes none
+        assert main(["--db", migrated, "ledger", "migrate"]) == 0
+        assert main(["--db", asked, "ask", "anything?", "--model", f"scripted:{script}"]) == 0
+        capsys.readouterr()
+        for url, entries in ((migrated, 0), (asked, 4)):
+            assert main(["--db", url, "ledger", "verify"]) == 0
+            assert f"ok: {entries} entries verified" in capsys.readouterr().out
+    finally:
+        if backend == "postgres":
+            backends.drop(migrated)
+            backends.drop(asked)

@@ -68,7 +68,8 @@ async def _close(model: Model, catalog: ModelCatalog) -> None:
 
 
 async def _record(config: Config, suite: SuiteResult) -> None:
-    ledger = open_ledger(config.db, read_only=config.read_only)
+    ledger = open_ledger(config.db, read_only=config.read_only,
+                         create=config.create_ledger)
     try:
         await ledger.record([suite.event()])
     finally:

@@ -20,7 +20,6 @@ import os
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from overt import __version__
@@ -180,7 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "config":
             return config_cmd.run(args, load)
         config = load()
-        return int(_dispatch(args, config.with_(read_only=_read_only(args, config.db))))
+        reads = _reads(args)
+        return int(_dispatch(args, config.with_(read_only=_read_only(args, config.db, reads),
+                                                create_ledger=not reads)))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -200,23 +201,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 READ_COMMANDS = {"usage", "runs", "show", "trail", "export", "sessions", "memory"}
 """Commands that only read (refusing an actor a session is recorded, so they may
-write that): they open a SQLite ledger this process cannot write read-only."""
-READ_LEDGER_COMMANDS = {"verify", "export"}
+write that): they open only a ledger that is there (a mistyped ``--db`` or
+``?schema=`` is an error, not a new empty ledger that ``verify`` calls ok), and a
+SQLite ledger this process cannot write read-only."""
+READ_LEDGER_COMMANDS = {"verify", "export", "consistency"}
 """The same, of ``overt ledger``."""
 
 
-def _read_only(args: argparse.Namespace, db: str) -> bool:
+def _reads(args: argparse.Namespace) -> bool:
+    """Whether the command only reads (:data:`READ_COMMANDS`)."""
+    return args.command in READ_COMMANDS or (
+        args.command == "ledger" and args.ledger_command in READ_LEDGER_COMMANDS)
+
+
+def _read_only(args: argparse.Namespace, db: str, reads: bool) -> bool:
     """Whether to open the ledger writing nothing: told so, or a command that only
-    reads a SQLite ledger that is not there (a mistyped ``--db`` is an error, not a
-    new empty ledger that ``verify`` calls ok) or that this process may not write
-    (its file or folder)."""
+    reads a SQLite ledger this process may not write (its file or folder)."""
     if args.read_only:
         return True
-    reads = args.command in READ_COMMANDS or (
-        args.command == "ledger" and args.ledger_command in READ_LEDGER_COMMANDS)
     path = sqlite_path(db)
-    return reads and path not in (None, ":memory:") and (
-        not Path(path).exists() or not writable(path))
+    return reads and path not in (None, ":memory:") and not writable(path)
 
 
 def _dispatch(args: argparse.Namespace, config: Config) -> int:
@@ -275,7 +279,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
 @asynccontextmanager
 async def _opened(config: Config) -> AsyncIterator[Ledger]:
     """The configured ledger, closed afterwards whatever happens."""
-    ledger = open_ledger(config.db, read_only=config.read_only)
+    ledger = open_ledger(config.db, read_only=config.read_only, create=config.create_ledger)
     try:
         yield ledger
     finally:
@@ -487,7 +491,7 @@ async def _trail(config: Config, args: argparse.Namespace) -> int:
 
 
 def _migrate(config: Config) -> int:
-    ledger = open_ledger(config.db, read_only=config.read_only)  # opening migrates
+    ledger = open_ledger(config.db, read_only=config.read_only)  # opening migrates, creates
     try:
         versions = ledger.schema_versions()
     finally:

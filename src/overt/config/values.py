@@ -153,6 +153,7 @@ class Config:
     memory: MemoryKinds = field(default_factory=MemoryKinds.builtin)
     config_file: str | None = None  # the overt.toml this came from, if any
     read_only: bool = False  # open the ledger writing nothing (--read-only): writes refused
+    create_ledger: bool = True  # False: open only a ledger that is there (commands that read)
 
     def __post_init__(self) -> None:
         for name in ("plugins_enabled", "plugins_disabled", "plugin_files"):

@@ -7,27 +7,31 @@ from overt.ledger.base import Entry, Ledger, TurnSummary, UsageRow, VerifyReport
 from overt.ledger.sqlite import SqliteLedger
 
 
-def open_ledger(url: str, *, read_only: bool = False) -> Ledger:
+def open_ledger(url: str, *, read_only: bool = False, create: bool = True) -> Ledger:
     """Open the ledger named by ``url``.
 
     ``postgresql://…`` (or ``postgres://…``, optionally ``?schema=NAME``) is a
     PostgreSQL ledger (needs ``overt[postgres]``); ``sqlite:///PATH``, a file
     path or ``:memory:`` is a SQLite file. ``read_only``: write nothing, so a
     ledger this process may not write can be read; every write is refused.
+    ``create=False``: open only a ledger that is there, so that one mistyped is an
+    error, not a new empty ledger: no SQLite file, no PostgreSQL schema, or one
+    holding no ledger, raises and nothing is made (a ledger at an older schema
+    version is still migrated unless ``read_only``).
 
     Raises:
         UsageError: the URL names a backend overt does not have, or is a SQLite URI.
         ExtraMissingError: the backend's driver is not installed.
-        LedgerError: the ledger cannot be opened.
+        LedgerError: the ledger cannot be opened; ``create`` false: it is not there.
     """
     refuse_sqlite_uri(url)
     path = sqlite_path(url)
     if path is not None:
-        return SqliteLedger.open(path, read_only=read_only)
+        return SqliteLedger.open(path, read_only=read_only, create=create)
     if url.startswith(("postgresql://", "postgres://")):
         from overt.ledger.postgres import PostgresLedger
 
-        return PostgresLedger.open(url, read_only=read_only)
+        return PostgresLedger.open(url, read_only=read_only, create=create)
     raise UsageError(f"unsupported ledger URL {url!r}: a SQLite path or postgresql://…")
 
 

@@ -19,18 +19,22 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 MIGRATE_LOCK = 0x6F76657275
 
 
-def migrate(conninfo: str, schema: str, url: str) -> list[int]:
+def migrate(conninfo: str, schema: str, url: str, *, create: bool = True) -> list[int]:
     """Apply pending migrations (idempotent; safe when processes start at once); the
-    versions applied.
+    versions applied. ``create=False``: only to a ledger that is there
+    (:func:`refuse_absent`).
 
     Raises:
         MigrationError: a migration failed; nothing of it was applied.
+        LedgerError: ``create`` false, and there is no ledger: nothing was created.
     """
     applied: list[int] = []
     try:
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
             try:
+                if not create:
+                    refuse_absent(conn, schema, url)
                 # DDL only when something is missing: the writer role (no CREATE)
                 # opens a ledger that is up to date
                 if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
@@ -75,6 +79,24 @@ def _apply(conn: Any) -> list[int]:
                          (version, name, now_iso()))
             applied.append(version)
     return applied
+
+
+def refuse_absent(conn: Any, schema: str, url: str) -> None:
+    """Refuse a ledger that is not there: no schema ``schema`` (a mistyped
+    ``?schema=``), or one that holds no ``overt_migrations`` (every overt ledger has
+    one). Reads only.
+
+    Raises:
+        LedgerError: which, naming the ledger.
+    """
+    if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                        (schema,)).fetchone():
+        raise LedgerError(f"no ledger at {safe_url(url)}: there is no schema {schema} "
+                          "(opened only if it is there: nothing was created)")
+    known = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".overt_migrations',)).fetchone()
+    if known is None or known[0] is None:
+        raise LedgerError(f"no ledger at {safe_url(url)}: schema {schema} holds no overt "
+                          "ledger (opened only if it is there: nothing was created)")
 
 
 def refuse_stale(conn: Any, url: str) -> None:

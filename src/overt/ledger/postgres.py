@@ -17,8 +17,9 @@ time, so one bad set cannot fail the others.
 
 The URL is libpq's (``postgresql://user@host:5432/db``) plus two optional
 query parameters of overt's own: ``schema=NAME``, the schema overt's tables live
-in (created if missing; default ``public``), and ``pool_size=N``, how many
-connections this process reads on at most (default 4; the writer holds one more).
+in (created if missing, unless opened with ``create=False``; default ``public``),
+and ``pool_size=N``, how many connections this process reads on at most (default
+4; the writer holds one more).
 
 When the server goes away (a restart, a failover), appends and reads in flight
 fail with :class:`LedgerError` and nothing half-written stays: a group is one
@@ -147,17 +148,20 @@ class PostgresLedger:
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, pool_size: int | None = None,
-             read_only: bool = False) -> PostgresLedger:
+             read_only: bool = False, create: bool = True) -> PostgresLedger:
         """Connect, create the schema if needed and bring it up to date.
 
         ``pool_size``: read connections at most (default: the URL's ``pool_size``).
         ``read_only``: write nothing (a role that may only read can open it); the
         schema must be up to date already, and every write is refused.
+        ``create=False``: open only a ledger that is there (its schema holds overt's
+        tables, at any schema version); create nothing when it is not.
 
         Raises:
             ExtraMissingError: psycopg is not installed (``overt[postgres]``).
             UsageError: the URL's schema or pool_size is not valid.
-            LedgerError: the server cannot be reached.
+            LedgerError: the server cannot be reached; ``create`` false: there is no
+                such schema, or it holds no ledger.
             MigrationError: the schema could not be migrated.
         """
         if psycopg is None or psycopg_pool is None:
@@ -168,9 +172,14 @@ class PostgresLedger:
         try:
             if read_only:
                 with ledger._connect(autocommit=True) as conn:
+                    if not create:
+                        pg_migrate.refuse_absent(conn, schema, url)
                     pg_migrate.refuse_stale(conn, url)
             elif migrate:
-                ledger.migrate()
+                pg_migrate.migrate(conninfo, schema, url, create=create)
+            elif not create:
+                with ledger._connect(autocommit=True) as conn:
+                    pg_migrate.refuse_absent(conn, schema, url)
             logging.getLogger(POOL_LOGGER).addFilter(ledger._pool_filter)
             ledger._pool = psycopg_pool.ConnectionPool(
                 conninfo, min_size=1, max_size=pool_size, open=True, name=ledger._pool_name,

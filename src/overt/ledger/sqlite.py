@@ -77,7 +77,7 @@ from overt.ledger.schema.sqlite import (
     restore_delete_guards,
 )
 from overt.ledger.sql import SQLITE as D
-from overt.ledger.sqlite_conn import connect, split_sql, transaction
+from overt.ledger.sqlite_conn import connect, refuse_absent, split_sql, transaction
 
 MAX_BATCH = 512
 READERS = 4
@@ -118,27 +118,34 @@ class SqliteLedger:
         """Signalled after each append of this process (readers that follow the ledger)."""
 
     @classmethod
-    def open(cls, path: str | Path, *, migrate: bool = True,
-             read_only: bool = False) -> SqliteLedger:
+    def open(cls, path: str | Path, *, migrate: bool = True, read_only: bool = False,
+             create: bool = True) -> SqliteLedger:
         """Open (creating if needed) the ledger at ``path``, bring its schema up to
         date and store what a journal left by an earlier overt holds.
 
         ``read_only``: open it writing nothing at all (:mod:`.sqlite_conn`), so a
         ledger in a folder this process cannot write can be read; its schema must be
-        up to date already, and every write is refused.
+        up to date already, and every write is refused. ``create=False``: open only
+        a ledger that is there (a file holding one, at any schema version); make
+        nothing when it is not.
 
         Raises:
             LedgerError: the file cannot be opened or is not a SQLite database, or
                 a leftover journal is corrupt or does not follow the database; read
-                only: there is no file, or its schema is not up to date.
+                only: there is no file, or its schema is not up to date; ``create``
+                false: there is no file, or it holds no ledger (``:memory:`` never does).
             MigrationError: the schema could not be migrated.
         """
         p, temporary = str(path), None
         if p == ":memory:":
             if read_only:
                 raise LedgerError("a :memory: ledger cannot be opened read-only")
+            if not create:
+                raise LedgerError("no ledger at :memory:: each open makes a new, empty one")
             temporary = tempfile.mkdtemp(prefix="overt-ledger-")
             p = str(Path(temporary) / "ledger.db")
+        elif not create:
+            refuse_absent(p)  # before the connection below makes the file
         ledger = cls(p, temporary, read_only=read_only)
         try:
             conn = connect(p, read_only=read_only)

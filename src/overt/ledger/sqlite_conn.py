@@ -50,6 +50,30 @@ def connect(path: str, *, read_only: bool = False) -> sqlite3.Connection:
     return conn
 
 
+def refuse_absent(path: str) -> None:
+    """Refuse, making and writing nothing, a ledger that is not there: no file at
+    ``path``, or a file that holds no overt ledger (an empty one, made by hand or by
+    another program). For a caller that opens only a ledger that exists.
+
+    Raises:
+        LedgerError: which, naming the path.
+    """
+    if not Path(path).is_file():
+        raise LedgerError(f"no ledger at {path}: no such file (opened only if it is "
+                          "there: nothing was made)")
+    conn = _connect_read_only(path)
+    try:
+        known = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                             "AND name = 'overt_migrations'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise LedgerError(f"cannot open ledger {path} (read-only): {exc}") from exc
+    finally:
+        conn.close()
+    if known is None:
+        raise LedgerError(f"no ledger at {path}: the file holds no overt ledger (opened "
+                          "only if it is there: nothing was written)")
+
+
 def writable(path: str) -> bool:
     """Whether this process may write the ledger file at ``path`` and the files SQLite
     keeps beside it (its folder); for a file not there yet, whether it may create it."""

@@ -1,0 +1,123 @@
+"""``open_ledger(url, create=False)`` opens only a ledger that is there: one that is not
+(a mistyped path or ``?schema=``) is an error naming it, and nothing is made, on both
+backends; a ledger that is there opens as always, and one at an older schema version
+is still brought up to date."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from overt.errors import LedgerError
+from overt.events import TurnStarted
+from overt.ledger import open_ledger
+from overt.ledger.canonical import digest_text
+from overt.ledger.schema.sqlite import MIGRATIONS
+from tests import backends
+from tests.conftest import run
+
+LATEST = [version for version, _, _ in MIGRATIONS]
+
+
+def _schema(url: str) -> str:
+    return url.rsplit("schema=", 1)[1]
+
+
+def _tables_in(schema: str) -> list[str] | None:
+    """The tables of ``schema``; ``None`` when there is no such schema."""
+    with psycopg.connect(backends.PG_BASE) as conn:
+        if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                            (schema,)).fetchall():
+            return None
+        return sorted(r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+            (schema,)))
+
+
+def _event(n: int) -> TurnStarted:
+    return TurnStarted(turn_id=f"T{n}", session_id="S-1", source="cli",
+                       caller_session_id="cli:S-1", message_digest=digest_text(f"m{n}"),
+                       model="m", route="default", max_tool_calls=5)
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_ledger_that_is_not_there_is_an_error_naming_it_and_nothing_is_made(
+        backend: str, tmp_path: Path, read_only: bool) -> None:
+    url = backends.new_url(backend, tmp_path / "missing", "ledgr")  # a mistyped name
+    try:
+        with pytest.raises(LedgerError) as raised:
+            open_ledger(url, read_only=read_only, create=False)
+        if backend == "sqlite":
+            assert str(raised.value).startswith(f"no ledger at {url}: no such file")
+            assert list(tmp_path.iterdir()) == []  # not the file, not its folder
+        else:
+            assert str(raised.value).startswith(
+                f"no ledger at {url}: there is no schema {_schema(url)} ")
+            assert _tables_in(_schema(url)) is None
+    finally:
+        if backend == "postgres":
+            backends.drop(url)
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_file_or_schema_holding_no_ledger_is_refused_and_left_as_it_was(
+        backend: str, tmp_path: Path, read_only: bool) -> None:
+    url = backends.new_url(backend, tmp_path)
+    try:
+        if backend == "sqlite":
+            Path(url).touch()  # an empty file: a ledger would be made in it
+        else:
+            with psycopg.connect(backends.PG_BASE, autocommit=True) as conn:
+                conn.execute(f'CREATE SCHEMA "{_schema(url)}"')
+        with pytest.raises(LedgerError, match=r"holds no overt ledger"):
+            open_ledger(url, read_only=read_only, create=False)
+        if backend == "sqlite":
+            assert [(p.name, p.stat().st_size) for p in tmp_path.iterdir()] == [
+                ("ledger.db", 0)]  # no table written, no -wal or -shm beside it
+        else:
+            assert _tables_in(_schema(url)) == []
+    finally:
+        if backend == "postgres":
+            backends.drop(url)
+
+
+def test_a_memory_ledger_is_never_there_to_open() -> None:
+    with pytest.raises(LedgerError, match="each open makes a new, empty one"):
+        open_ledger(":memory:", create=False)
+
+
+def test_a_ledger_that_is_there_opens_reads_and_writes_as_always(ledger: Any,
+                                                                ledger_url: str) -> None:
+    run(ledger.record([_event(0)], {digest_text("m0"): "m0"}))
+    for read_only, turns in ((False, ["T0"]), (True, ["T0", "T1"])):
+        opened: Any = open_ledger(ledger_url, read_only=read_only, create=False)
+        try:
+            assert [e.turn_id for e in run(opened.entries())] == turns
+            assert opened.schema_versions() == LATEST
+            if not read_only:
+                run(opened.record([_event(1)], {digest_text("m1"): "m1"}))
+        finally:
+            opened.close_sync()
+    assert run(ledger.count("turn.started")) == 2 and run(ledger.verify()).ok
+
+
+def test_a_ledger_at_an_older_schema_version_is_there_and_brought_up_to_date(
+        ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from overt.ledger import pg_migrate, sqlite
+
+    for module in (sqlite, pg_migrate):
+        monkeypatch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:1])
+    old: Any = open_ledger(ledger_url)
+    assert old.schema_versions() == [1]
+    old.close_sync()
+    monkeypatch.undo()
+    with pytest.raises(LedgerError, match="lacks migration 2"):  # read-only: as before
+        open_ledger(ledger_url, read_only=True, create=False)
+    current: Any = open_ledger(ledger_url, create=False)
+    try:
+        assert current.schema_versions() == LATEST
+    finally:
+        current.close_sync()
