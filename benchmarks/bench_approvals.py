@@ -27,8 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
+from benchmarks._pg import scratch_schema, unreachable
 from benchmarks._stats import row
 from overt.channels.delivery import deliver_pending
 from overt.events import ChannelReplied, Event, ToolCallCompleted, ToolCallStarted, TurnCompleted
@@ -42,7 +41,6 @@ from overt.runtime import Runtime
 from overt.tools.base import tool
 from overt.types import IncomingMessage
 
-PG = os.environ.get("OVERT_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 NOISE_TURNS = int(os.environ.get("OVERT_BENCH_APPROVALS_TURNS", "50000"))
 """Unrelated turns: four entries each (a call started and completed, the turn
 completed, its reply), so 50,000 make 200,000 entries."""
@@ -163,18 +161,11 @@ def main() -> dict[str, Any]:
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         figures.update(_report("SQLite", str(Path(tmp) / "approvals.db")))
-    schema = f"overt_bench_approvals_{os.getpid()}"
-    try:
-        with psycopg.connect(PG, connect_timeout=3):
-            pass
-    except psycopg.Error as exc:
-        row("PostgreSQL", f"skipped: no server at {PG} ({type(exc).__name__})")
+    if (why := unreachable()) is not None:
+        row("PostgreSQL", f"skipped: {why}")
         return figures
-    try:
-        figures.update(_report("PostgreSQL", f"{PG}?schema={schema}"))
-    finally:
-        with psycopg.connect(PG, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    with scratch_schema("approvals") as (url, _):
+        figures.update(_report("PostgreSQL", url))
     return figures
 
 

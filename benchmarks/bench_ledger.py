@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -21,14 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
+from benchmarks._pg import scratch_schema, unreachable
 from benchmarks._stats import row
 from overt.events import ToolCallCompleted
-from overt.ids import new_ulid
 from overt.ledger import open_ledger
 
-PG = os.environ.get("OVERT_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 WORKLOAD = Path(__file__).resolve().parent / "workload.py"
 APPEND_ENTRIES = 40_000
 VERIFY_ENTRIES = 200_000
@@ -69,16 +65,6 @@ def _verify_rate(ledger: Any, *, check_index: bool = False) -> tuple[float, int,
         assert report.ok
         rates.append(report.entries / (time.perf_counter() - start))
     return max(rates), report.entries, rates
-
-
-def _pg_url() -> tuple[str, str]:
-    schema = f"overt_bench_{new_ulid().lower()}"
-    return f"{PG}?schema={schema}", schema
-
-
-def _drop(schema: str) -> None:
-    with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def _workers(url: str, processes: int, turns: int, concurrency: int) -> float:
@@ -123,16 +109,16 @@ def main() -> dict[str, float]:
     row("SQLite: verify, the trail index too", f"{figures['sqlite_verify_index']:10,.0f} "
         "entries/s (every entry in the index; `overt ledger verify` does this)")
 
-    url, schema = _pg_url()
-    try:
+    if (why := unreachable()) is not None:
+        row("PostgreSQL", f"skipped: {why}")
+        return figures
+    with scratch_schema("ledger") as (url, _):
         pg_ledger: Any = open_ledger(url)
         figures["pg_append"] = _append_rate(pg_ledger, APPEND_ENTRIES // 10)
         _bulk(pg_ledger, VERIFY_ENTRIES - APPEND_ENTRIES // 10)
         figures["pg_verify"], n, runs = _verify_rate(pg_ledger)
         figures["pg_verify_index"], _, _ = _verify_rate(pg_ledger, check_index=True)
         pg_ledger.close_sync()
-    finally:
-        _drop(schema)
     row("PostgreSQL: audit records appended, 1 writer",
         f"{figures['pg_append']:10,.0f} entries/s (a commit each 4: fsync-bound)")
     row("PostgreSQL: verify", f"{figures['pg_verify']:10,.0f} entries/s over {n:,} "
@@ -142,16 +128,13 @@ def main() -> dict[str, float]:
         "entries/s")
 
     for concurrency in CONCURRENCY:
-        url, schema = _pg_url()
-        try:
+        with scratch_schema("workers") as (url, _):
             open_ledger(url).close_sync()  # type: ignore[attr-defined]
             rate = _workers(url, processes=8, turns=400, concurrency=concurrency)
             figures[f"pg_turns_{concurrency}"] = rate
             check: Any = open_ledger(url)
             report = check.verify_sync(check_content=False)
             check.close_sync()
-        finally:
-            _drop(schema)
         row(f"PostgreSQL: 8 workers, {concurrency} turns in flight each",
             f"{rate:10,.0f} turns/s aggregate (target >= 300; start-up not timed); "
             f"{report.entries:,} entries after, verify ok={report.ok}")

@@ -30,16 +30,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from benchmarks._pg import scratch_schema, unreachable
 from benchmarks._stats import percentile, row
 
-PG = os.environ.get("OVERT_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 HEALTHZ_EVERY_S = 0.05
 TARGETS = {"p99_ms": 100.0, "sqlite_tps": 500.0, "postgres_tps": 300.0,
            "healthz_p99_ms": 20.0, "healthz_max_ms": 100.0}
@@ -229,38 +229,26 @@ def _ledger_turns(db: str) -> tuple[int, int]:
 
 def run_backend(backend: str, clients: int, seconds: float) -> dict[str, float] | None:
     """Run the load on one backend and print its figures; ``None`` if it cannot run."""
-    with tempfile.TemporaryDirectory(prefix="overt-bench-load-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="overt-bench-load-") as tmp, ExitStack() as stack:
         directory = Path(tmp)
-        schema = None
         if backend == "postgres":
-            import psycopg
-            try:
-                psycopg.connect(PG, connect_timeout=3).close()
-            except psycopg.Error as exc:
-                print(f"  postgres: skipped, {PG} does not answer ({type(exc).__name__})")
+            if (why := unreachable()) is not None:
+                print(f"  postgres: skipped, {why}")
                 return None
-            from overt.ids import new_ulid
-            schema = f"overt_bench_{new_ulid().lower()}"
-            db = f"{PG}?schema={schema}"
+            db, _ = stack.enter_context(scratch_schema("load"))
         else:
             db = str(directory / "ledger.db")
         env = _env(directory, db)
-        try:
-            made = _cli(env, directory, "serve", "--add-token", "operator:bench")
-            if made.returncode != 0:
-                raise RuntimeError(f"overt serve --add-token failed: {made.stderr}")
-            token = made.stdout.strip()
-            with _server(env, directory) as url:
-                figures = asyncio.run(_load(url, token, clients, seconds))
-            answered = figures.answered + 20  # and the warm-up
-            turns = _ledger_turns(db)
-            verified = _cli(env, directory, "ledger", "verify")
-            return _report(backend, clients, figures, answered, turns, verified)
-        finally:
-            if schema is not None:
-                import psycopg
-                with psycopg.connect(PG, autocommit=True) as conn:
-                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        made = _cli(env, directory, "serve", "--add-token", "operator:bench")
+        if made.returncode != 0:
+            raise RuntimeError(f"overt serve --add-token failed: {made.stderr}")
+        token = made.stdout.strip()
+        with _server(env, directory) as url:
+            figures = asyncio.run(_load(url, token, clients, seconds))
+        answered = figures.answered + 20  # and the warm-up
+        turns = _ledger_turns(db)
+        verified = _cli(env, directory, "ledger", "verify")
+        return _report(backend, clients, figures, answered, turns, verified)
 
 
 def _ms(samples: list[float], q: float) -> float:

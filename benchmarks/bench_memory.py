@@ -23,7 +23,6 @@ default, a kind filter on one query in four, limit 10.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import sqlite3
 import tempfile
@@ -31,15 +30,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
+from benchmarks._pg import PG, scratch_schema, unreachable
 from benchmarks._stats import percentile, row
 from overt.ledger import open_ledger
 from overt.memory.kinds import BUILTIN_NODE_KINDS
 from overt.memory.search_sql import tags
 from overt.memory.store import store_for
 
-PG = os.environ.get("OVERT_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 NODES = 100_000
 SUPERSEDED_EVERY = 10
 STOP_RANKS = 60
@@ -114,7 +111,9 @@ def _load_sqlite(path: str, rows: list[tuple[Any, ...]]) -> None:
     conn.close()
 
 
-def _load_postgres(url: str, schema: str, rows: list[tuple[Any, ...]]) -> None:
+def _load_postgres(schema: str, rows: list[tuple[Any, ...]]) -> None:
+    import psycopg
+
     with psycopg.connect(PG, options=f"-c search_path={schema}") as conn:
         with conn.cursor() as cur, cur.copy(
                 f"COPY memory_nodes ({', '.join(COLUMNS)}) FROM STDIN") as copy:
@@ -170,17 +169,16 @@ def main() -> dict[str, float]:
     row("  (bulk load with FTS5 index)", f"{loaded:6.1f} s")
     figures.update({f"sqlite_{k}": v for k, v in result.items()})
 
-    schema = f"overt_bench_memory_{os.getpid()}"
-    try:
-        ledger = open_ledger(f"{PG}?schema={schema}")
+    if (why := unreachable()) is not None:
+        row("PostgreSQL", f"skipped: {why}")
+        return figures
+    with scratch_schema("memory") as (url, schema):
+        ledger = open_ledger(url)
         started = time.perf_counter()
-        _load_postgres(PG, schema, rows)
+        _load_postgres(schema, rows)
         loaded = time.perf_counter() - started
         samples, found = _time(ledger, queries)
         ledger.close_sync()
-    finally:
-        with psycopg.connect(PG, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     result = _report("PostgreSQL", samples, found, 10.0)
     row("  (bulk load with tsvector + GIN)", f"{loaded:6.1f} s")
     figures.update({f"pg_{k}": v for k, v in result.items()})

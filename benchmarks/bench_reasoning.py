@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
+from benchmarks._pg import scratch_schema, unreachable
 from benchmarks._stats import row
 from overt.engine.record import Recorder
-from overt.errors import OvertError
 from overt.events import (
     InferenceRecorded,
     ToolCallCompleted,
@@ -42,7 +39,6 @@ from overt.ledger import open_ledger
 from overt.reasoning.steps import TurnSteps
 from overt.reasoning.trail import build_trail
 
-PG = os.environ.get("OVERT_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 RECORD_TURNS = 4_000
 STEPS_PER_TURN = 5
 TRAIL_TURNS = 10_000
@@ -177,18 +173,16 @@ def main() -> dict[str, float]:
             f"median {median:6.1f} ms of {RUNS}, best {min(runs):6.1f} ms (target < 300 ms)")
         row("  each run", ", ".join(f"{t:.1f}" for t in runs) + f" ms ({recorded:,} recorded)")
 
-    schema = f"overt_bench_{new_ulid().lower()}"
-    try:
-        pg: Any = open_ledger(f"{PG}?schema={schema}")
-    except OvertError as exc:  # no server or no driver: the SQLite figures stand alone
-        row("PostgreSQL: steps recorded", f"skipped ({type(exc).__name__})")
+    if (why := unreachable()) is not None:  # the SQLite figures stand alone
+        row("PostgreSQL: steps recorded", f"skipped: {why}")
         return figures
-    try:
+    with scratch_schema("reasoning") as (url, _):
+        pg: Any = open_ledger(url)
         figures["pg_steps"] = _record_rate(pg, RECORD_TURNS // 4)
         pg.close_sync()
         row("PostgreSQL: steps recorded, 1 writer",
             f"{figures['pg_steps']:10,.0f} steps/s (a commit each 5: fsync-bound)")
-        pg = open_ledger(f"{PG}?schema={schema}")
+        pg = open_ledger(url)
         recorded = _fill(pg, TRAIL_TURNS, "cli:audited", writers=32)
         median, runs, turns, steps = _trail_ms(pg, "cli:audited")
         figures["pg_trail_ms"] = median
@@ -196,9 +190,6 @@ def main() -> dict[str, float]:
         row(f"PostgreSQL: trail of {turns:,} turns, {steps:,} steps",
             f"median {median:6.1f} ms of {RUNS}, best {min(runs):6.1f} ms (target < 300 ms)")
         row("  each run", ", ".join(f"{t:.1f}" for t in runs) + f" ms ({recorded:,} recorded)")
-    finally:
-        with psycopg.connect(PG, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     return figures
 
 

@@ -22,15 +22,13 @@ new ones are read (the session then grows from 200 to 260 turns: one a run).
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
+from benchmarks._pg import scratch_schema, unreachable
 from benchmarks._stats import percentile, row
 from overt.ledger import open_ledger
 from overt.models.fake import FunctionModel
@@ -39,7 +37,6 @@ from overt.sessions import HistoryReader, estimate_tokens, fit, session_history
 from overt.tools.base import tool
 from overt.types import IncomingMessage, Message, ModelRequest, ModelResponse, ToolCall
 
-PG = os.environ.get("OVERT_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 TURNS = 200
 OTHER_SESSIONS = 40
 OTHERS_PER_TURN = 10
@@ -129,20 +126,12 @@ def main() -> dict[str, Any]:
         url = str(Path(tmp) / "sessions.db")
         asyncio.run(_fill(url))
         figures.update(_report("SQLite", asyncio.run(_time(url))))
-    schema = f"overt_bench_sessions_{os.getpid()}"
-    try:
-        with psycopg.connect(PG, connect_timeout=3):
-            pass
-    except psycopg.Error as exc:
-        row("PostgreSQL", f"skipped: no server at {PG} ({type(exc).__name__})")
+    if (why := unreachable()) is not None:
+        row("PostgreSQL", f"skipped: {why}")
         return figures
-    try:
-        url = f"{PG}?schema={schema}"
+    with scratch_schema("sessions") as (url, _):
         asyncio.run(_fill(url))
         figures.update(_report("PostgreSQL", asyncio.run(_time(url))))
-    finally:
-        with psycopg.connect(PG, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     return figures
 
 

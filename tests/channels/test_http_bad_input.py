@@ -42,6 +42,26 @@ def test_a_body_nested_thousands_deep_is_a_400_not_a_500(ledger: Ledger, tmp_pat
     assert run(ledger.verify()).ok
 
 
+def test_a_misspelt_field_is_a_422_naming_it_and_no_turn_or_decision_is_made(
+        ledger: Ledger, tmp_path: Path) -> None:
+    """``sesion`` for ``session_id`` would otherwise start a new conversation: the
+    caller's own session would be silently left behind."""
+    async def main() -> tuple[Any, ...]:
+        async with client(make_runtime(ledger, tmp_path, ["first answer"])) as c:
+            first = await c.post("/v1/messages", json={"text": "hi"}, headers=auth(CLIENT))
+            session = first.json()["session_id"]
+            typo = await c.post("/v1/messages", json={"text": "and then?", "sesion": session},
+                                headers=auth(CLIENT))
+            decide = await c.post("/v1/approvals/nope/approve", json={"reasn": "ok"},
+                                  headers=auth(APPROVER))
+            return _error(typo), typo.json()["error"]["message"], _error(decide)
+    typo, text, decide = run(main())
+    assert typo == decide == (422, "invalid")
+    assert "'sesion'" in text and "session_id" in text
+    assert run(ledger.count("turn.started")) == 1  # the first message's only
+    assert run(ledger.verify()).ok
+
+
 def test_an_unknown_api_route_or_method_is_a_json_error_and_the_cockpit_keeps_plain_text(
         ledger: Ledger, tmp_path: Path) -> None:
     async def main() -> list[Any]:

@@ -20,6 +20,12 @@ def test_the_schema_parameter_is_overts_and_is_not_passed_to_libpq() -> None:
     assert parse_url("postgresql://h/db") == ("postgresql://h/db", "public")
 
 
+def test_libpq_parameters_reach_libpq_as_given_spaces_included() -> None:
+    url = "postgresql://h/db?schema=audit&options=-c%20statement_timeout%3D5s&sslmode=disable"
+    assert parse_url(url)[0] == (
+        "postgresql://h/db?options=-c%20statement_timeout%3D5s&sslmode=disable")
+
+
 def test_the_pool_size_parameter_is_overts_and_sizes_the_read_pool() -> None:
     url = "postgresql://h/db?pool_size=12&schema=audit&sslmode=disable"
     assert parse_url(url) == ("postgresql://h/db?sslmode=disable", "audit")
@@ -64,3 +70,46 @@ def test_a_ledger_opened_with_a_pool_size_reads_on_at_most_that_many_connections
     finally:
         ledger.close_sync()
         backends.drop(url)
+
+
+def test_a_statement_the_server_cancels_is_a_ledger_error_not_an_outage(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """``statement_timeout`` (here: a read waiting on a lock another session holds) is
+    the server answering: a clear error that says so, not "out of reach"."""
+    import psycopg
+
+    from overt.errors import LedgerError, LedgerUnavailable
+    from overt.ledger.pg_url import parse_url
+    from tests import backends
+    if not backends.pg_available():
+        pytest.skip(f"PostgreSQL is not reachable at {backends.PG_BASE}")
+    url = backends.new_url("postgres", tmp_path)
+    open_ledger(url).close_sync()  # type: ignore[attr-defined]
+    ledger: Any = open_ledger(f"{url}&options=-c%20statement_timeout%3D300")
+    conninfo, schema = parse_url(url)
+    try:
+        with psycopg.connect(conninfo) as holder:
+            # the lock goes after 5 s at most, whatever the ledger does (a ledger that
+            # never sent the timeout would wait that out, and then read)
+            holder.execute("SET idle_in_transaction_session_timeout = '5s'")
+            holder.execute(f'LOCK TABLE "{schema}".audit_log IN ACCESS EXCLUSIVE MODE')
+            with pytest.raises(LedgerError, match="cancelled the statement") as read:
+                run(ledger.entries())
+            with pytest.raises(LedgerError, match="cancelled the statement") as append:
+                run(ledger.record([_event()]))
+        for raised in (read.value, append.value):
+            assert not isinstance(raised, LedgerUnavailable), raised
+        assert not ledger.outage.ongoing
+        assert "out of reach" not in caplog.text
+        # the lock gone (the holder's connection closed), the same ledger goes on
+        run(ledger.record([_event()]))
+        assert [e.kind for e in run(ledger.entries())] == ["turn.started"]
+    finally:
+        ledger.close_sync()
+
+
+def _event() -> Any:
+    from overt.events import TurnStarted
+
+    return TurnStarted(turn_id="T1", session_id="S-1", source="cli", caller_session_id="cli:S-1",
+                       message_digest="0" * 64, model="m", route="default", max_tool_calls=5)

@@ -288,8 +288,9 @@ class _Api:
             log.error("%s %s failed: %s", request.method, request.url.path, exc)
             return _error(503, "backend_error", str(exc))
 
-    async def body(self, request: Request) -> dict[str, Any]:
-        """The JSON object in the body, within the size limit."""
+    async def body(self, request: Request, schema: str) -> dict[str, Any]:
+        """The JSON object in the body, within the size limit, holding only the fields
+        of its OpenAPI ``schema`` (a misspelt ``sesion`` would start a new session)."""
         declared = request.headers.get("content-length")
         if declared is not None and declared.isascii() and declared.isdigit() \
                 and int(declared) > self.max_body_bytes:
@@ -311,6 +312,11 @@ class _Api:
             raise ApiError(400, "malformed_json", "the body is nested too deeply") from None
         if not isinstance(data, dict):
             raise ApiError(422, "invalid", "the body must be a JSON object")
+        fields = openapi.SCHEMAS[schema]["properties"]
+        unknown = sorted(str(k) for k in data if k not in fields)
+        if unknown:
+            raise ApiError(422, "invalid", f"unknown field {', '.join(map(repr, unknown))} "
+                                           f"(allowed: {', '.join(fields)})")
         return data
 
     # -- open routes ----------------------------------------------------------
@@ -324,7 +330,7 @@ class _Api:
     # -- messages and turns ---------------------------------------------------
 
     async def post_message(self, request: Request, actor: Actor) -> Response:
-        body = await self.body(request)
+        body = await self.body(request, "Message")
         text = _field(body, "text", str, required=True)
         if not text.strip():
             raise ApiError(422, "invalid", "text must not be empty")
@@ -468,7 +474,7 @@ class _Api:
         return await self._decide(request, actor, approve=False)
 
     async def _decide(self, request: Request, actor: Actor, *, approve: bool) -> Response:
-        body = await self.body(request)
+        body = await self.body(request, "Decision")
         reason = _field(body, "reason", str)
         request_id = request.path_params["request_id"]
         await self.access.approval(actor, self.runtime.approvals, request_id,

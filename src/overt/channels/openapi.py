@@ -87,7 +87,8 @@ SCHEMAS: dict[str, Any] = {
     "Error": {"type": "object", "required": ["error"], "properties": {"error": {
         "type": "object", "required": ["code", "message"],
         "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
-    "Message": {"type": "object", "required": ["text"], "properties": {
+    "Message": {"type": "object", "required": ["text"], "additionalProperties": False,
+                "properties": {
         "text": {"type": "string", "pattern": _NOT_BLANK,
                  "description": "not empty or only white space"},
         "session_id": {"type": ["string", "null"],
@@ -149,7 +150,8 @@ SCHEMAS: dict[str, Any] = {
     "Approvals": {"type": "object", "required": ["approvals"], "properties": {
         "approvals": {"type": "array",
                       "items": {"$ref": "#/components/schemas/ApprovalRequest"}}}},
-    "Decision": {"type": "object", "properties": {"reason": {"type": ["string", "null"]}}},
+    "Decision": {"type": "object", "additionalProperties": False,
+                 "properties": {"reason": {"type": ["string", "null"]}}},
     "Decided": {"type": "object", "required": ["request"], "properties": {
         "request": {"$ref": "#/components/schemas/ApprovalRequest"},
         "result": {"oneOf": [{"$ref": "#/components/schemas/ResponseResult"},

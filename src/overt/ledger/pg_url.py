@@ -4,7 +4,7 @@ parameters, and the form of it fit for a message (no password)."""
 from __future__ import annotations
 
 import re
-from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from overt.errors import UsageError
 
@@ -26,8 +26,19 @@ def parse_url(url: str) -> tuple[str, str]:
     schema = next((v for k, v in params if k == "schema"), "public")
     if not _SCHEMA_NAME.match(schema):
         raise UsageError(f"invalid ledger schema name {schema!r}: use [a-z_][a-z0-9_]*")
-    rest = urlencode([(k, v) for k, v in params if k not in _OVERT_PARAMS])
+    # libpq decodes %XX only: a space must stay %20 (urlencode's default '+' would
+    # reach the server as a '+': `options=-c%20statement_timeout%3D5s` refused)
+    rest = urlencode([(k, v) for k, v in params if k not in _OVERT_PARAMS],
+                     quote_via=quote)
     return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), schema
+
+
+def libpq_options(conninfo: str) -> str:
+    """The ``options`` parameter of a libpq URL (server settings, such as
+    ``-c statement_timeout=5s``), or ``""``: a connection that sets options of its own
+    passes these first, or libpq would send only its own."""
+    params = parse_qsl(_split(conninfo).query, keep_blank_values=True)
+    return next((v for k, v in params if k == "options"), "")
 
 
 def _split(url: str) -> SplitResult:

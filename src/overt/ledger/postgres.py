@@ -75,7 +75,7 @@ from overt.ledger.chain import (
 from overt.ledger.groups import next_group
 from overt.ledger.notify import AppendSignal
 from overt.ledger.outage import POOL_LOGGER, Outage
-from overt.ledger.pg_url import parse_url, url_pool_size
+from overt.ledger.pg_url import libpq_options, parse_url, url_pool_size
 from overt.ledger.pg_url import safe_url as _safe
 from overt.ledger.schema.postgres import COPY_TRAIL_INDEX
 from overt.ledger.sql import POSTGRES as D
@@ -131,8 +131,9 @@ class PostgresLedger:
         """Opened read-only: every write is refused (:class:`LedgerError`), and the
         server refuses any on its connections (``default_transaction_read_only``)."""
         self._conninfo = conninfo
-        self._options = f"-c search_path={schema}" + (
-            " -c default_transaction_read_only=on" if read_only else "")
+        self._options = " ".join(filter(None, (
+            libpq_options(conninfo), f"-c search_path={schema}",
+            "-c default_transaction_read_only=on" if read_only else "")))
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._pool: Any = None
@@ -424,8 +425,17 @@ class PostgresLedger:
 
     def _failure(self, what: str, verb: str, exc: psycopg.Error) -> LedgerError:
         """The error to raise for a failed ``what`` (``append``, ``read``): the server out
-        of reach is :class:`LedgerUnavailable`, counted in :attr:`outage`."""
+        of reach is :class:`LedgerUnavailable`, counted in :attr:`outage`.
+
+        A statement the server cancelled (its ``statement_timeout`` or ``lock_timeout``,
+        an operator's ``pg_cancel_backend``) is an ``OperationalError`` too, but the
+        server answered: a :class:`LedgerError` that says so, not an outage.
+        """
         message = f"cannot {verb} ledger {_safe(self.url)}: {exc}"
+        if isinstance(exc, (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable)):
+            self.outage.answered()
+            return LedgerError(f"{message} (the server cancelled the statement: its "
+                               "statement_timeout or lock_timeout, or an operator)")
         if not isinstance(exc, psycopg.OperationalError):  # a pool timeout is one too
             return LedgerError(message)
         self.outage.failed(what, exc)
