@@ -63,6 +63,28 @@ def test_the_server_offers_the_channel_tools_and_the_memory_tools(
             "node_search"} <= set(names)
 
 
+def test_an_argument_a_tool_does_not_declare_is_an_error_result_naming_it(
+        ledger: Ledger, tmp_path: Path) -> None:
+    """``sesion`` for ``session_id`` would otherwise start a new conversation."""
+    async def main() -> tuple[Any, ...]:
+        rt = make_runtime(ledger, tmp_path, ["first", "second"])
+        server = create_server(rt, actor=Actor("mcp_client", "claude-code"))
+        async with Client(server) as client:
+            schemas = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+            first = structured(await client.call_tool("ask", {"text": "hi"}))
+            typo = await client.call_tool("ask", {"text": "and then?",
+                                                  "sesion": first["session_id"]})
+            search = await client.call_tool("node_search", {"query": "x", "limt": 2})
+            return schemas, typo, search
+    schemas, typo, search = run(main())
+    assert all(s["additionalProperties"] is False for s in schemas.values()), schemas
+    assert typo.is_error and "'sesion'" in typo.content[0].text
+    assert "session_id" in typo.content[0].text
+    assert search.is_error and "'limt'" in search.content[0].text
+    assert run(ledger.count("turn.started")) == 1  # the first ask's only
+    assert run(ledger.count("tool_call.started")) == 0
+
+
 def test_ask_in_process_is_a_turn_from_mcp_and_trail_is_audited(
         ledger: Ledger, tmp_path: Path) -> None:
     async def main() -> tuple[dict[str, Any], Any]:

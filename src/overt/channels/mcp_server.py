@@ -43,7 +43,8 @@ try:
     from mcp.server.auth.provider import AccessToken
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import CallToolResult, TextContent
+    from mcp.types import CallToolResult, InputRequiredResult, TextContent
+    from mcp.types import Tool as McpTool
     from pydantic import Field
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ExtraMissingError("mcp", "mcp") from exc
@@ -107,12 +108,38 @@ async def _answer(work: Awaitable[dict[str, Any]]) -> CallToolResult:
         return _refusal(str(exc))
 
 
+class StrictServer(MCPServer):
+    """The SDK's server, its tools taking only the arguments they declare.
+
+    The SDK drops an argument a tool does not declare, so ``ask`` with ``session``
+    for ``session_id`` would start a new conversation and leave the caller's behind;
+    here it is an error result naming it, for the client (often a model) to correct.
+    Each tool's input schema says so (``additionalProperties: false``).
+    """
+
+    async def list_tools(self) -> list[McpTool]:
+        return [t.model_copy(update={"input_schema": {**t.input_schema,
+                                                      "additionalProperties": False}})
+                for t in await super().list_tools()]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None,
+                        ) -> CallToolResult | InputRequiredResult:
+        declared = next((t.input_schema.get("properties", {})
+                         for t in await super().list_tools() if t.name == name), None)
+        unknown = [k for k in arguments if declared is not None and k not in declared]
+        if unknown:
+            raise McpToolError(f"{name} takes no argument {', '.join(map(repr, unknown))} "
+                               f"(it takes: {', '.join(declared or ())})")
+        return await super().call_tool(name, arguments, context)
+
+
 def create_server(runtime: Runtime, *, actor: Actor | None = None,
                   name: str = "overt") -> MCPServer:
     """An MCP server over ``runtime``. ``actor``: who calls when the transport
     does not say (stdio); default ``mcp_client:default``."""
     default = actor or Actor("mcp_client", "default")
-    server: MCPServer = MCPServer(name, instructions=(
+    server: MCPServer = StrictServer(name, instructions=(
         "overt: an agent that keeps its work on the record. `ask` asks it (pass the "
         "`session_id` of an earlier answer to continue that conversation); `trail` shows "
         "why it did what it did; approvals are decided with `approve`/`deny`."))
