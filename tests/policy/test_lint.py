@@ -44,6 +44,20 @@ def test_a_condition_on_an_argument_no_matched_tool_takes_is_named() -> None:
     assert "'prod'" in line and "'targt'" in line and "'targt.env'" in line
 
 
+def test_a_misspelt_actor_kind_or_route_is_named() -> None:
+    agent = Rule("agents", "deny", "test", "", actors=("agnet:*", "operater"))
+    route = Rule("ops", "deny", "test", "", routes=("opz*",))
+    lines = dead_rules([agent, route], TOOLS, routes=["default", "ops", "ops-night"])
+    assert len(lines) == 2
+    assert "'agents'" in lines[0] and "name no actor kind" in lines[0]
+    assert "'ops'" in lines[1] and "match no route" in lines[1] and "ops-night" in lines[1]
+    assert dead_rules([route], TOOLS) == []  # no routes defined: any name may be run
+    live = [Rule("a", "deny", "t", "", actors=("agent:*", "mcp_client:claude")),
+            Rule("k", "deny", "t", "", actors=("*",)),
+            Rule("r", "deny", "t", "", routes=("ops*",))]
+    assert dead_rules(live, TOOLS, routes=["default", "ops"]) == []
+
+
 def test_live_rules_absent_conditions_open_schemas_and_the_defaults_pass() -> None:
     rules = [_rule("all"), _rule("globs", ("delete_*", "drop_*")),
              _rule("nested", ("delete_*",), Condition("target.env", "eq", "prod")),

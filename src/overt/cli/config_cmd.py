@@ -80,7 +80,7 @@ def _dead_rules(config: Config) -> list[str]:
     route = config.active_route
     specs = [s for s in registry.specs()
              if route is None or route.tools is None or s.name in route.tools]
-    lines = dead_rules(config.policy.rules, specs)
+    lines = dead_rules(config.policy.rules, specs, routes=list(config.routes))
     if config.mcp_servers:
         lines = [f"{line}; tools of MCP servers are not known until overt starts, "
                  "which checks again" for line in lines]
