@@ -47,6 +47,7 @@ from overt.policy.approvals import EXPIRY_ACTOR, ApprovalBook, ApprovalRequest
 from overt.policy.capabilities import Capabilities
 from overt.policy.engine import Policy
 from overt.policy.gate import Gate
+from overt.policy.lint import dead_rules
 from overt.prompts import load_template, permissions, render
 from overt.sessions.book import HistoryReader
 from overt.tools.base import Tool
@@ -188,6 +189,8 @@ class Runtime:
         contents = dict(self.plugins.problem_contents)
         for spec in self._mcp_servers:
             await self._add_mcp_tools(spec, events, contents)
+        for line in dead_rules(self.gate.policy.rules, self.tools.specs()):
+            log.warning("%s", line)
         await self.ledger.record(events, contents)
 
     def preload(self) -> asyncio.Future[None] | None:

@@ -13,7 +13,9 @@ from overt.config import Config
 from overt.config import file as config_file
 from overt.config.lines import key_lines, line_of
 from overt.errors import ConfigError, PluginError
-from overt.hooks.manager import discover
+from overt.hooks.manager import PluginHost, discover
+from overt.policy.lint import dead_rules
+from overt.tools.registry import ToolRegistry
 
 EXIT_OK, EXIT_USAGE = 0, 2
 SECRET_KEYS = ("api_key", "token", "secret", "password")
@@ -57,11 +59,32 @@ def check(path: str | None) -> int:
         if problems:
             raise config_file.ConfigFileError(problems)
         config = config_file.load(path=found)
+        dead = _dead_rules(config)
     except (ConfigError, PluginError) as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_USAGE
+    for line in dead:
+        print(f"warning: {line}", file=sys.stderr)
     print(f"ok: {summary(config)}")
     return EXIT_OK
+
+
+def _dead_rules(config: Config) -> list[str]:
+    """The policy rules that match none of the tools the enabled plugins give (and
+    the route offers): :func:`overt.policy.lint.dead_rules`. An MCP server's tools
+    are known only once overt starts, which checks again then."""
+    host = PluginHost.load(config.plugins_enabled, config.plugins_disabled,
+                           config.plugin_files)
+    registry = ToolRegistry()
+    host.add_tools(registry)
+    route = config.active_route
+    specs = [s for s in registry.specs()
+             if route is None or route.tools is None or s.name in route.tools]
+    lines = dead_rules(config.policy.rules, specs, routes=list(config.routes))
+    if config.mcp_servers:
+        lines = [f"{line}; tools of MCP servers are not known until overt starts, "
+                 "which checks again" for line in lines]
+    return lines
 
 
 def _plugin_problems(path: str, enabled: list[str],
