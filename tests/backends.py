@@ -30,6 +30,17 @@ def new_url(backend: str, tmp_path: Path, name: str = "ledger") -> str:
     return f"{PG_BASE}?schema=overt_test_{new_ulid().lower()}"
 
 
+def pg_tables(schema: str) -> list[str] | None:
+    """The tables of a PostgreSQL schema; ``None`` when there is no such schema."""
+    with psycopg.connect(PG_BASE) as conn:
+        if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                            (schema,)).fetchall():
+            return None
+        return sorted(r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+            (schema,)))
+
+
 def drop(url: str) -> None:
     """Remove a test ledger's PostgreSQL schema (SQLite files go with tmp_path)."""
     if "schema=" in url:

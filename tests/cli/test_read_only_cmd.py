@@ -150,17 +150,6 @@ READING = [("ledger", "verify"), ("ledger", "export"), ("runs",), ("usage",), ("
            ("ledger", "verify", "--checkpoints", "w")]
 
 
-def _tables(schema: str) -> list[str] | None:
-    """The tables of a PostgreSQL schema; ``None`` when there is no such schema."""
-    with psycopg.connect(backends.PG_BASE) as conn:
-        if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
-                            (schema,)).fetchall():
-            return None
-        return sorted(r[0] for r in conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
-            (schema,)))
-
-
 @pytest.mark.parametrize("argv", READING)
 def test_a_reading_command_on_a_ledger_that_is_not_there_says_so_and_makes_none(
         backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -177,7 +166,7 @@ def test_a_reading_command_on_a_ledger_that_is_not_there_says_so_and_makes_none(
             schema = typo.rsplit("schema=", 1)[1]
             assert err == (f"overt: no ledger at {typo}: there is no schema {schema} "
                            "(opened only if it is there: nothing was created)\n")
-            assert _tables(schema) is None
+            assert backends.pg_tables(schema) is None
     finally:
         if backend == "postgres":
             backends.drop(typo)
@@ -200,7 +189,7 @@ def test_a_reading_command_on_a_file_or_schema_holding_no_ledger_leaves_it_as_it
             assert [(p.name, p.stat().st_size) for p in tmp_path.iterdir()] == [
                 ("ledger.db", 0)]
         else:
-            assert _tables(url.rsplit("schema=", 1)[1]) == []
+            assert backends.pg_tables(url.rsplit("schema=", 1)[1]) == []
     finally:
         if backend == "postgres":
             backends.drop(url)

@@ -26,17 +26,6 @@ def _schema(url: str) -> str:
     return url.rsplit("schema=", 1)[1]
 
 
-def _tables_in(schema: str) -> list[str] | None:
-    """The tables of ``schema``; ``None`` when there is no such schema."""
-    with psycopg.connect(backends.PG_BASE) as conn:
-        if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
-                            (schema,)).fetchall():
-            return None
-        return sorted(r[0] for r in conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
-            (schema,)))
-
-
 def _event(n: int) -> TurnStarted:
     return TurnStarted(turn_id=f"T{n}", session_id="S-1", source="cli",
                        caller_session_id="cli:S-1", message_digest=digest_text(f"m{n}"),
@@ -56,7 +45,7 @@ def test_a_ledger_that_is_not_there_is_an_error_naming_it_and_nothing_is_made(
         else:
             assert str(raised.value).startswith(
                 f"no ledger at {url}: there is no schema {_schema(url)} ")
-            assert _tables_in(_schema(url)) is None
+            assert backends.pg_tables(_schema(url)) is None
     finally:
         if backend == "postgres":
             backends.drop(url)
@@ -78,7 +67,7 @@ def test_a_file_or_schema_holding_no_ledger_is_refused_and_left_as_it_was(
             assert [(p.name, p.stat().st_size) for p in tmp_path.iterdir()] == [
                 ("ledger.db", 0)]  # no table written, no -wal or -shm beside it
         else:
-            assert _tables_in(_schema(url)) == []
+            assert backends.pg_tables(_schema(url)) == []
     finally:
         if backend == "postgres":
             backends.drop(url)
