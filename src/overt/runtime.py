@@ -167,6 +167,7 @@ class Runtime:
                 max_tool_calls_per_turn=config.max_tool_calls_per_turn,
                 max_consecutive_tool_errors=config.max_consecutive_tool_errors,
                 tool_timeout_s=config.tool_timeout_s, route=config.route,
+                max_tool_result_chars=config.max_tool_result_chars,
                 agent=config.agent, model_spec=None if model is not None else config.model),
             transcript=Transcript(path) if path else None,
             system_prompt_template=load_template(config.system_prompt), plugins=plugins,

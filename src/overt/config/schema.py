@@ -33,6 +33,7 @@ class LimitsFile(_Strict):
     max_tool_calls_per_turn: Annotated[int, Field(ge=1)] | None = None
     max_consecutive_tool_errors: Annotated[int, Field(ge=1)] | None = None
     tool_timeout_s: Annotated[float, Field(gt=0)] | None = None
+    max_tool_result_chars: Annotated[int, Field(ge=100)] | None = None
     pre_tool_call_timeout_s: Annotated[float, Field(gt=0)] | None = None
 
 

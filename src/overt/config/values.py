@@ -126,6 +126,7 @@ class Config:
     max_tool_calls_per_turn: int = 25
     max_consecutive_tool_errors: int = 3
     tool_timeout_s: float = 30.0
+    max_tool_result_chars: int = 50_000  # what the model reads of one result
     transcript: str | None = None
     system_prompt: str | None = None
     cache_dir: str | None = None
@@ -174,6 +175,9 @@ class Config:
             raise ConfigError("max_consecutive_tool_errors must be at least 1")
         if self.tool_timeout_s <= 0:
             raise ConfigError(f"tool_timeout_s must be positive, got {self.tool_timeout_s}")
+        if self.max_tool_result_chars < 100:
+            raise ConfigError("max_tool_result_chars must be at least 100, got "
+                              f"{self.max_tool_result_chars}")
         if not self.db:
             raise ConfigError("db must name a ledger")
         refuse_sqlite_uri(self.db)  # before anything is made on disk from it
@@ -245,6 +249,7 @@ class Config:
         for key, name, kind in (("max_tool_calls", "OVERT_MAX_TOOL_CALLS", int),
                                 ("max_tool_calls_per_turn", "OVERT_MAX_TOOL_CALLS_PER_TURN", int),
                                 ("tool_timeout_s", "OVERT_TOOL_TIMEOUT_S", float),
+                                ("max_tool_result_chars", "OVERT_MAX_TOOL_RESULT_CHARS", int),
                                 ("pre_tool_call_timeout_s", "OVERT_PRE_TOOL_CALL_TIMEOUT_S",
                                  float)):
             raw = env.get(name)

@@ -118,12 +118,14 @@ async def execute(tool: Tool, call: ToolCall, context: ToolContext,
         return ToolOutcome("timeout", f"tool_timeout: {tool.name} did not finish within "
                            f"{timeout:g}s", True, ms_since(started), exc_type="TimeoutError",
                            executed=True)
-    except Exception as exc:  # noqa: BLE001  a tool's failure is the model's to read
+    except (Exception, SystemExit) as exc:  # noqa: BLE001  a tool's failure is the model's
+        # to read; SystemExit too: a tool wrapping a script (argparse on bad arguments)
+        # must not end the process that serves every other turn
         return _failed(exc, started)
     return ToolOutcome("ok", render_result(value), False, ms_since(started), executed=True)
 
 
-def _failed(exc: Exception, started: float) -> ToolOutcome:
+def _failed(exc: BaseException, started: float) -> ToolOutcome:
     name = exc_type_name(exc)
     detail = str(exc).strip()
     content = f"tool_execution_error: {name}" + (f": {detail}" if detail else "")

@@ -1,4 +1,5 @@
-"""Limits on the tool arguments a model (or a direct caller) may send.
+"""Limits on the tool arguments a model (or a direct caller) may send, and on the
+tool results it reads.
 
 Arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH` levels, or larger than
 :data:`MAX_ARGUMENT_CHARS` characters of strings and keys, are refused before
@@ -41,6 +42,15 @@ def argument_problem(arguments: Any) -> str | None:
             return f"arguments larger than {MAX_ARGUMENT_CHARS} characters"
         stack.extend((child, depth + 1) for child in children)
     return None
+
+
+def bounded_result(text: str, cap: int | None) -> str:
+    """``text``, or its first ``cap`` characters and a line saying it was cut (the
+    model then knows it holds part of the result, not all of it)."""
+    if cap is None or len(text) <= cap:
+        return text
+    return (f"{text[:cap]}\n[overt: the result was cut here, after {cap:,} of its "
+            f"{len(text):,} characters]")
 
 
 def bounded_call(call: ToolCall) -> ToolCall:

@@ -41,7 +41,7 @@ from overt.engine.checkpoint import Checkpoint, resume_model
 from overt.engine.decide import decide
 from overt.engine.dispatch import ToolOutcome, execute, refuse
 from overt.engine.hooked import TurnHooks
-from overt.engine.limits import bounded
+from overt.engine.limits import bounded, bounded_result
 from overt.engine.record import (
     CallSite,
     Recorder,
@@ -528,7 +528,9 @@ class Turn:
         if audit_log.isEnabledFor(logging.INFO):
             audit_log.info("overt.tool_called %s", canonical_json({
                 "turn_id": self.turn_id, "session_id": self.session_id, **event.data()}))
-        if model_reads is not None and model_reads != outcome.content:
+        reads = model_reads if model_reads is not None else outcome.content
+        model_reads = bounded_result(reads, self.engine.settings.max_tool_result_chars)
+        if model_reads != outcome.content:
             return replace(outcome, content=model_reads)
         return outcome
 

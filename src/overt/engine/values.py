@@ -18,6 +18,10 @@ class EngineSettings:
     """Tool calls run in one turn; past it the model answers without tools."""
     max_consecutive_tool_errors: int = 3
     tool_timeout_s: float | None = 30.0
+    max_tool_result_chars: int | None = 50_000
+    """What the model reads of one tool result, at most; the rest is cut, and the
+    model is told so (:func:`overt.engine.limits.bounded_result`). The record keeps
+    the whole result. ``None``: no limit."""
     route: str = "default"
     max_output_tokens: int | None = None
     agent: str = "default"
