@@ -73,6 +73,12 @@ def test_a_file_or_schema_holding_no_ledger_is_refused_and_left_as_it_was(
             backends.drop(url)
 
 
+def test_a_folder_named_as_a_sqlite_ledger_is_said_to_be_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(LedgerError, match=f"no ledger at {tmp_path}: a folder, not a file"):
+        open_ledger(str(tmp_path), create=False)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_memory_ledger_is_never_there_to_open() -> None:
     with pytest.raises(LedgerError, match="each open makes a new, empty one"):
         open_ledger(":memory:", create=False)

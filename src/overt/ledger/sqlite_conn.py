@@ -59,14 +59,15 @@ def refuse_absent(path: str) -> None:
         LedgerError: which, naming the path.
     """
     if not Path(path).is_file():
-        raise LedgerError(f"no ledger at {path}: no such file (opened only if it is "
+        what = "a folder, not a file" if Path(path).is_dir() else "no such file"
+        raise LedgerError(f"no ledger at {path}: {what} (opened only if it is "
                           "there: nothing was made)")
     conn = _connect_read_only(path)
     try:
         known = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
                              "AND name = 'overt_migrations'").fetchone()
     except sqlite3.DatabaseError as exc:
-        raise LedgerError(f"cannot open ledger {path} (read-only): {exc}") from exc
+        raise LedgerError(f"cannot open ledger {path}: {exc}") from exc
     finally:
         conn.close()
     if known is None:
