@@ -279,3 +279,30 @@ def test_an_address_holding_nul_is_a_400_on_both_backends_not_a_500(ledger: Ledg
                 "/memory/a%00b", "/memory?q=a%00", "/live?session=%00")]
     assert run(main()) == [400] * 6
     assert run(ledger.verify()).ok
+
+
+def test_a_decision_form_the_page_cannot_read_exactly_is_refused_and_decides_nothing(
+        ledger: Ledger) -> None:
+    async def main() -> tuple[list[tuple[int, str]], str]:
+        rt, c = setup(ledger)
+        async with c:
+            held = await ask(rt, "usage figures", "http:misread", "operator:alice")
+            await log_in(c)
+            page = await c.get("/approvals")
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+            assert csrf is not None
+            url = f"/approvals/{held.awaiting_approval}"
+            answers = []
+            for path, form in ((f"{url}/approved", {}),  # was read as "deny"
+                               (f"{url}/Approve", {}),
+                               (f"{url}/approve", {"reson": "checked the figures"}),
+                               (f"{url}/deny", {"reason": "x" * 2001})):
+                answer = await c.post(path, data={"csrf": csrf.group(1), **form})
+                answers.append((answer.status_code, answer.text))
+            return answers, (await rt.approvals.get(held.awaiting_approval)).status
+    answers, status = run(main())
+    assert status == "pending"
+    assert [code for code, _ in answers] == [422, 422, 422, 422]
+    assert "no such decision &#39;approved&#39;: approve or deny" in answers[0][1]
+    assert "unknown form field reson" in answers[2][1]
+    assert "the reason is over 2000 characters (2001)" in answers[3][1]
