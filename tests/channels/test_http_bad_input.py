@@ -157,3 +157,17 @@ def test_a_message_holding_nul_keeps_its_trail_and_every_text_search_working(
     assert len(found["\x00"]) == 2  # NUL is left out of the search: every session
     assert found["there"] == [asked["session_id"]]  # past the NUL, on both backends
     assert filtered == []
+
+
+def test_a_message_with_a_lone_surrogate_is_a_422_on_both_backends_not_a_changed_text(
+        ledger: Ledger, tmp_path: Path) -> None:
+    """JSON may escape a lone surrogate (``\\udce9``); SQLite stored it as U+FFFD (the
+    message silently changed), PostgreSQL failed mid-turn."""
+    async def main() -> tuple[tuple[int, str], str]:
+        async with client(make_runtime(ledger, tmp_path, ["never"])) as c:
+            answer = await c.post("/v1/messages", content=b'{"text": "caf\\udce9"}',
+                                  headers={**auth(CLIENT), "Content-Type": "application/json"})
+            return _error(answer), answer.json()["error"]["message"]
+    error, text = run(main())
+    assert error == (422, "invalid") and "not valid UTF-8 at character 3" in text
+    assert run(ledger.count("turn.started")) == 0

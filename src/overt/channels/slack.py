@@ -37,7 +37,7 @@ from overt.channels.delivery import record_reply
 from overt.channels.settings import SLACK_API_BASE_URL
 from overt.errors import ChannelError, ExtraMissingError, LedgerConflict, LedgerError
 from overt.events import ChannelFilter, ChannelReceived, ChannelReplyFailed
-from overt.types import IncomingMessage
+from overt.types import IncomingMessage, text_problem
 
 if TYPE_CHECKING:
     from starlette.routing import Route
@@ -91,6 +91,8 @@ def event_problem(payload: Mapping[str, Any]) -> str:
             return f"message event field {', '.join(wrong)} is not a string"
         if "files" in event and not isinstance(event["files"], list):
             return "message event field files is not a list"
+        if problem := text_problem(event.get("text", "")):
+            return f"message event field text: {problem}"
     return ""
 
 
