@@ -306,3 +306,31 @@ def test_a_decision_form_the_page_cannot_read_exactly_is_refused_and_decides_not
     assert "no such decision &#39;approved&#39;: approve or deny" in answers[0][1]
     assert "unknown form field reson" in answers[2][1]
     assert "the reason is over 2000 characters (2001)" in answers[3][1]
+
+
+def test_a_sessions_filter_the_page_cannot_read_is_a_422_not_an_empty_or_full_list(
+        ledger: Ledger) -> None:
+    async def main() -> tuple[list[tuple[int, str]], str, str]:
+        rt, c = setup(ledger)
+        async with c:
+            await ask(rt, "hello", "http:recent", "operator:alice")
+            await log_in(c)
+            refused = []
+            for path in ("/sessions?since=yesterday", "/sessions?until=2026-13-45",
+                         "/sessions?sinse=24h", "/usage?since=7d&by=day",
+                         "/memory?q=disk&knd=Note"):
+                answer = await c.get(path)
+                refused.append((answer.status_code, re.sub(r"\s+", " ", answer.text)))
+            recent = (await c.get("/sessions?since=24h")).text  # was compared as text
+            old = (await c.get("/sessions?until=2000-01-01")).text
+        return refused, recent, old
+    refused, recent, old = run(main())
+    assert [code for code, _ in refused] == [422] * 5
+    assert "unknown period &#39;yesterday&#39;" in refused[0][1]
+    assert "unknown period &#39;2026-13-45&#39;" in refused[1][1]
+    assert ("unknown query parameter sinse: this page takes channel, owner, since, until, q"
+            in refused[2][1])
+    assert "unknown query parameter by: this page takes since" in refused[3][1]
+    assert "unknown query parameter knd" in refused[4][1]
+    assert "http:recent" in recent and "No sessions match" not in recent
+    assert "http:recent" not in old and "No sessions match" in old
