@@ -74,8 +74,21 @@ def test_html_only_and_attachment_only_mail_reach_the_model_as_what_they_hold(
         return dict(await channel.poll_once())
     assert set(run(main()).values()) == {"answered"}
     assert sorted(m.get_content().strip().replace("\r\n", "\n") for m in sink.messages) == [
-        "re: Is the disk < 90% full?\nThanks",
-        "re: [attachment, not read: df.pdf (application/pdf)]"]
+        "re: Disk\n[attachment, not read: df.pdf (application/pdf)]",
+        "re: Is the disk < 90% full?\nThanks"]
+
+
+def test_a_mail_written_all_in_its_subject_reaches_the_model_as_its_subject(
+        servers: tuple[Imap, SmtpSink, EmailSettings], make_runtime: RuntimeFactory) -> None:
+    imap, sink, settings = servers
+    channel = EmailChannel(make_runtime(echo_model()), settings, imap_password=imap.password)
+    append(imap, (f"From: {OWNER}\r\nTo: {AGENT}\r\nSubject: How full is the disk?\r\n"
+                  "Message-ID: <s1@example.org>\r\n\r\n\r\n").encode())
+
+    async def main() -> dict[str, str]:
+        return dict(await channel.poll_once())
+    assert run(main()) == {"<s1@example.org>": "answered"}
+    assert [m.get_content().strip() for m in sink.messages] == ["re: How full is the disk?"]
 
 
 def test_autoreplies_bounces_and_our_own_mail_are_not_answered(

@@ -87,16 +87,18 @@ def parse_mail(uid: str, raw: bytes) -> InboundMail:
 
     Whatever the sender's software wrote, this returns: a header the parser cannot
     read is taken as its raw text, a body in a charset Python does not know is read
-    as UTF-8 (undecodable bytes replaced), an HTML-only body is read as its text, and
-    each attachment is named on a line of its own (its contents are not read), so one
-    odd message neither stops the poll nor reaches the model as an empty one.
+    as UTF-8 (undecodable bytes replaced), an HTML-only body is read as its text, a
+    mail with no body text is read as its subject, and each attachment is named on a
+    line of its own (its contents are not read), so one odd message neither stops
+    the poll nor reaches the model as an empty one.
     """
     msg = BytesParser(policy=email.policy.default).parsebytes(raw)
     message_id = _header(msg, "Message-ID").strip() or made_message_id(raw)
     # From, not Reply-To: a stranger could name an allowed address as Reply-To
     sender = parseaddr(_header(msg, "From"))[1].lower()
+    subject = _header(msg, "Subject")
     return InboundMail(uid=uid, message_id=message_id, sender=sender,
-                       subject=_header(msg, "Subject"), text=_text(msg),
+                       subject=subject, text=_text(msg, subject),
                        references=" ".join(_header(msg, "References").split()),
                        in_reply_to=(_header(msg, "In-Reply-To").split() or [""])[0],
                        automatic=is_automatic(msg))
@@ -137,9 +139,10 @@ def _header(msg: Message, name: str, default: str = "") -> str:
     return default if raw is None else " ".join(str(raw).split())
 
 
-def _text(msg: Message) -> str:
-    """The body a person reads: the plain part, else the HTML part as text; then a
-    line for each attachment, named, saying it was not read."""
+def _text(msg: Message, subject: str) -> str:
+    """The body a person reads: the plain part, else the HTML part as text, else (a
+    mail written all in its subject line) the subject; then a line for each
+    attachment, named, saying it was not read."""
     body = msg.get_body(preferencelist=("plain", "html")) \
         if isinstance(msg, EmailMessage) else None
     text = "" if body is None else _part_text(body)
@@ -150,7 +153,7 @@ def _text(msg: Message) -> str:
         for part in msg.iter_attachments():
             name = part.get_filename() or "unnamed"
             notes.append(f"[attachment, not read: {name} ({part.get_content_type()})]")
-    return "\n".join(x for x in (text.strip(), *notes) if x)
+    return "\n".join(x for x in (text.strip() or subject.strip(), *notes) if x)
 
 
 def _part_text(part: MIMEPart) -> str:
