@@ -334,3 +334,24 @@ def test_a_sessions_filter_the_page_cannot_read_is_a_422_not_an_empty_or_full_li
     assert "unknown query parameter knd" in refused[4][1]
     assert "http:recent" in recent and "No sessions match" not in recent
     assert "http:recent" not in old and "No sessions match" in old
+
+
+def test_labels_the_session_page_does_not_have_are_a_422_not_english(ledger: Ledger) -> None:
+    async def main() -> list[tuple[int, str]]:
+        rt, c = setup(ledger)
+        async with c:
+            await ask(rt, "hello", "http:labelled", "operator:alice")
+            await log_in(c)
+            out = []
+            for path in ("/sessions/http:labelled?labels=fr",
+                         "/sessions/http:labelled/export.md?labels=JA",
+                         "/sessions/http:labelled?label=ja",
+                         "/sessions/http:labelled/export.md?labels=ja"):
+                answer = await c.get(path)
+                out.append((answer.status_code, answer.text))
+            return out
+    out = run(main())
+    assert [code for code, _ in out] == [422, 422, 422, 200]
+    assert "unknown labels &#39;fr&#39;: one of en, ja" in out[0][1]
+    assert out[1][1] == "unknown labels 'JA': one of en, ja"
+    assert "unknown query parameter label: this page takes labels" in out[2][1]

@@ -138,7 +138,10 @@ class Sessions:
         return session_id, trail
 
     async def session(self, request: Request, viewer: Viewer, login: Login) -> Response:
-        labels = _labels(request)
+        labels, problem = _labels(request)
+        if problem:
+            return page("denied.html", viewer, login, active="sessions", status=422,
+                        capability=None, message=problem)
         try:
             session_id, trail = await self._trail(request, viewer)
         except NotFoundError:
@@ -162,19 +165,28 @@ class Sessions:
         if not viewer.reads_content:
             return PlainTextResponse("trail.read is needed to export content",
                                      status_code=403)
+        labels, problem = _labels(request)
+        if problem:
+            return PlainTextResponse(problem, status_code=422)
         try:
             session_id, trail = await self._trail(request, viewer)
         except NotFoundError:
             return PlainTextResponse(NO_SESSION, status_code=404)
         name = re.sub(r"[^A-Za-z0-9._-]", "_", session_id)[:100]
         return PlainTextResponse(
-            markdown(trail, _labels(request)), media_type="text/markdown; charset=utf-8",
+            markdown(trail, labels), media_type="text/markdown; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{name}.md"'})
 
 
-def _labels(request: Request) -> str:
+def _labels(request: Request) -> tuple[str, str]:
+    """The labels asked for, and why the query is refused (``""`` when it is not):
+    ``labels=fr`` was shown in English as if it had been read."""
+    if problem := unknown_query(request, ("labels",)):
+        return "en", problem
     wanted = request.query_params.get("labels", "en")
-    return wanted if wanted in LABELS else "en"
+    if wanted not in LABELS:
+        return "en", f"unknown labels {wanted!r}: one of {', '.join(sorted(LABELS))}"
+    return wanted, ""
 
 
 @dataclass(slots=True)
