@@ -163,11 +163,21 @@ def test_a_message_with_a_lone_surrogate_is_a_422_on_both_backends_not_a_changed
         ledger: Ledger, tmp_path: Path) -> None:
     """JSON may escape a lone surrogate (``\\udce9``); SQLite stored it as U+FFFD (the
     message silently changed), PostgreSQL failed mid-turn."""
-    async def main() -> tuple[tuple[int, str], str]:
+    async def main() -> list[tuple[tuple[int, str], str]]:
         async with client(make_runtime(ledger, tmp_path, ["never"])) as c:
-            answer = await c.post("/v1/messages", content=b'{"text": "caf\\udce9"}',
-                                  headers={**auth(CLIENT), "Content-Type": "application/json"})
-            return _error(answer), answer.json()["error"]["message"]
-    error, text = run(main())
-    assert error == (422, "invalid") and "not valid UTF-8 at character 3" in text
-    assert run(ledger.count("turn.started")) == 0
+            out = []
+            for body in (b'{"text": "caf\\udce9"}', b'{"text": "hi", "session_id": "\\uD800"}',
+                         b'{"text": "hi", "metadata": {"\\udce9": 1}}'):
+                answer = await c.post("/v1/messages", content=body, headers={
+                    **auth(CLIENT), "Content-Type": "application/json"})
+                out.append((_error(answer), answer.json()["error"]["message"]))
+            fine = await c.post("/v1/messages", json={"text": "ok \U0001F600"},
+                                headers=auth(CLIENT))  # a pair, escaped by json.dumps
+            assert fine.status_code == 200, fine.text
+            return out
+    out = run(main())
+    assert [error for error, _ in out] == [(422, "invalid")] * 3
+    assert [text.rpartition("(")[2] for _, text in out] == ["'\\udce9')", "'\\ud800')",
+                                                            "'\\udce9')"]
+    assert "half a surrogate pair, which is not a character" in out[0][1]
+    assert run(ledger.count("turn.started")) == 1
