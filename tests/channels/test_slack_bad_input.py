@@ -69,21 +69,25 @@ def test_an_event_callback_overt_cannot_read_is_refused_not_claimed(
     no_event = dm_event(event_id="Ev032")
     no_event["event"] = "message"
     surrogate = dm_event("caf\udce9", event_id="Ev033")  # JSON's "\udce9" escape
+    surrogate_ts = dm_event(event_id="Ev034", ts="\ud800")
 
     async def main() -> list[tuple[int, dict[str, Any]]]:
         async with slack_app(runtime) as (_, fake, post):
             answers = [await post(*signed(p)) for p in
-                       (no_id, no_id_either, null_text, listed_user, no_event, surrogate)]
+                       (no_id, no_id_either, null_text, listed_user, no_event, surrogate,
+                        surrogate_ts)]
             assert fake.posts == []
         return answers
     answers = run(main())
-    assert [(s, b["error"]) for s, b in answers] == [(400, "invalid_event")] * 6
+    assert [(s, b["error"]) for s, b in answers] == [(400, "invalid_event")] * 7
     assert [b["detail"] for _, b in answers] == [
         "event_callback without an event_id", "event_callback without an event_id",
         "message event field text is not a string", "message event field user is not a string",
         "event_callback without an event object",
         "message event field text: the text is not valid UTF-8 at character 3 (the byte 0xe9):"
-        " nothing was sent; write it in UTF-8"]
+        " nothing was sent; write it in UTF-8",
+        "message event field ts: the text is not valid UTF-8 at character 0: nothing was sent;"
+        " write it in UTF-8"]
     assert run(kinds(ledger, "channel.received")) == []
 
 

@@ -80,7 +80,7 @@ def event_problem(payload: Mapping[str, Any]) -> str:
     that is not a string (``"text": null``) would be read as the text ``None``.
     """
     event_id = payload.get("event_id")
-    if not isinstance(event_id, str) or not event_id:
+    if not isinstance(event_id, str) or not event_id or text_problem(event_id):
         return "event_callback without an event_id"
     event = payload.get("event")
     if not isinstance(event, dict):
@@ -91,8 +91,9 @@ def event_problem(payload: Mapping[str, Any]) -> str:
             return f"message event field {', '.join(wrong)} is not a string"
         if "files" in event and not isinstance(event["files"], list):
             return "message event field files is not a list"
-        if problem := text_problem(event.get("text", "")):
-            return f"message event field text: {problem}"
+        for key in _TEXT_FIELDS:
+            if problem := text_problem(event.get(key, "")):
+                return f"message event field {key}: {problem}"
     return ""
 
 
