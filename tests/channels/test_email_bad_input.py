@@ -36,6 +36,9 @@ def mail(message_id: str, headers: str, body: str, *, sender: str = OWNER) -> by
 UNKNOWN_CHARSET = mail("<c1@example.org>",
                        "Content-Type: text/plain; charset=x-mac-klingon\r\n",
                        "is the disk full?\r\n")
+UNDECLARED_UTF8 = (f"From: {OWNER}\r\nTo: {AGENT}\r\nSubject: Disk\r\n"
+                   "Message-ID: <u1@example.org>\r\nContent-Transfer-Encoding: 8bit\r\n\r\n"
+                   "Is the café disk full?\r\n").encode()  # as a script's mail(1) sends it
 BROKEN_MESSAGE_ID = mail("<<<@@@", "", "and the backups?\r\n")
 HTML_ONLY = mail("<h1@example.org>", "Content-Type: text/html; charset=utf-8\r\n",
                  "<html><head><style>p{}</style></head><body><p>Is the <b>disk</b> "
@@ -52,15 +55,16 @@ def test_mail_the_parser_chokes_on_is_answered_and_the_rest_of_the_poll_goes_on(
         ledger: Ledger) -> None:
     imap, sink, settings = servers
     channel = EmailChannel(make_runtime(echo_model()), settings, imap_password=imap.password)
-    append(imap, UNKNOWN_CHARSET, BROKEN_MESSAGE_ID,
+    append(imap, UNKNOWN_CHARSET, BROKEN_MESSAGE_ID, UNDECLARED_UTF8,
            mail("<ok@example.org>", "", "a plain question\r\n"))
 
     async def main() -> dict[str, str]:
         return dict(await channel.poll_once())
     assert run(main()) == {"<c1@example.org>": "answered", "<<<@@@": "answered",
-                           "<ok@example.org>": "answered"}
+                           "<u1@example.org>": "answered", "<ok@example.org>": "answered"}
     assert sorted(m.get_content().strip() for m in sink.messages) == [
-        "re: a plain question", "re: and the backups?", "re: is the disk full?"]
+        "re: Is the café disk full?", "re: a plain question", "re: and the backups?",
+        "re: is the disk full?"]
     assert unseen(imap) == []
 
 

@@ -157,6 +157,15 @@ def _text(msg: Message, subject: str) -> str:
 
 
 def _part_text(part: MIMEPart) -> str:
+    """A text part's text. One that names no charset is US-ASCII by RFC 2045, but
+    a script's 8-bit mail is UTF-8 more often than not: bytes that are valid UTF-8
+    are read as such (``café``, not ``caf��``)."""
+    if part.get_content_charset() is None:
+        payload = part.get_payload(decode=True)
+        if isinstance(payload, bytes) and not payload.isascii():
+            text = payload.decode("utf-8", errors="replace")
+            if "\ufffd" not in text:  # else not UTF-8 either: read as declared, below
+                return text
     try:
         return str(part.get_content())
     except LookupError as exc:  # a charset Python does not know
