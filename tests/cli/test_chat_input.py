@@ -49,3 +49,15 @@ def test_a_question_that_is_not_utf8_is_refused_before_any_turn(tmp_path: Path) 
     assert out.returncode == 2
     assert b"not valid UTF-8 at character 3 (the byte 0xe9)" in out.stderr
     assert not (tmp_path / "l.db").exists() or messages(tmp_path) == 0
+
+
+def test_a_chat_started_with_stdin_closed_says_so_with_exit_2(tmp_path: Path) -> None:
+    script = tmp_path / "replies.jsonl"
+    script.write_text(REPLIES)
+    out = subprocess.run(
+        ["sh", "-c", 'exec "$0" -m overt.cli.main --db "$1" chat --model "$2" <&-',
+         sys.executable, str(tmp_path / "l.db"), f"scripted:{script}"],
+        capture_output=True, timeout=60, check=False)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == (b"overt: overt chat reads what you say from standard input, "
+                          b"which is closed; use overt ask TEXT\n")

@@ -359,6 +359,9 @@ def _invoked_as() -> str:
 async def _chat(config: Config, resume: str | None, *, stream: bool = False) -> int:
     """A conversation; each turn's history is read back from the ledger, so a chat
     ended (or a process killed) can be taken up again with ``--resume``."""
+    if sys.stdin is None:  # started with standard input closed (<&-)
+        raise UsageError("overt chat reads what you say from standard input, which is "
+                         "closed; use overt ask TEXT")
     runtime = Runtime.from_config(config, progress=_progress)
     try:
         await runtime.start()  # the tools (MCP servers' too) are known from here
