@@ -53,6 +53,21 @@ def derive_caller_session_id(source: str, metadata: Mapping[str, Any]) -> str:
     return f"{source}:{UNKNOWN}"
 
 
+def text_problem(text: str) -> str:
+    """Why ``text`` cannot be kept as written, or ``""``: a lone surrogate, which is
+    what bytes that are not UTF-8 become on the command line (``surrogateescape``)
+    and what a JSON ``"\\udce9"`` escape decodes to. SQLite would store it as U+FFFD
+    (the message silently changed) and PostgreSQL refuse it mid-turn."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = text[exc.start]
+        byte = f" (the byte 0x{ord(char) - 0xDC00:02x})" if char >= "\udc80" else ""
+        return (f"the text is not valid UTF-8 at character {exc.start}{byte}: nothing "
+                "was sent; write it in UTF-8")
+    return ""
+
+
 @dataclass(frozen=True, slots=True)
 class IncomingMessage:
     """A message from the operator, as a channel received it."""
@@ -66,6 +81,10 @@ class IncomingMessage:
             from overt.errors import UsageError
 
             raise UsageError(f"unknown message source {self.source!r}; one of {SOURCES}")
+        if problem := text_problem(self.text):
+            from overt.errors import UsageError
+
+            raise UsageError(problem)
 
     @property
     def caller_session_id(self) -> str:

@@ -157,3 +157,27 @@ def test_a_message_holding_nul_keeps_its_trail_and_every_text_search_working(
     assert len(found["\x00"]) == 2  # NUL is left out of the search: every session
     assert found["there"] == [asked["session_id"]]  # past the NUL, on both backends
     assert filtered == []
+
+
+def test_a_message_with_a_lone_surrogate_is_a_422_on_both_backends_not_a_changed_text(
+        ledger: Ledger, tmp_path: Path) -> None:
+    """JSON may escape a lone surrogate (``\\udce9``); SQLite stored it as U+FFFD (the
+    message silently changed), PostgreSQL failed mid-turn."""
+    async def main() -> list[tuple[tuple[int, str], str]]:
+        async with client(make_runtime(ledger, tmp_path, ["never"])) as c:
+            out = []
+            for body in (b'{"text": "caf\\udce9"}', b'{"text": "hi", "session_id": "\\uD800"}',
+                         b'{"text": "hi", "metadata": {"\\udce9": 1}}'):
+                answer = await c.post("/v1/messages", content=body, headers={
+                    **auth(CLIENT), "Content-Type": "application/json"})
+                out.append((_error(answer), answer.json()["error"]["message"]))
+            fine = await c.post("/v1/messages", json={"text": "ok \U0001F600"},
+                                headers=auth(CLIENT))  # a pair, escaped by json.dumps
+            assert fine.status_code == 200, fine.text
+            return out
+    out = run(main())
+    assert [error for error, _ in out] == [(422, "invalid")] * 3
+    assert [text.rpartition("(")[2] for _, text in out] == ["'\\udce9')", "'\\ud800')",
+                                                            "'\\udce9')"]
+    assert "half a surrogate pair, which is not a character" in out[0][1]
+    assert run(ledger.count("turn.started")) == 1

@@ -321,6 +321,16 @@ def test_an_empty_ask_is_refused_before_any_model_call_as_over_http(
             return [refusal(await client.call_tool("ask", {"text": text}))
                     for text in ("", "  \n ")]
     assert run(main()) == ["text must not be empty"] * 2
+
+
+def test_an_ask_whose_text_is_not_valid_unicode_is_refused_as_an_error_result(
+        ledger: Ledger, tmp_path: Path) -> None:
+    async def main() -> str:
+        server = create_server(make_runtime(ledger, tmp_path, ["never asked"]))
+        async with Client(server) as client:
+            return refusal(await client.call_tool("ask", {"text": "caf\udce9"}))
+    assert "not valid UTF-8 at character 3 (the byte 0xe9)" in run(main())
+    assert run(ledger.count("turn.started")) == 0
     assert run(ledger.count("turn.started")) == 0
 
 

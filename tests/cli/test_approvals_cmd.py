@@ -101,3 +101,17 @@ def test_show_tells_the_whole_story_of_a_paused_and_resumed_turn(project: Path) 
                  "turn resumed (approved)", "policy allow get_usage", "[approved]",
                  "reply: You have used 0 tokens today."):
         assert line in shown, line
+
+
+def test_a_reason_that_is_not_utf8_is_refused_and_the_request_left_pending(
+        project: Path) -> None:
+    request_id = _pause(project)
+    env = {**os.environ, "OVERT_DB": str(project / "ledger.db"), "OVERT_TRANSCRIPT": ""}
+    denied = subprocess.run(  # what a Latin-1 terminal passes for "café"
+        [sys.executable, "-m", "overt.cli", "approvals", "deny", request_id, "--reason",
+         b"pas de caf\xe9"], cwd=project, env=env, capture_output=True, timeout=120)
+    assert denied.returncode == 2, denied.stderr
+    assert b"--reason: the text is not valid UTF-8 at character 10 (the byte 0xe9)" in \
+        denied.stderr
+    shown = json.loads(overt(project, "approvals", "show", request_id, "--json").stdout)
+    assert (shown["status"], shown["reason"]) == ("pending", None)

@@ -279,3 +279,79 @@ def test_an_address_holding_nul_is_a_400_on_both_backends_not_a_500(ledger: Ledg
                 "/memory/a%00b", "/memory?q=a%00", "/live?session=%00")]
     assert run(main()) == [400] * 6
     assert run(ledger.verify()).ok
+
+
+def test_a_decision_form_the_page_cannot_read_exactly_is_refused_and_decides_nothing(
+        ledger: Ledger) -> None:
+    async def main() -> tuple[list[tuple[int, str]], str]:
+        rt, c = setup(ledger)
+        async with c:
+            held = await ask(rt, "usage figures", "http:misread", "operator:alice")
+            await log_in(c)
+            page = await c.get("/approvals")
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+            assert csrf is not None
+            url = f"/approvals/{held.awaiting_approval}"
+            answers = []
+            for path, form in ((f"{url}/approved", {}),  # was read as "deny"
+                               (f"{url}/Approve", {}),
+                               (f"{url}/approve", {"reson": "checked the figures"}),
+                               (f"{url}/deny", {"reason": "x" * 2001})):
+                answer = await c.post(path, data={"csrf": csrf.group(1), **form})
+                answers.append((answer.status_code, answer.text))
+            return answers, (await rt.approvals.get(held.awaiting_approval)).status
+    answers, status = run(main())
+    assert status == "pending"
+    assert [code for code, _ in answers] == [422, 422, 422, 422]
+    assert "no such decision &#39;approved&#39;: approve or deny" in answers[0][1]
+    assert "unknown form field reson" in answers[2][1]
+    assert "the reason is over 2000 characters (2001)" in answers[3][1]
+
+
+def test_a_sessions_filter_the_page_cannot_read_is_a_422_not_an_empty_or_full_list(
+        ledger: Ledger) -> None:
+    async def main() -> tuple[list[tuple[int, str]], str, str]:
+        rt, c = setup(ledger)
+        async with c:
+            await ask(rt, "hello", "http:recent", "operator:alice")
+            await log_in(c)
+            refused = []
+            for path in ("/sessions?since=yesterday", "/sessions?until=2026-13-45",
+                         "/sessions?sinse=24h", "/usage?since=7d&by=day",
+                         "/memory?q=disk&knd=Note"):
+                answer = await c.get(path)
+                refused.append((answer.status_code, re.sub(r"\s+", " ", answer.text)))
+            recent = (await c.get("/sessions?since=24h")).text  # was compared as text
+            old = (await c.get("/sessions?until=2000-01-01")).text
+        return refused, recent, old
+    refused, recent, old = run(main())
+    assert [code for code, _ in refused] == [422] * 5
+    assert "unknown period &#39;yesterday&#39;" in refused[0][1]
+    assert "unknown period &#39;2026-13-45&#39;" in refused[1][1]
+    assert ("unknown query parameter sinse: this page takes channel, owner, since, until, q"
+            in refused[2][1])
+    assert "unknown query parameter by: this page takes since" in refused[3][1]
+    assert "unknown query parameter knd" in refused[4][1]
+    assert "http:recent" in recent and "No sessions match" not in recent
+    assert "http:recent" not in old and "No sessions match" in old
+
+
+def test_labels_the_session_page_does_not_have_are_a_422_not_english(ledger: Ledger) -> None:
+    async def main() -> list[tuple[int, str]]:
+        rt, c = setup(ledger)
+        async with c:
+            await ask(rt, "hello", "http:labelled", "operator:alice")
+            await log_in(c)
+            out = []
+            for path in ("/sessions/http:labelled?labels=fr",
+                         "/sessions/http:labelled/export.md?labels=JA",
+                         "/sessions/http:labelled?label=ja",
+                         "/sessions/http:labelled/export.md?labels=ja"):
+                answer = await c.get(path)
+                out.append((answer.status_code, answer.text))
+            return out
+    out = run(main())
+    assert [code for code, _ in out] == [422, 422, 422, 200]
+    assert "unknown labels &#39;fr&#39;: one of en, ja" in out[0][1]
+    assert out[1][1] == "unknown labels 'JA': one of en, ja"
+    assert "unknown query parameter label: this page takes labels" in out[2][1]

@@ -6,8 +6,9 @@ ledger's once-only claims (``email:{Message-ID}``) make each step safe to redo:
 1. fetched unread with ``BODY.PEEK[]`` (reading it does not mark it ``\\Seen``);
 2. a message whose ``channel.replied`` is on record is only marked ``\\Seen``;
 3. ``channel.received`` recorded (sender and Message-ID, never the text), with
-   ``filtered`` set for a sender not allowed or an automatic message, which is
-   then marked ``\\Seen`` and left unanswered;
+   ``filtered`` set for a sender not allowed or an automatic message (an
+   autoreply, a bounce, a list's, our own: :func:`is_automatic`), which is then
+   marked ``\\Seen`` and left unanswered;
 4. the turn runs; the reply is sent by SMTP with ``In-Reply-To`` and
    ``References`` (so it threads) and a Message-ID derived from the claim;
 5. ``channel.replied`` recorded; 6. the message marked ``\\Seen``.
@@ -38,9 +39,11 @@ import smtplib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from email.message import EmailMessage
+from email.errors import MessageError
+from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesParser
 from email.utils import make_msgid, parseaddr
+from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from overt.channels.delivery import record_reply
@@ -80,19 +83,131 @@ class InboundMail:
 
 def parse_mail(uid: str, raw: bytes) -> InboundMail:
     """Read a raw RFC 5322 message. A message without a Message-ID gets one overt makes
-    from its bytes (:func:`made_message_id`), so it is still claimed once."""
+    from its bytes (:func:`made_message_id`), so it is still claimed once.
+
+    Whatever the sender's software wrote, this returns: a header the parser cannot
+    read is taken as its raw text, a body in a charset Python does not know is read
+    as UTF-8 (undecodable bytes replaced), an HTML-only body is read as its text, a
+    mail with no body text is read as its subject, and each attachment is named on a
+    line of its own (its contents are not read), so one odd message neither stops
+    the poll nor reaches the model as an empty one.
+    """
     msg = BytesParser(policy=email.policy.default).parsebytes(raw)
-    message_id = str(msg.get("Message-ID", "")).strip() or made_message_id(raw)
+    message_id = _header(msg, "Message-ID").strip() or made_message_id(raw)
     # From, not Reply-To: a stranger could name an allowed address as Reply-To
-    sender = parseaddr(str(msg.get("From", "")))[1].lower()
-    body = msg.get_body(preferencelist=("plain",)) if isinstance(msg, EmailMessage) else None
-    text = body.get_content() if isinstance(body, EmailMessage) else ""
-    auto = str(msg.get("Auto-Submitted", "no")).lower() != "no" or bool(msg.get("List-Id"))
+    sender = parseaddr(_header(msg, "From"))[1].lower()
+    subject = _header(msg, "Subject")
     return InboundMail(uid=uid, message_id=message_id, sender=sender,
-                       subject=str(msg.get("Subject", "")), text=str(text).strip(),
-                       references=" ".join(str(msg.get("References", "")).split()),
-                       in_reply_to=(str(msg.get("In-Reply-To", "")).split() or [""])[0],
-                       automatic=auto)
+                       subject=subject, text=_text(msg, subject),
+                       references=" ".join(_header(msg, "References").split()),
+                       in_reply_to=(_header(msg, "In-Reply-To").split() or [""])[0],
+                       automatic=is_automatic(msg))
+
+
+AUTOMATIC_PRECEDENCE: Final = frozenset({"bulk", "junk", "list", "auto_reply"})
+
+
+def is_automatic(msg: Message) -> bool:
+    """Whether a program, not a person, sent ``msg`` (RFC 3834 and what autoresponders
+    write in practice): answering it could start a loop between two robots.
+
+    ``Auto-Submitted`` other than ``no``; a mailing list (``List-Id``); ``Precedence``
+    bulk, junk, list or auto_reply; ``X-Autoreply`` / ``X-Autorespond`` (vacation
+    programs that predate RFC 3834); a delivery report (``multipart/report``, a bounce)
+    or a null ``Return-Path`` (``<>``, which bounces are sent with).
+    """
+    if _header(msg, "Auto-Submitted", "no").split(";")[0].strip().lower() != "no":
+        return True
+    if _header(msg, "Precedence").strip().lower() in AUTOMATIC_PRECEDENCE:
+        return True
+    if any(_header(msg, name) for name in ("List-Id", "X-Autoreply", "X-Autorespond")):
+        return True
+    return msg.get_content_type() == "multipart/report" or \
+        _header(msg, "Return-Path").strip() == "<>"
+
+
+def _header(msg: Message, name: str, default: str = "") -> str:
+    """``name``'s value; as written, unfolded, when the parser cannot read it (a
+    Message-ID of ``<<<@@@`` makes it raise IndexError)."""
+    try:
+        value = msg.get(name)
+        return default if value is None else str(value)
+    except (IndexError, ValueError, LookupError, TypeError, AttributeError,
+            MessageError) as exc:
+        log.warning("header %s read as written: %s: %s", name, type(exc).__name__, exc)
+    raw = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), None)
+    return default if raw is None else " ".join(str(raw).split())
+
+
+def _text(msg: Message, subject: str) -> str:
+    """The body a person reads: the plain part, else the HTML part as text, else (a
+    mail written all in its subject line) the subject; then a line for each
+    attachment, named, saying it was not read."""
+    body = msg.get_body(preferencelist=("plain", "html")) \
+        if isinstance(msg, EmailMessage) else None
+    text = "" if body is None else _part_text(body)
+    if body is not None and body.get_content_type() == "text/html":
+        text = html_text(text)
+    notes = []
+    if isinstance(msg, EmailMessage):
+        for part in msg.iter_attachments():
+            name = part.get_filename() or "unnamed"
+            notes.append(f"[attachment, not read: {name} ({part.get_content_type()})]")
+    return "\n".join(x for x in (text.strip() or subject.strip(), *notes) if x)
+
+
+def _part_text(part: MIMEPart) -> str:
+    """A text part's text. One that names no charset is US-ASCII by RFC 2045, but
+    a script's 8-bit mail is UTF-8 more often than not: bytes that are valid UTF-8
+    are read as such (``café``, not ``caf��``)."""
+    if part.get_content_charset() is None:
+        payload = part.get_payload(decode=True)
+        if isinstance(payload, bytes) and not payload.isascii():
+            text = payload.decode("utf-8", errors="replace")
+            if "\ufffd" not in text:  # else not UTF-8 either: read as declared, below
+                return text
+    try:
+        return str(part.get_content())
+    except LookupError as exc:  # a charset Python does not know
+        log.warning("mail body charset %s read as UTF-8: %s", part.get_content_charset(), exc)
+    payload = part.get_payload(decode=True)
+    return payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else ""
+
+
+class _HtmlText(HTMLParser):
+    SKIPPED = frozenset({"script", "style", "head", "title"})
+    BREAKS = frozenset({"br", "p", "div", "li", "tr", "h1", "h2", "h3", "h4", "blockquote"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self.skipping = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self.SKIPPED:
+            self.skipping += 1
+        elif tag in self.BREAKS:
+            self.out.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.SKIPPED:
+            self.skipping = max(0, self.skipping - 1)
+        elif tag in self.BREAKS:
+            self.out.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self.skipping:
+            self.out.append(data)
+
+
+def html_text(html: str) -> str:
+    """The text of an HTML body, as a mail client would show it (no markup, one line
+    per paragraph or break, entities decoded)."""
+    parser = _HtmlText()
+    parser.feed(html)
+    parser.close()
+    lines = (" ".join(line.split()) for line in "".join(parser.out).splitlines())
+    return "\n".join(line for line in lines if line)
 
 
 def made_message_id(raw: bytes) -> str:
@@ -270,8 +385,8 @@ class EmailChannel:
         return "answered"
 
     def _filter(self, mail: InboundMail) -> ChannelFilter | None:
-        if mail.automatic:
-            return "bot_message"
+        if mail.automatic or mail.sender == self.settings.from_address.lower():
+            return "bot_message"  # a robot's, or our own: answering could loop
         if mail.sender not in self.allowed:
             return "sender_not_allowed"
         return None

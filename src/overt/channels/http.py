@@ -312,6 +312,13 @@ class _Api:
             raise ApiError(400, "malformed_json", "the body is nested too deeply") from None
         if not isinstance(data, dict):
             raise ApiError(422, "invalid", "the body must be a JSON object")
+        if b"\\ud" in raw.lower():  # a \uD800-\uDFFF escape: a lone one is no character
+            try:
+                json.dumps(data, ensure_ascii=False).encode()
+            except UnicodeEncodeError as exc:  # SQLite would change it, PostgreSQL fail
+                raise ApiError(422, "invalid", "the body holds a \\u escape of half a "
+                                               "surrogate pair, which is not a character "
+                                               f"({exc.object[exc.start]!a})") from exc
         fields = openapi.SCHEMAS[schema]["properties"]
         unknown = sorted(str(k) for k in data if k not in fields)
         if unknown:

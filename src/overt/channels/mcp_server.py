@@ -28,7 +28,7 @@ from typing import Annotated, Any
 
 from overt.channels.http import MAX_WAIT_S, request_json, trail_json
 from overt.channels.turns import wait_for_answer
-from overt.errors import ApprovalError, ExtraMissingError, NotFoundError, OvertError
+from overt.errors import ExtraMissingError, NotFoundError, OvertError, UsageError
 from overt.events import CapabilityChecked
 from overt.ids import new_ulid
 from overt.memory.tools import memory_tools
@@ -101,10 +101,11 @@ def _refusal(message: str) -> CallToolResult:
 
 async def _answer(work: Awaitable[dict[str, Any]]) -> CallToolResult:
     """``work``'s answer, or the refusal it raised (a missing capability, a session,
-    turn or approval the caller may not reach, an approval already decided)."""
+    turn or approval the caller may not reach, an approval already decided, a text
+    that is not valid Unicode)."""
     try:
         return _result(await work)
-    except (McpToolError, NotFoundError, ApprovalError) as exc:
+    except (McpToolError, NotFoundError, UsageError) as exc:  # ApprovalError is one
         return _refusal(str(exc))
 
 

@@ -9,8 +9,11 @@ What a request goes through (:meth:`SlackDMHandler.handle_request`):
 3. ``event_callback``: the event is classified and claimed on the ledger
    (``channel.received``, claim ``slack:{event_id}``) before Slack gets its 200;
    a retried event finds its claim taken and is acknowledged without a second
-   answer. Only a ``message`` in an ``im`` channel from an allowed user, not from
-   a bot, goes to the agent; the others are recorded as filtered, without text.
+   answer. Only a ``message`` (or ``file_share``: a message with files, which are
+   named to the model, not read) in an ``im`` channel from an allowed user, not
+   from a bot, goes to the agent; the others are recorded as filtered, without
+   text. An ``event_callback`` without an ``event_id``, or whose message fields
+   are not strings, is refused (400) before any claim; a body over 1 MB gets 413.
 4. The 200 goes back at once (Slack waits three seconds); the turn runs after,
    in a task, and its reply is posted with ``chat.postMessage`` in the thread,
    then recorded (``channel.replied``).
@@ -34,7 +37,7 @@ from overt.channels.delivery import record_reply
 from overt.channels.settings import SLACK_API_BASE_URL
 from overt.errors import ChannelError, ExtraMissingError, LedgerConflict, LedgerError
 from overt.events import ChannelFilter, ChannelReceived, ChannelReplyFailed
-from overt.types import IncomingMessage
+from overt.types import IncomingMessage, text_problem
 
 if TYPE_CHECKING:
     from starlette.routing import Route
@@ -46,19 +49,70 @@ log = logging.getLogger("overt.channels.slack")
 SOURCE: Final = "slack_dm"
 
 
+MAX_BODY_BYTES: Final = 1_000_000
+"""Slack's event payloads are a few kilobytes; a larger body is refused (413) unread."""
+ANSWERED_SUBTYPES: Final = frozenset({"file_share"})
+"""Message subtypes that carry what a person wrote: a DM with a file attached."""
+_TEXT_FIELDS: Final = ("text", "user", "channel", "ts", "thread_ts", "channel_type",
+                       "subtype", "event_ts")
+
+
 def classify(event: Mapping[str, Any], allowed_users: frozenset[str]) -> ChannelFilter | None:
     """Why an Events API ``event`` is not answered, or ``None`` when it is."""
     if event.get("type") != "message":
         return "not_a_message"
     if event.get("bot_id") or event.get("subtype") == "bot_message":
         return "bot_message"  # our own reply comes back as an event: never answer it
-    if event.get("subtype"):
+    if event.get("subtype") and event.get("subtype") not in ANSWERED_SUBTYPES:
         return "not_a_message"  # edits, deletions, joins
     if event.get("channel_type") != "im":
         return "not_direct_message"
     if str(event.get("user", "")) not in allowed_users:
         return "sender_not_allowed"
     return None
+
+
+def event_problem(payload: Mapping[str, Any]) -> str:
+    """Why an ``event_callback`` cannot be read as Slack sends it, or ``""``.
+
+    Its ``event_id`` is its claim: without one, every such event would share the
+    claim ``slack:`` and all but the first be taken for retries. A message field
+    that is not a string (``"text": null``) would be read as the text ``None``.
+    """
+    event_id = payload.get("event_id")
+    if not isinstance(event_id, str) or not event_id or text_problem(event_id):
+        return "event_callback without an event_id"
+    event = payload.get("event")
+    if not isinstance(event, dict):
+        return "event_callback without an event object"
+    if event.get("type") == "message":
+        wrong = [k for k in _TEXT_FIELDS if k in event and not isinstance(event[k], str)]
+        if wrong:
+            return f"message event field {', '.join(wrong)} is not a string"
+        if "files" in event and not isinstance(event["files"], list):
+            return "message event field files is not a list"
+        for key in _TEXT_FIELDS:
+            if problem := text_problem(event.get(key, "")):
+                return f"message event field {key}: {problem}"
+    return ""
+
+
+def message_text(event: Mapping[str, Any]) -> str:
+    """What the person wrote, as they wrote it: Slack sends ``&``, ``<`` and ``>`` as
+    ``&amp;``, ``&lt;`` and ``&gt;``, so ``a &lt; b`` is read back as ``a < b``. A file
+    sent with the message is named on a line of its own, since its contents are not
+    read: the model is told it is there rather than the file being lost unsaid."""
+    text = str(event.get("text", ""))
+    text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    files = [f for f in event.get("files", ()) if isinstance(f, dict)]
+    notes = [f"[attached file, not read: {_file_name(f)}]" for f in files]
+    return "\n".join([text, *notes] if text else notes)
+
+
+def _file_name(file: Mapping[str, Any]) -> str:
+    name = str(file.get("name") or file.get("title") or "unnamed")
+    kind = file.get("mimetype")
+    return f"{name} ({kind})" if isinstance(kind, str) and kind else name
 
 
 class SlackDMHandler:
@@ -103,7 +157,13 @@ class SlackDMHandler:
         The turn a new DM starts runs in a task after this returns; :meth:`drain`
         waits for such tasks.
         """
-        if not self.verifier.is_valid_request(body, dict(headers)):
+        if len(body) > MAX_BODY_BYTES:
+            return 413, {"ok": False, "error": "too_large"}
+        try:
+            valid = self.verifier.is_valid_request(body, dict(headers))
+        except ValueError:  # a timestamp that is not a number of seconds
+            valid = False
+        if not valid:
             return 401, {"ok": False, "error": "invalid_signature"}
         try:
             payload = json.loads(body)
@@ -112,10 +172,15 @@ class SlackDMHandler:
         if not isinstance(payload, dict):
             return 400, {"ok": False, "error": "invalid_payload"}
         if payload.get("type") == "url_verification":
-            return 200, {"challenge": payload.get("challenge", "")}
-        if payload.get("type") != "event_callback" or not isinstance(payload.get("event"),
-                                                                       dict):
-            return 200, {"ok": True}
+            challenge = payload.get("challenge")
+            if not isinstance(challenge, str) or not challenge:
+                return 400, {"ok": False, "error": "invalid_challenge"}
+            return 200, {"challenge": challenge}
+        if payload.get("type") != "event_callback":
+            return 200, {"ok": True}  # app_rate_limited and the like: nothing to answer
+        if problem := event_problem(payload):
+            log.error("Slack event refused: %s", problem)
+            return 400, {"ok": False, "error": "invalid_event", "detail": problem}
         try:
             message = await self.receive(payload)
         except LedgerConflict:
@@ -150,7 +215,7 @@ class SlackDMHandler:
         metadata = {"channel_id": channel, "event_ts": str(event.get("event_ts") or ts),
                     "event_id": event_id, "user_id": str(event.get("user", "")),
                     "ts": ts, "thread_ts": thread_ts}
-        message = IncomingMessage(SOURCE, str(event.get("text", "")), metadata)
+        message = IncomingMessage(SOURCE, message_text(event), metadata)
         filtered = classify(event, self.allowed_users)
         await self.runtime.ledger.record([ChannelReceived(
             session_id=_session(channel, thread_ts), claim=f"slack:{event_id}", source=SOURCE,
@@ -224,7 +289,16 @@ def slack_routes(handler: SlackDMHandler, path: str = "/slack/events") -> list[R
         raise ExtraMissingError("slack", "starlette") from exc
 
     async def events(request: Request) -> JSONResponse:
-        status, body = await handler.handle_request(await request.body(), request.headers)
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            return JSONResponse({"ok": False, "error": "too_large"}, status_code=413)
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:  # chunked, or a Content-Length that lied
+                return JSONResponse({"ok": False, "error": "too_large"}, status_code=413)
+            chunks.append(chunk)
+        status, body = await handler.handle_request(b"".join(chunks), request.headers)
         return JSONResponse(body, status_code=status)
 
     return [Route(path, events, methods=["POST"])]

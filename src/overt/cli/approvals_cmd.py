@@ -16,10 +16,11 @@ import sys
 from typing import Any
 
 from overt.engine.resume import Resumed
-from overt.errors import ApprovalError
+from overt.errors import ApprovalError, UsageError
 from overt.policy.actors import Actor
 from overt.policy.approvals import ApprovalRequest
 from overt.runtime import Runtime
+from overt.types import text_problem
 
 EXIT_OK, EXIT_REFUSED = 0, 6
 
@@ -63,6 +64,8 @@ async def run(args: argparse.Namespace, runtime: Runtime) -> int:
         _out(args, {**_dict(request), "reason": reason}, _detail(request, reason))
         return EXIT_OK
     if command in ("approve", "deny"):
+        if args.reason is not None and (problem := text_problem(args.reason)):
+            raise UsageError(f"--reason: {problem}")  # before anything is decided
         actor = Actor.parse(args.actor) if args.actor else None
         decide = runtime.approve if command == "approve" else runtime.deny
         try:

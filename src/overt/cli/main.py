@@ -14,6 +14,7 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import os
@@ -52,7 +53,7 @@ from overt.ledger.sqlite_conn import writable
 from overt.policy.actors import Actor
 from overt.policy.capabilities import Capabilities
 from overt.runtime import Runtime, run_sync
-from overt.types import IncomingMessage
+from overt.types import IncomingMessage, text_problem
 
 EXIT_OK, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_VERIFY, EXIT_NOT_FOUND, EXIT_BACKEND = 0, 1, 2, 3, 4, 5
 
@@ -358,26 +359,40 @@ def _invoked_as() -> str:
 async def _chat(config: Config, resume: str | None, *, stream: bool = False) -> int:
     """A conversation; each turn's history is read back from the ledger, so a chat
     ended (or a process killed) can be taken up again with ``--resume``."""
+    if sys.stdin is None:  # started with standard input closed (<&-)
+        raise UsageError("overt chat reads what you say from standard input, which is "
+                         "closed; use overt ask TEXT")
     runtime = Runtime.from_config(config, progress=_progress)
     try:
         await runtime.start()  # the tools (MCP servers' too) are known from here
         runtime.preload()  # the embedded model loads and warms while the operator types
+        typed = sys.stdin.isatty()
+        ends = "empty line or Ctrl-D ends" if typed else "the end of the input ends"
         if resume is None:
             session = f"cli:{new_ulid()}"
-            print(f"overt chat, session {session} (empty line or Ctrl-D ends)", file=sys.stderr)
+            print(f"overt chat, session {session} ({ends})", file=sys.stderr)
         else:
             info = await (sessions_cmd.existing(runtime.ledger, resume) if resume
                           else sessions_cmd.last_cli_session(runtime.ledger))
             session = info.session_id
-            print(f"overt chat, resuming session {session} ({info.turns} turns so far; empty "
-                  "line or Ctrl-D ends)", file=sys.stderr)
+            print(f"overt chat, resuming session {session} ({info.turns} turns so far; "
+                  f"{ends})", file=sys.stderr)
+        if isinstance(sys.stdin, io.TextIOWrapper):  # bytes not UTF-8: refused below, by line
+            sys.stdin.reconfigure(errors="surrogateescape")
         while True:
             try:
                 text = input("you> ")
             except EOFError:
                 break
             if not text.strip():
-                break
+                if typed:
+                    break
+                continue  # piped: a blank line is not the end, the end of input is
+            if problem := text_problem(text):
+                print(f"overt: {problem}", file=sys.stderr)
+                if typed:
+                    continue  # type it again
+                return EXIT_USAGE  # piped: nobody can, and what follows may depend on it
             screen = TerminalAnswer(sys.stdout, "overt> ") if stream else None
             result = await runtime.respond(_cli_message(text, session), session_id=session,
                                            on_answer=screen)

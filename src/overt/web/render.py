@@ -19,6 +19,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ExtraMissingError("server", "jinja2") from exc
 
+from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from overt.web.auth import Login
@@ -72,3 +73,14 @@ def page(template: str, viewer: Viewer | None, login: Login | None, *, active: s
     body = fragment(template, viewer=viewer, csrf=login.csrf if login else "",
                     active=active, **context)
     return HTMLResponse(body, status_code=status)
+
+
+def unknown_query(request: Request, known: tuple[str, ...]) -> str:
+    """Why a page refuses its query, or ``""``: a parameter it does not take. A
+    mistyped filter (``?sinse=24h``) would otherwise be ignored, and the page show
+    everything as if it were the filtered list."""
+    unknown = sorted(set(request.query_params) - set(known))
+    if not unknown:
+        return ""
+    takes = ", ".join(known) if known else "no parameters"
+    return f"unknown query parameter {', '.join(unknown)}: this page takes {takes}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import quote
@@ -36,6 +36,8 @@ from overt.web.viewer import APPROVALS_DECIDE, APPROVALS_READ, Viewer
 KINDS = ("approval.requested", "approval.decided", "turn.resumed")
 RECENT_DECIDED = 10
 MAX_REASON = 2000
+DECISIONS = ("approve", "deny")
+FIELDS = frozenset({"csrf", "reason"})
 TAMPERED = ("(the stored arguments do not match the digest the request recorded: the "
             "record was changed; run overt ledger verify)")
 
@@ -143,11 +145,17 @@ class Approvals:
 
     async def decide(self, request: Request, viewer: Viewer, login: Login) -> Response:
         request_id = request.path_params["request_id"]
-        approve = request.path_params["decision"] == "approve"
+        decision = request.path_params["decision"]
         form = await request.form()
         reason = form.get("reason")
-        text = reason.strip()[:MAX_REASON] if isinstance(reason, str) and reason.strip() \
-            else None
+        # a decision read as another, or a reason cut short, is worse than a refusal
+        problem = (f"no such decision {decision!r}: approve or deny"
+                   if decision not in DECISIONS else _form_problem(form.keys(), reason))
+        if problem:
+            return page("denied.html", viewer, login, active="approvals", status=422,
+                        capability=None, message=problem)
+        approve = decision == "approve"
+        text = reason.strip() if isinstance(reason, str) and reason.strip() else None
         try:
             await self.access.approval(viewer.actor, self.runtime.approvals, request_id,
                                        surface="web:POST /approvals/{id}")
@@ -165,6 +173,20 @@ class Approvals:
                         capability=None, message=str(exc))
         notice = quote(f"{request_id} {resumed.request.status}")
         return RedirectResponse(f"/approvals?notice={notice}", status_code=303)
+
+
+def _form_problem(fields: Iterable[str], reason: object) -> str:
+    """Why a decision form is refused, or ``""``: a field it does not know (a
+    mistyped ``reason`` would be decided without its reason), a reason that is
+    not text, or one over ``MAX_REASON`` characters (not cut short)."""
+    unknown = sorted(set(fields) - FIELDS)
+    if unknown:
+        return f"unknown form field {', '.join(unknown)}: the form takes a reason"
+    if reason is not None and not isinstance(reason, str):
+        return "the reason must be text"
+    if isinstance(reason, str) and len(reason.strip()) > MAX_REASON:
+        return f"the reason is over {MAX_REASON} characters ({len(reason.strip())})"
+    return ""
 
 
 def _pretty(body: str) -> str:

@@ -15,7 +15,7 @@ from overt.memory.store import MemoryStore, Node, store_for
 from overt.runtime import Runtime
 from overt.web import svg
 from overt.web.auth import Login
-from overt.web.render import page
+from overt.web.render import page, unknown_query
 from overt.web.viewer import MEMORY, Viewer
 
 RESULTS = 50
@@ -34,6 +34,9 @@ class MemoryPage:
         if not viewer.may(MEMORY):
             return page("denied.html", viewer, login, active="memory", status=403,
                         capability=MEMORY)
+        if problem := unknown_query(request, ("q", "kind")):
+            return page("denied.html", viewer, login, active="memory", status=422,
+                        capability=None, message=problem)
         query = request.query_params.get("q", "").strip()
         kind = request.query_params.get("kind", "").strip() or None
         hits = [h for h in await self.store.search(query, kind=kind, limit=RESULTS)

@@ -27,7 +27,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from overt.errors import LedgerIntegrityError, NotFoundError
+from overt.clock import period_start
+from overt.errors import LedgerIntegrityError, NotFoundError, UsageError
 from overt.reasoning.export import markdown
 from overt.reasoning.parse import LABELS
 from overt.reasoning.trail import (
@@ -43,10 +44,11 @@ from overt.sessions import SessionInfo, list_sessions, session_history, title
 from overt.sessions.access import NO_SESSION, SessionAccess
 from overt.types import Message
 from overt.web.auth import Login
-from overt.web.render import page
+from overt.web.render import page, unknown_query
 from overt.web.viewer import Viewer
 
 LISTED = 200
+LISTING_QUERY = ("channel", "owner", "since", "until", "q")
 """Sessions a search lists at most (the most recently active; the page says when
 more matched)."""
 
@@ -98,6 +100,17 @@ class Sessions:
         channel, owner = q.get("channel", "").strip(), q.get("owner", "").strip()
         since, until, text = q.get("since", "").strip(), q.get("until", "").strip(), \
             q.get("q", "").strip()
+        # a time it cannot read was compared as text: 'yesterday' or '24h' matched
+        # nothing, and the page said no session matched
+        problem = unknown_query(request, LISTING_QUERY)
+        try:
+            since_at = period_start(since) if since else None
+            until_at = period_start(until) if until else None
+        except UsageError as exc:
+            problem = problem or str(exc)
+        if problem:
+            return page("denied.html", viewer, login, active="sessions", status=422,
+                        capability=None, message=problem)
         # a match or its absence says something of a body: no text search without
         # the right to read bodies
         searched = text if viewer.reads_content else ""
@@ -106,7 +119,7 @@ class Sessions:
         if viewer.reads_any or owner in ("", viewer.name):
             found = await list_sessions(
                 self.runtime.ledger, owner=(owner or None) if viewer.reads_any else viewer.name,
-                source=channel or None, since=since or None, until=until or None,
+                source=channel or None, since=since_at, until=until_at,
                 text=searched or None, limit=LISTED + 1)
             cut = len(found) > LISTED
             for info in found[:LISTED]:
@@ -125,7 +138,10 @@ class Sessions:
         return session_id, trail
 
     async def session(self, request: Request, viewer: Viewer, login: Login) -> Response:
-        labels = _labels(request)
+        labels, problem = _labels(request)
+        if problem:
+            return page("denied.html", viewer, login, active="sessions", status=422,
+                        capability=None, message=problem)
         try:
             session_id, trail = await self._trail(request, viewer)
         except NotFoundError:
@@ -149,19 +165,28 @@ class Sessions:
         if not viewer.reads_content:
             return PlainTextResponse("trail.read is needed to export content",
                                      status_code=403)
+        labels, problem = _labels(request)
+        if problem:
+            return PlainTextResponse(problem, status_code=422)
         try:
             session_id, trail = await self._trail(request, viewer)
         except NotFoundError:
             return PlainTextResponse(NO_SESSION, status_code=404)
         name = re.sub(r"[^A-Za-z0-9._-]", "_", session_id)[:100]
         return PlainTextResponse(
-            markdown(trail, _labels(request)), media_type="text/markdown; charset=utf-8",
+            markdown(trail, labels), media_type="text/markdown; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{name}.md"'})
 
 
-def _labels(request: Request) -> str:
+def _labels(request: Request) -> tuple[str, str]:
+    """The labels asked for, and why the query is refused (``""`` when it is not):
+    ``labels=fr`` was shown in English as if it had been read."""
+    if problem := unknown_query(request, ("labels",)):
+        return "en", problem
     wanted = request.query_params.get("labels", "en")
-    return wanted if wanted in LABELS else "en"
+    if wanted not in LABELS:
+        return "en", f"unknown labels {wanted!r}: one of {', '.join(sorted(LABELS))}"
+    return wanted, ""
 
 
 @dataclass(slots=True)

@@ -22,7 +22,7 @@ from overt.ledger.base import UsageRow
 from overt.runtime import Runtime
 from overt.web import svg
 from overt.web.auth import Login
-from overt.web.render import money, page
+from overt.web.render import money, page, unknown_query
 from overt.web.viewer import USAGE, Viewer
 
 DEFAULT_SINCE = "30d"
@@ -66,6 +66,8 @@ class UsagePage:
                         capability=USAGE)
         since = request.query_params.get("since", DEFAULT_SINCE).strip() or DEFAULT_SINCE
         try:
+            if problem := unknown_query(request, ("since",)):
+                raise UsageError(problem)
             start = period_start(since)
         except UsageError as exc:
             return page("denied.html", viewer, login, active="usage", status=422,
