@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import socket
+import weakref
 from collections.abc import (
     Awaitable,
     Callable,
@@ -118,6 +119,8 @@ class Runtime:
         self._system_prompt_for = system_prompt_for
         self.approvals = ApprovalBook(ledger, self.gate.capabilities)
         self._listeners: list[Callable[[Resumed], Awaitable[object]]] = []
+        self._turn_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary())
         self.engine = Engine(
             model, self.tools, ledger, system_prompt=system_prompt_for(self.tools.specs()),
             settings=self.settings, runtime_started_at=self.started_at,
@@ -263,14 +266,25 @@ class Runtime:
         await self.start()
         sender = actor or self.operator
         session = session_id or message.caller_session_id
-        earlier = [] if history is not None else await self._histories().history(session)
-        outcome = await self.engine.run_turn(message, session_id=session,
-                                             history=history or (), earlier=earlier,
-                                             actor=str(sender), on_answer=on_answer)
+        async with self._session_turn(session):
+            earlier = [] if history is not None else await self._histories().history(session)
+            outcome = await self.engine.run_turn(message, session_id=session,
+                                                 history=history or (), earlier=earlier,
+                                                 actor=str(sender), on_answer=on_answer)
         result = outcome.result
         if self.transcript is not None:
             self._transcribe(result, message.source, message.caller_session_id, channel_ids)
         return result
+
+    def _session_turn(self, session_id: str) -> asyncio.Lock:
+        """The lock a turn of ``session_id`` holds from reading its history to its end,
+        so that a message sent while the session's last one is answered waits for it and
+        reads its exchange (in this process; each session's lock lives while a turn
+        holds or awaits it)."""
+        lock = self._turn_locks.get(session_id)
+        if lock is None:
+            lock = self._turn_locks[session_id] = asyncio.Lock()
+        return lock
 
     def _transcribe(self, result: ResponseResult, source: str, caller_session_id: str,
                     channel_ids: Mapping[str, Any] | None = None) -> None:
@@ -391,7 +405,8 @@ class Runtime:
         """Resume what ``request`` held here, transcribed and announced; ``None`` when
         another process took it up first (its answer is on the record)."""
         try:
-            resumed = await resume_request(self.engine, request, by=actor, reason=reason)
+            async with self._session_turn(request.session_id or request.request_id):
+                resumed = await resume_request(self.engine, request, by=actor, reason=reason)
         except ModelUnavailable as exc:  # recorded as decided; the right process answers
             log.warning("request %s: %s", request.request_id, exc)
             return Resumed(request, handed_back=str(exc))
