@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,17 +71,18 @@ RuntimeFactory = Callable[..., Runtime]
 
 @pytest.fixture
 def make_runtime(ledger: Ledger, tmp_path: Path) -> RuntimeFactory:
-    """``make(model, tools, gate=None, **settings)``: a runtime on the test's ledger.
+    """``make(model, tools, gate=None, allowed_tools=None, **settings)``: a runtime on the
+    test's ledger (``allowed_tools``: offer only these, as a route's ``tools`` does).
 
     Without ``gate`` the policy lets every tool run (:data:`ALLOW_ALL`): tests of the
     loop, hooks and ledger are not about approvals. tests/policy use real gates.
     """
     def make(model: Model, tools: Iterable[Tool] | None = None, *, gate: Gate | None = None,
-             **settings: Any) -> Runtime:
+             allowed_tools: Collection[str] | None = None, **settings: Any) -> Runtime:
         return Runtime(model=model, ledger=ledger, tools=tools,
                        settings=EngineSettings(**settings),
                        transcript=Transcript(tmp_path / "transcript.jsonl"),
-                       gate=gate or ALLOW_ALL)
+                       gate=gate or ALLOW_ALL, allowed_tools=allowed_tools)
     return make
 
 

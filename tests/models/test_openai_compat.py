@@ -6,8 +6,11 @@ mapping and the failures in milliseconds. llama-cpp-python's own
 OpenAI-compatible server (``python -m llama_cpp.server``), serving the
 embedded model on 127.0.0.1 and started once for the module, checks the whole
 path: a plain answer, a tool call, an overt turn on both ledgers, and
-``overt ask --model openai:NAME``; about 45 s on a 2-core CPU with the 0.5B
-model, 220 s with the 1.5B one at load 3 to 4, hence ``real_model``.
+``overt ask --model openai:NAME``, hence ``real_model``. Every request that
+offers tools starts with the same ~850 tokens (system prompt and tools) and
+the server keeps its states (``--cache``), so they are prefilled once: about
+70 s on the slow 2-core VM at load 2 (the memory tools too, and a prompt
+changed between requests, took 530 s and more there).
 
 The server runs the GGUF's own chat template (no ``--chat_format``): the
 Qwen2.5 template lists the tools in the system turn, the model writes its call
@@ -461,7 +464,11 @@ TIMEOUT_S = 300
 """A request's time, not retried: the 2,600-token system prompt took 134 s at load 5,
 and a client that gives up resends it to a server still reading it (one at a time)."""
 TOOLS: tuple[ToolSpec, ...] = tuple(t.spec for t in builtin_tools())
-# Exactly the runtime's system prompt (5 tool calls), so the server reuses its KV cache.
+"""The tools every request here offers: the two the questions need, not the memory tools,
+which would take the prompt from 855 tokens to ~2,600 (minutes of prefill on a slow CPU)."""
+# Exactly the system prompt of a runtime offering TOOLS (5 tool calls, the default), and of
+# `overt ask` on a route offering them: every request with tools starts with the same tokens,
+# so the server prefills them once (its KV cache, and --cache for the turns in between).
 SYSTEM = render(load_template(None), TOOLS, 5)
 USAGE_QUESTION = "What is my token usage today?"
 
@@ -489,7 +496,11 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             [sys.executable, "-m", "llama_cpp.server", "--model", str(weights),
              "--model_alias", ALIAS, "--host", "127.0.0.1", "--port", str(port),
              "--n_ctx", "4096", "--n_threads", threads, "--n_threads_batch", threads,
-             "--seed", "42", "--verbose", "False"],  # 0 would mean "random" to llama-cpp
+             "--seed", "42", "--verbose", "False",  # 0 would mean "random" to llama-cpp
+             # keep each request's state in RAM, restored when a later request shares a
+             # longer prefix with it than the KV cache does: a folded answer turn (no tools)
+             # then costs the next request with tools no second prefill of the tools
+             "--cache", "True"],
             stdout=sink, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -555,7 +566,7 @@ def test_an_overt_turn_through_the_llama_cpp_server_calls_a_tool_and_answers(
     llama_server: str, make_runtime: RuntimeFactory, ledger: Ledger,
 ) -> None:
     model = _served(llama_server, fold_tool_results=True)
-    runtime = make_runtime(model)
+    runtime = make_runtime(model, allowed_tools=[t.name for t in TOOLS])
 
     async def turn() -> ResponseResult:
         try:
@@ -583,9 +594,11 @@ def test_overt_ask_with_an_openai_model_answers_through_the_llama_cpp_server(
     db = tmp_path / "ledger.db"
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OVERT_", "OPENAI_"))}
-    env.update(OPENAI_BASE_URL=llama_server, OVERT_MAX_TOOL_CALLS="1")
+    env.update(OPENAI_BASE_URL=llama_server)
     config = tmp_path / "overt.toml"  # the client as the others here: see TIMEOUT_S
-    config.write_text(f"[providers.openai]\ntimeout_s = {TIMEOUT_S}\nmax_retries = 0\n")
+    config.write_text(f"[providers.openai]\ntimeout_s = {TIMEOUT_S}\nmax_retries = 0\n"
+                      # the tools (and so the system prompt) of the requests before
+                      f"[routes.default]\ntools = {json.dumps([t.name for t in TOOLS])}\n")
     out = subprocess.run(
         [sys.executable, "-m", "overt.cli.main", "--config", str(config), "--db", str(db),
          "ask", "What is the capital of France?", "--model", f"openai:{ALIAS}"],
