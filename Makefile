@@ -35,7 +35,7 @@ test: install-dev
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/overt model prepare local
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # bench_ledger and bench_load need the PostgreSQL driver, overt serve and an HTTP client;
 # bench_cockpit an ASGI client (httpx2, as the tests use); bench_proofs the signing keys.
