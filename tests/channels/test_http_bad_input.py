@@ -62,6 +62,22 @@ def test_a_misspelt_field_is_a_422_naming_it_and_no_turn_or_decision_is_made(
     assert run(ledger.verify()).ok
 
 
+def test_a_misspelt_query_parameter_is_a_422_naming_it_not_an_unfiltered_answer(
+        ledger: Ledger, tmp_path: Path) -> None:
+    async def main() -> list[Any]:
+        async with client(make_runtime(ledger, tmp_path, ["an answer"])) as c:
+            await c.post("/v1/messages", json={"text": "hi"}, headers=auth(CLIENT))
+            typo = await c.get("/v1/sessions?limt=1", headers=auth(CLIENT))
+            status = await c.get("/v1/approvals?stauts=pending", headers=auth(APPROVER))
+            good = await c.get("/v1/sessions?limit=1", headers=auth(CLIENT))
+            return [_error(typo), typo.json()["error"]["message"], _error(status),
+                    good.status_code]
+    typo, text, status, good = run(main())
+    assert typo == status == (422, "invalid")
+    assert "'limt'" in text and "takes: limit" in text
+    assert good == 200
+
+
 def test_an_unknown_api_route_or_method_is_a_json_error_and_the_cockpit_keeps_plain_text(
         ledger: Ledger, tmp_path: Path) -> None:
     async def main() -> list[Any]:

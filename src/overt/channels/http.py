@@ -153,10 +153,19 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
     """
     api = _Api(runtime, tokens, max_body_bytes, stream_lifetime_s)
 
+    documented = openapi.paths()
+
     def guarded(method: str, path: str, handler: Handler) -> Route:
         capability = CAPABILITIES[(method, path)]
+        takes = tuple(p["name"] for p in documented[path][method.lower()].get("parameters", ())
+                      if p["in"] == "query")
 
         async def endpoint(request: Request) -> Response:
+            unknown = sorted(k for k in request.query_params if k not in takes)
+            if unknown:  # a misspelt ?limt= would be answered as if it were not there
+                return _error(422, "invalid", f"unknown query parameter "
+                              f"{', '.join(map(repr, unknown))} (this route takes: "
+                              f"{', '.join(takes) or 'none'})")
             return await api.call(request, capability, handler)
         return Route(path, endpoint, methods=[method])
 
