@@ -277,8 +277,7 @@ def _tool(spec: McpServerSpec, remote: Any, link: McpConnection) -> Tool:
     async def call(**arguments: Any) -> Any:
         sent = {k: v for k, v in arguments.items() if v is not None or k in required}
         result = await link.call_tool(remote_name, sent)
-        text = "\n".join(getattr(c, "text", "") for c in result.content
-                         if getattr(c, "type", "") == "text")
+        text = "\n".join(_readable(c) for c in result.content)
         if result.is_error:
             raise McpToolError(text or f"{remote_name} failed")
         if text or result.structured_content is None:
@@ -289,6 +288,25 @@ def _tool(spec: McpServerSpec, remote: Any, link: McpConnection) -> Tool:
                 function=call, arguments_model=model, input_schema=schema,
                 read_only=read_only, capability=None, timeout_s=spec.timeout_s,
                 context_param=None, is_async=True, inline=False)
+
+
+def _readable(content: Any) -> str:
+    """One content block of a result as text for the model: text as it is, a
+    resource's text with its URI, and what is not text (an image, audio, a binary
+    resource, a link) named in brackets rather than dropped unsaid."""
+    kind = getattr(content, "type", "")
+    if kind == "text":
+        return str(content.text)
+    if kind == "resource":
+        inner = content.resource
+        if isinstance(getattr(inner, "text", None), str):
+            return f"[resource {inner.uri}]\n{inner.text}"
+        return f"[binary resource {inner.uri} ({inner.mime_type or 'no type'}), not shown]"
+    if kind == "resource_link":
+        return f"[resource link {content.uri}: {content.name}]"
+    if kind in ("image", "audio"):
+        return f"[{kind} ({content.mime_type}), not shown: tool results reach the model as text]"
+    return f"[{kind or type(content).__name__} content, not shown]"
 
 
 def specs_from_config(servers: Mapping[str, Mapping[str, Any]],
