@@ -254,10 +254,19 @@ async def load_toolset(spec: McpServerSpec,
 
     Raises:
         ExtraMissingError: the ``mcp`` extra is not installed.
+        ConfigError: two of its tools' names are one overt name.
         Exception: the server could not be started or reached (the caller records it).
     """
     link = connection or McpConnection(spec)
-    return [_tool(spec, t, link) for t in await link.list_tools()]
+    remote = await link.list_tools()
+    tools = [_tool(spec, t, link) for t in remote]
+    named: dict[str, str] = {}
+    for theirs, ours in zip(remote, tools, strict=True):
+        if ours.name in named:  # made safe and cut to 64, two names became one
+            raise ConfigError(f"mcp_servers.{spec.name}: tools {named[ours.name]!r} and "
+                              f"{theirs.name!r} would both be {ours.name!r}")
+        named[ours.name] = theirs.name
+    return tools
 
 
 def _tool(spec: McpServerSpec, remote: Any, link: McpConnection) -> Tool:

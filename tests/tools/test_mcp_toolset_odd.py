@@ -1,5 +1,6 @@
-"""What a server's tool result holds besides text reaches the model named, not dropped:
-a real server over stdio, started by the official SDK."""
+"""What a server offers that overt could misread: results that are not text (named to
+the model, not dropped), tool names that clash (none registered, recorded). Real
+servers over stdio, started by the official SDK."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from overt.ledger.base import Ledger
 from overt.models.fake import ScriptedModel
 from overt.policy.gate import Gate
 from overt.runtime import Runtime
+from overt.tools.base import tool
 from overt.tools.mcp_toolset import McpServerSpec
 from tests.conftest import cli_message, run
 
@@ -65,3 +67,66 @@ def test_resources_images_and_links_in_a_result_reach_the_model_not_dropped(
     assert "file:///notes.txt" in resource.content
     assert "image (image/png), not shown" in image.content  # was "": nothing said
     assert "one match" in found.content and "file:///report.pdf" in found.content
+
+
+CLASHING = '''
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("dup")
+
+@server.tool(name="look.up")
+def look_dot_up() -> str:
+    return "dot"
+
+@server.tool(name="look_up")
+def look_up() -> str:
+    return "underscore"
+
+@server.tool(name="other")
+def other() -> str:
+    return "other"
+
+server.run()
+'''
+
+
+def clashing(tmp_path: Path) -> McpServerSpec:
+    script = tmp_path / "dup_server.py"
+    script.write_text(CLASHING)
+    return McpServerSpec("dup", (sys.executable, str(script)))
+
+
+def test_two_server_tools_that_become_one_name_register_none_and_say_so(
+        ledger: Ledger, tmp_path: Path) -> None:
+    # look.up and look_up are both dup__look_up: which one a call reached was a guess
+    rt = Runtime(model=ScriptedModel(["fine"]), ledger=ledger, tools=[], gate=Gate(),
+                 mcp_servers=[clashing(tmp_path)])
+    try:
+        assert run(rt.respond(cli_message())).text == "fine"
+        assert not [n for n in rt.tools.names if n.startswith("dup__")]
+        [error] = [e.data for e in run(ledger.entries(kinds=["hook.error"]))]
+    finally:
+        run(rt.close())
+    assert (error["plugin"], error["consequence"]) == ("mcp:dup", "no_tools")
+
+
+def test_a_server_tool_clashing_with_a_registered_one_leaves_none_of_its_tools_registered(
+        ledger: Ledger, tmp_path: Path) -> None:
+    @tool(name="dup__other")
+    def local_other() -> str:
+        """Already here."""
+        return "local"
+
+    script = tmp_path / "one_server.py"
+    script.write_text(CLASHING.replace('name="look.up"', 'name="look_up_2"'))
+    spec = McpServerSpec("dup", (sys.executable, str(script)))
+    rt = Runtime(model=ScriptedModel(["fine"]), ledger=ledger, tools=[local_other],
+                 gate=Gate(), mcp_servers=[spec])
+    try:
+        run(rt.respond(cli_message()))
+        names = set(rt.tools.names)
+        [error] = [e.data for e in run(ledger.entries(kinds=["hook.error"]))]
+    finally:
+        run(rt.close())
+    assert error["consequence"] == "no_tools"  # recorded as none of its tools ...
+    assert names & {"dup__look_up", "dup__look_up_2"} == set()  # ... and none is there
