@@ -4,6 +4,7 @@ servers over stdio, started by the official SDK."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,47 @@ def test_a_server_tool_clashing_with_a_registered_one_leaves_none_of_its_tools_r
         run(rt.close())
     assert error["consequence"] == "no_tools"  # recorded as none of its tools ...
     assert names & {"dup__look_up", "dup__look_up_2"} == set()  # ... and none is there
+
+
+LOW_LEVEL = '''
+import json, anyio
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+import mcp.types as t
+
+async def list_tools(ctx, params):
+    return t.ListToolsResult(tools=[t.Tool(name="fetch", input_schema={
+        "type": "object", "required": ["file-path"],
+        "properties": {"file-path": {"type": "string", "description": "which file"},
+                       "_limit": {"type": "integer"}}},
+        annotations=t.ToolAnnotations(read_only_hint=True))])
+
+async def call_tool(ctx, params):
+    text = json.dumps(params.arguments, sort_keys=True)
+    return t.CallToolResult(content=[t.TextContent(type="text", text=text)])
+
+server = Server("odd", on_list_tools=list_tools, on_call_tool=call_tool)
+
+async def main():
+    async with stdio_server() as (r, w):
+        await server.run(r, w, server.create_initialization_options())
+anyio.run(main)
+'''
+
+
+def test_arguments_whose_names_are_not_python_names_reach_the_server(
+        ledger: Ledger, tmp_path: Path) -> None:
+    # "_limit" cost the server all its tools; "file-path" was refused as unexpected
+    script = tmp_path / "odd_server.py"
+    script.write_text(LOW_LEVEL)
+    arguments = {"file-path": "a.txt", "_limit": 2}
+    rt = Runtime(model=ScriptedModel([
+        {"tool_calls": [{"name": "odd__fetch", "arguments": arguments}]}, "Done."]),
+        ledger=ledger, tools=[], gate=Gate(),
+        mcp_servers=[McpServerSpec("odd", (sys.executable, str(script)))])
+    try:
+        assert run(rt.respond(cli_message())).text == "Done."
+        answer = rt.model.requests[1].messages[-1]  # type: ignore[attr-defined]
+    finally:
+        run(rt.close())
+    assert not answer.is_error and json.loads(answer.content) == arguments

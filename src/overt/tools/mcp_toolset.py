@@ -272,19 +272,25 @@ async def load_toolset(spec: McpServerSpec,
 def _tool(spec: McpServerSpec, remote: Any, link: McpConnection) -> Tool:
     name = _UNSAFE.sub("_", f"{spec.name}__{remote.name}")[:64]
     schema: dict[str, Any] = dict(remote.input_schema or {"type": "object", "properties": {}})
-    properties: Mapping[str, Any] = schema.get("properties") or {}
+    properties = schema.get("properties") or {}
+    if not isinstance(properties, Mapping):
+        raise ConfigError(f"mcp_servers.{spec.name}: tool {remote.name!r}: its schema's "
+                          "properties are not an object")
     required = set(schema.get("required") or ())
+    # each argument is a field of its own name by alias: the server's names need not be
+    # Python's ("file-path", "_n"), and none is left out of what the model may send
+    keys = {f"arg{i}": key for i, key in enumerate(properties)}
     fields: dict[str, Any] = {
-        key: (Any, Field(... if key in required else None,
-                         description=(value or {}).get("description")))
-        for key, value in properties.items() if key.isidentifier()}
+        field_name: (Any, Field(... if key in required else None, alias=key,
+                                description=_description(properties[key])))
+        for field_name, key in keys.items()}
     model = create_model(f"{name}_arguments", __base__=_Arguments, **fields)
     hints = remote.annotations
     read_only = remote.name in spec.read_only or bool(hints and hints.read_only_hint)
     remote_name = remote.name
 
     async def call(**arguments: Any) -> Any:
-        sent = {k: v for k, v in arguments.items() if v is not None or k in required}
+        sent = {keys[k]: v for k, v in arguments.items() if v is not None or keys[k] in required}
         result = await link.call_tool(remote_name, sent)
         text = "\n".join(_readable(c) for c in result.content)
         if result.is_error:
@@ -297,6 +303,11 @@ def _tool(spec: McpServerSpec, remote: Any, link: McpConnection) -> Tool:
                 function=call, arguments_model=model, input_schema=schema,
                 read_only=read_only, capability=None, timeout_s=spec.timeout_s,
                 context_param=None, is_async=True, inline=False)
+
+
+def _description(prop: object) -> str | None:
+    found = prop.get("description") if isinstance(prop, Mapping) else None
+    return found if isinstance(found, str) else None
 
 
 def _readable(content: Any) -> str:
