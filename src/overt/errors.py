@@ -123,6 +123,11 @@ class LedgerIntegrityError(LedgerError):
     """An entry of the ledger does not match the hash chain."""
 
 
+class ForgedSignatureError(LedgerIntegrityError):
+    """A signature that names the key does not verify: what it signed was altered
+    afterwards, or the signature is forged."""
+
+
 class MigrationError(LedgerError):
     """The ledger schema could not be brought up to date."""
 

@@ -224,6 +224,9 @@ class Runtime:
         (``hook.error``, consequence ``no_tools``) and the runtime goes on without it."""
         try:
             tools = await load_toolset(spec, self.mcp.connection(spec))
+            taken = [t.name for t in tools if t.name in self.tools]
+            if taken:  # checked first: the record says none of its tools, and none is
+                raise UsageError(f"tool names already registered: {', '.join(taken)}")
             for tool in tools:
                 self.tools.register(tool)
         except Exception as exc:  # noqa: BLE001  any failure of a server: recorded, skipped

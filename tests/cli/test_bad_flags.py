@@ -37,3 +37,18 @@ def test_an_output_that_cannot_be_written_is_a_usage_error(
         err = capsys.readouterr().err
         assert err.startswith("overt: --output: cannot write"), (argv, err)
     assert main(["--db", db, "ledger", "verify"]) == 0
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["serve", "--port", "70000"], "--port"),  # was served on 4464 (70000 - 65536)
+    (["serve", "--port", "-5"], "--port"),
+    (["serve", "--max-body-bytes", "0"], "--max-body-bytes"),  # was a ValueError traceback
+    (["serve", "--max-body-bytes", "-1"], "--max-body-bytes"),
+])
+def test_a_serve_port_or_body_size_out_of_range_is_a_usage_error(
+        tmp_path: Path, argv: list[str], flag: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--db", str(tmp_path / "l.db"), *argv])
+    assert exited.value.code == 2
+    assert flag in capsys.readouterr().err

@@ -103,3 +103,31 @@ def test_prove_of_an_unknown_turn_exits_4(op: Operator) -> None:
     code, _, err = op("prove", "nope", "--checkpoints", str(op.witness), "--key",
                       str(op.public))
     assert code == 4 and "no turn" in err
+
+
+def test_verify_fails_on_a_checkpoint_of_the_key_altered_after_signing(
+    op: Operator, ledger: Any
+) -> None:
+    # it was "not signed by the key, ignored" and exit 0 on the older ones: the newest
+    # checkpoint edited (or its signature forged) hid whatever it would have caught
+    op.checkpoint()
+    add_turns(ledger, 10, prefix="more")
+    op.checkpoint()
+    newest = sorted(op.witness.glob("*.checkpoint"))[-1]
+    lines = newest.read_text().split("\n")
+    lines[1] = "120"
+    newest.write_text("\n".join(lines))
+    code, out, _ = op("verify", "--checkpoints", str(op.witness), "--key", str(op.public))
+    assert code == 3 and "altered or forged" in out and newest.name in out
+
+
+def test_verify_still_passes_over_a_checkpoint_another_key_signed(op: Operator) -> None:
+    op.checkpoint()
+    other = op.tmp / "other"
+    assert op("keygen", "--name", "elsewhere", "--private", str(other))[0] == 0
+    code, _, _ = op("checkpoint", "--key", str(other), "--witness-dir", str(op.tmp / "w2"))
+    assert code == 0
+    [foreign] = (op.tmp / "w2").glob("*.checkpoint")
+    (op.witness / "000000000999.checkpoint").write_text(foreign.read_text())
+    code, out, _ = op("verify", "--checkpoints", str(op.witness), "--key", str(op.public))
+    assert code == 0 and "ignored: " in out

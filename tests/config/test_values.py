@@ -50,3 +50,10 @@ def test_the_agent_has_one_name_whatever_the_route() -> None:
     assert Config(db="x.db", route="ops").agent == "default"
     with pytest.raises(ConfigError, match="agent must be a name"):
         Config(db="x.db", agent="agent:ada")
+
+
+@pytest.mark.parametrize("name", ["OVERT_TOOL_TIMEOUT_S", "OVERT_PRE_TOOL_CALL_TIMEOUT_S"])
+def test_a_timeout_variable_of_nan_is_refused_not_taken_as_a_timeout(name: str) -> None:
+    # NaN passed the "must be positive" check (NaN <= 0 is false)
+    with pytest.raises(ConfigError, match="nan"):
+        Config.from_env(env={name: "nan"})

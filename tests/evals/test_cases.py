@@ -88,3 +88,37 @@ def test_a_file_of_another_format_version_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps({**_file(), "format": "overt-eval/9"}))
     with pytest.raises(UsageError, match="format"):
         load_cases(path)
+
+
+@pytest.mark.parametrize(("data", "where", "key"), [
+    ({**_file(), "case": []}, "cases", "case"),
+    (_file(answer_include_any=["cannot"]), "case c1", "answer_include_any"),
+    (_file(expect={"tool": "get_usage", "arg": {"period": "7d"}}), "case c1: expect", "arg"),
+    (_file(history=[{"role": "user", "text": "hi", "content": "hi"}]),
+     r"case c1: history\[0\]", "text"),
+])
+def test_a_misspelt_key_is_refused_not_a_check_left_out(data: dict[str, Any], where: str,
+                                                        key: str) -> None:
+    # each was read without the check it names: the case graded more leniently, unsaid
+    with pytest.raises(UsageError, match=f"{where}: unknown key '{key}'"):
+        parse_cases(data)
+
+
+def test_a_misspelt_key_in_a_toml_case_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "cases.toml"
+    path.write_text('format = "overt-eval/1"\n[[cases]]\nid = "c1"\nquestion = "q?"\n'
+                    'grounded = ["get_usage.total_cost_usd"]\n[cases.expect]\ntool = "get_usage"\n')
+    with pytest.raises(UsageError, match="unknown key 'grounded'"):
+        load_cases(path)
+
+
+@pytest.mark.parametrize(("seed", "message"), [
+    ({"approvals": [{"tool_name": "deploy"}]}, r"seed: unknown key 'approvals'"),
+    ({"usage": [{"model": "openai:gpt-4o", "cost": 0.5}]}, r"seed.usage\[0\]: unknown key 'cost'"),
+])
+def test_a_misspelt_seed_table_or_field_is_refused_not_seeded_as_nothing(
+        seed: dict[str, Any], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_cases({**_file(), "seed": seed})
+    with pytest.raises(UsageError, match=message):
+        parse_cases(_file(seed=seed))

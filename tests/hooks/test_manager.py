@@ -114,6 +114,23 @@ def test_plugins_are_asked_in_the_order_enabled_lists_them_with_builtin_last(
     assert [i.plugin for i in host.hooks.register_tools][-1] == "builtin"
 
 
+def test_two_plugin_files_of_one_stem_stop_the_start_not_one_silently_left_out(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = plugin_file(tmp_path / "a", "rules"), plugin_file(tmp_path / "b", "rules")
+    with pytest.raises(PluginError, match="two plugins are named 'rules'"):
+        PluginHost.load(enabled=["rules"], plugin_files=[first, second])
+
+
+def test_a_plugin_file_named_builtin_stops_the_start_not_shadowed_unread(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(PluginError, match="two plugins are named 'builtin'"):
+        PluginHost.load(enabled=["builtin"], plugin_files=[plugin_file(tmp_path, "builtin")])
+
+
 def test_enabling_a_plugin_that_is_not_installed_stops_the_start() -> None:
     with pytest.raises(PluginError, match="not installed"):
         PluginHost.load(enabled=["typo_in_the_name"])

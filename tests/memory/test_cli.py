@@ -40,6 +40,18 @@ def test_memory_search_prints_matches_best_first(graph: dict[str, Node], ledger_
     assert memory(ledger_url, "search", "wal", "--limit", "51") == 2
 
 
+def test_memory_search_refuses_a_kind_or_actor_it_cannot_mean(
+        graph: dict[str, Node], ledger_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # each was "no matching nodes", exit 0: a misspelling read as an empty memory
+    assert memory(ledger_url, "search", "wal", "--kind", "Decisoin") == 2
+    assert "unknown node kind 'Decisoin'" in capsys.readouterr().err
+    assert memory(ledger_url, "search", "wal", "--actor", "agnet:default") == 2
+    assert "unknown actor kind 'agnet'" in capsys.readouterr().err
+    assert memory(ledger_url, "search", "wal", "--actor", "agent", "--json") == 0
+    [result] = json.loads(capsys.readouterr().out)["results"]  # agent is agent:default
+    assert result["id"] == graph["revised"].id
+
+
 def test_memory_show_prints_the_current_revision(graph: dict[str, Node], ledger_url: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert memory(ledger_url, "show", graph["decision"].id) == 0

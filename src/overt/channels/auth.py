@@ -24,6 +24,7 @@ from overt.errors import ConfigError, UsageError
 from overt.policy.actors import Actor
 
 TOKEN_PREFIX = "ovt_"
+_HEX = frozenset("0123456789abcdef")
 
 
 def token_digest(token: str) -> str:
@@ -41,9 +42,14 @@ class Tokens:
             ConfigError: a digest or an actor is malformed.
         """
         self._actors: dict[str, Actor] = {}
-        for digest, actor in (digests or {}).items():
-            if not digest.startswith("sha256:") or len(digest) != 71:
-                raise ConfigError(f"token digest {digest[:16]!r}… is not sha256:<64 hex>")
+        for given, actor in (digests or {}).items():
+            # hex in either case is the same digest; anything else would never match
+            digest = given.lower()
+            if not digest.startswith("sha256:") or len(digest) != 71 \
+                    or not all(c in _HEX for c in digest[7:]):
+                raise ConfigError(f"token digest {given[:16]!r}… is not sha256:<64 hex>")
+            if digest in self._actors:
+                raise ConfigError(f"token {digest[:15]}… is listed twice")
             try:
                 self._actors[digest] = Actor.parse(actor)
             except UsageError as exc:
@@ -83,13 +89,24 @@ class Tokens:
         if not p.exists():
             return cls()
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
+            data = json.loads(p.read_text(encoding="utf-8"), object_pairs_hook=_no_repeats)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{p}: not a tokens file: {exc}") from exc
         if not isinstance(data, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
             raise ConfigError(f"{p}: a tokens file is a JSON object of digest -> actor")
         return cls(data)
+
+
+def _no_repeats(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object whose keys are all different (``json`` keeps the last of two
+    silently: a token listed twice would authenticate whichever actor came last)."""
+    seen: dict[str, object] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"{key[:15]}… is listed twice")
+        seen[key] = value
+    return seen
 
 
 def add_token(path: str | Path, actor: Actor) -> str:

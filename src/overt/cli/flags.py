@@ -36,6 +36,30 @@ def output_file(path: str) -> TextIO:
         raise UsageError(f"--output: cannot write {path}: {exc.strerror or exc}") from None
 
 
+def port_flag(value: str) -> int:
+    """An argparse ``type`` for ``--port``: 0 (any free port) to 65535 (the socket layer
+    took 70000 as 4464, modulo 65536, and served there unsaid)."""
+    number = _whole(value)
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {number}")
+    return number
+
+
+def bytes_flag(value: str) -> int:
+    """An argparse ``type`` for a size in bytes: at least 1."""
+    number = _whole(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 byte, got {number}")
+    return number
+
+
+def _whole(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+
+
 def count_flag(value: str) -> int:
     """An argparse ``type`` for ``--limit``: a whole number from 1 to a million (SQLite
     refuses an integer past 2**63; a negative LIMIT means none)."""

@@ -476,7 +476,7 @@ async def _sessions(config: Config, args: argparse.Namespace) -> int:
 
 async def _memory(config: Config, args: argparse.Namespace) -> int:
     async with _opened(config) as ledger:
-        return await memory_cmd.run(args, ledger)
+        return await memory_cmd.run(args, ledger, config.memory)
 
 
 async def _verify(config: Config, as_json: bool) -> int:

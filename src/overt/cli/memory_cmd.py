@@ -17,8 +17,10 @@ from typing import Any
 from overt.errors import NotFoundError, UsageError
 from overt.ledger.base import Ledger
 from overt.memory.graph import MAX_DEPTH, neighbors, to_dot, to_mermaid
+from overt.memory.kinds import MemoryKinds
 from overt.memory.store import MemoryStore, Node, store_for
 from overt.memory.tools import MAX_LIMIT
+from overt.policy.actors import Actor
 
 EXIT_OK = 0
 GRAPH_LIMIT = 500
@@ -50,18 +52,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     graph.add_argument("--format", choices=("dot", "mermaid"), default="dot")
 
 
-async def run(args: argparse.Namespace, ledger: Ledger) -> int:
-    """Run ``overt memory ...`` on ``ledger``.
+async def run(args: argparse.Namespace, ledger: Ledger,
+              kinds: MemoryKinds | None = None) -> int:
+    """Run ``overt memory ...`` on ``ledger``; ``kinds``: the configured node kinds.
 
     Raises:
         NotFoundError: no node has the id given.
-        UsageError: a bad limit, or the ledger holds no memory.
+        UsageError: a bad limit, actor or node kind, or the ledger holds no memory.
         LedgerError: the ledger cannot be read.
     """
     store = store_for(ledger)
     command = args.memory_command
     if command == "search":
-        return await _search(store, args)
+        return await _search(store, args, kinds or MemoryKinds.builtin())
     node = await _node(store, args.id) if args.id else None
     if command == "show":
         assert node is not None
@@ -84,10 +87,17 @@ async def run(args: argparse.Namespace, ledger: Ledger) -> int:
     return EXIT_OK
 
 
-async def _search(store: MemoryStore, args: argparse.Namespace) -> int:
+async def _search(store: MemoryStore, args: argparse.Namespace, kinds: MemoryKinds) -> int:
     if not 1 <= args.limit <= MAX_LIMIT:
         raise UsageError(f"--limit must be 1 to {MAX_LIMIT}, got {args.limit}")
-    hits = await store.search(args.query, kind=args.kind, actor=args.actor, limit=args.limit)
+    # as the ledger names it: a bare "agent" is agent:default, an unknown kind refused
+    actor = str(Actor.parse(args.actor)) if args.actor is not None else None
+    hits = await store.search(args.query, kind=args.kind, actor=actor, limit=args.limit)
+    if not hits and args.kind is not None and args.kind not in kinds.node_kinds:
+        # a misspelt kind found nothing: said, not "no matching nodes" (a kind no longer
+        # configured still finds the nodes that have it)
+        raise UsageError(f"unknown node kind {args.kind!r} (known: "
+                         f"{', '.join(kinds.node_kinds)})")
     rows = [f"{h.score:8.4f}  {h.node.id}  {h.node.kind:<18} {h.node.title}  "
             f"({h.node.actor}, rev {h.node.revision})" for h in hits]
     _print(args.json, {"results": [{**h.node.to_dict(), "score": h.score} for h in hits]},

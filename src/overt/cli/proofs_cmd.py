@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from overt.config import Config, default_data_dir
-from overt.errors import LedgerError, LedgerIntegrityError, UsageError
+from overt.errors import ForgedSignatureError, LedgerError, LedgerIntegrityError, UsageError
 from overt.ledger import audit, checkpoints, proofs, signing
 from overt.ledger.checkpoints import Checkpoint, CheckpointSettings
 
@@ -232,8 +232,16 @@ async def _verify(args: argparse.Namespace, config: Config, ledger: Any) -> int:
     found, unsigned = checkpoints.read_witness_dir(directory, key)
     chain = await ledger.verify()
     report = await audit.verify_against(ledger, chain, [c for _, c in found])
+    forged = [f"{p}: {why}" for p, why in unsigned if isinstance(why, ForgedSignatureError)]
+    changes: dict[str, Any] = {"unsigned": [f"{p}: {why}" for p, why in unsigned
+                                            if not isinstance(why, ForgedSignatureError)]}
+    if forged:  # one of the key's checkpoints altered: not a file to pass over
+        problem = ("a checkpoint bears the key's signature but was altered or forged: "
+                   + "; ".join(forged))
+        changes.update(ok=False, problem=problem if report.ok
+                       else f"{report.problem}; {problem}")
     report = audit.CheckpointReport(**{**{n: getattr(report, n) for n in report.__slots__},
-                                       "unsigned": [f"{p}: {why}" for p, why in unsigned]})
+                                       **changes})
     if args.json:
         out = {n: getattr(report, n) for n in report.__slots__ if n != "chain"}
         out["chain"] = {n: getattr(chain, n) for n in chain.__slots__}

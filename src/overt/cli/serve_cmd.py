@@ -22,6 +22,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from overt.cli.flags import bytes_flag, port_flag
 from overt.config import Config
 from overt.errors import UsageError
 from overt.policy.actors import Actor
@@ -37,8 +38,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve = sub.add_parser("serve", help="the HTTP API, MCP at /mcp and the cockpit at /; "
                                            "needs overt[server]")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
-    serve.add_argument("--max-body-bytes", type=int, default=1_000_000)
+    serve.add_argument("--port", type=port_flag, default=8765)
+    serve.add_argument("--max-body-bytes", type=bytes_flag, default=1_000_000)
     serve.add_argument("--tokens", metavar="PATH", help="the tokens file (env OVERT_TOKENS)")
     serve.add_argument("--web-secret", metavar="PATH",
                        help="the cockpit's cookie key file, made on first use "

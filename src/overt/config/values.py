@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -162,6 +163,9 @@ class Config:
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"{name} must be a list of strings, got {value!r}")
             object.__setattr__(self, name, tuple(value))
+        for name in ("tool_timeout_s", "pre_tool_call_timeout_s"):
+            if math.isnan(getattr(self, name)):  # NaN <= 0 is false: it passed as a timeout
+                raise ConfigError(f"{name} must be a number of seconds, got nan")
         if self.pre_tool_call_timeout_s <= 0:
             raise ConfigError("pre_tool_call_timeout_s must be positive")
         if not self.agent or any(c.isspace() or c == ":" for c in self.agent):

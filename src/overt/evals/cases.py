@@ -4,6 +4,7 @@ A case file is JSON (``.json``) or TOML (``.toml``) holding::
 
     {
       "format": "overt-eval/1",
+      "about": "...",                       # optional: free text, not read
       "seed": { ... },                      # the default seed of every case
       "cases": [
         {
@@ -132,12 +133,13 @@ def parse_cases(data: Any, *, source: str = "cases") -> list[EvalCase]:
     """
     if not isinstance(data, dict):
         raise UsageError(f"{source}: a case file is an object with a cases list")
+    _only(data, ("format", "about", "seed", "cases"), source)
     if data.get("format", FORMAT) != FORMAT:
         raise UsageError(f"{source}: format {data.get('format')!r} is not {FORMAT!r}")
     raw = data.get("cases")
     if not isinstance(raw, list) or not raw:
         raise UsageError(f"{source}: cases must be a non-empty list")
-    default_seed = _mapping(data.get("seed", {}), f"{source}: seed")
+    default_seed = _seed(data.get("seed", {}), f"{source}: seed")
     cases = [_case(item, i, default_seed, source) for i, item in enumerate(raw)]
     seen: set[str] = set()
     for case in cases:
@@ -151,6 +153,40 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UsageError(f"{where} must be an object")
     return value
+
+
+_CASE_KEYS = ("id", "category", "lang", "question", "history", "expect", "grounded_in",
+              "answer_includes_any", "allowed_figures", "seed")
+
+
+_SEED_ROWS = {"usage": ("model", "route", "session", "input_tokens", "output_tokens",
+                        "cost_usd", "count"),
+              "pending_approvals": ("tool_name", "arguments", "actor", "source"),
+              "memory": ("ref", "kind", "title", "body"),
+              "links": ("kind", "from", "to")}
+
+
+def _seed(value: Any, where: str) -> dict[str, Any]:
+    """A seed whose tables and row fields are all known (a misspelt one seeded nothing,
+    or a zero, unsaid)."""
+    seed = _mapping(value, where)
+    _only(seed, tuple(_SEED_ROWS), where)
+    for table, fields in _SEED_ROWS.items():
+        rows = seed.get(table, [])
+        if not isinstance(rows, list):
+            raise UsageError(f"{where}.{table} must be a list")
+        for n, row in enumerate(rows):
+            _only(_mapping(row, f"{where}.{table}[{n}]"), fields, f"{where}.{table}[{n}]")
+    return seed
+
+
+def _only(value: Mapping[str, Any], known: Sequence[str], where: str) -> None:
+    """Refuse keys not in ``known``: a misspelt check ("answer_include_any") was left
+    out unsaid, and the case graded without it."""
+    unknown = [key for key in value if key not in known]
+    if unknown:
+        raise UsageError(f"{where}: unknown key{'s' if len(unknown) > 1 else ''} "
+                         f"{', '.join(map(repr, unknown))} (known: {', '.join(known)})")
 
 
 def _strings(value: Any, where: str) -> tuple[str, ...]:
@@ -170,12 +206,14 @@ def _case(item: Any, index: int, default_seed: Mapping[str, Any], source: str) -
     if not isinstance(case_id, str) or not _ID.match(case_id):
         raise UsageError(f"{where}: id must be a string of letters, digits, _ . -")
     where = f"{source}: case {case_id}"
+    _only(item, _CASE_KEYS, where)
     question = item.get("question")
     if not isinstance(question, str) or not question.strip():
         raise UsageError(f"{where}: question must be a non-empty string")
     if "expect" not in item:
         raise UsageError(f"{where}: expect is required (use {{\"tool\": null}} for no tool)")
     expect = _mapping(item["expect"], f"{where}: expect")
+    _only(expect, ("tool", "args", "also_allowed"), f"{where}: expect")
     if "tool" not in expect:
         raise UsageError(f"{where}: expect.tool is required (null: no tool)")
     args = _mapping(expect.get("args", {}), f"{where}: expect.args")
@@ -187,6 +225,7 @@ def _case(item: Any, index: int, default_seed: Mapping[str, Any], source: str) -
     history = []
     for n, message in enumerate(item.get("history", [])):
         message = _mapping(message, f"{where}: history[{n}]")
+        _only(message, ("role", "content"), f"{where}: history[{n}]")
         role, content = message.get("role"), message.get("content")
         if role not in ("user", "assistant") or not isinstance(content, str):
             raise UsageError(f"{where}: history[{n}] needs role user|assistant and content")
@@ -195,7 +234,7 @@ def _case(item: Any, index: int, default_seed: Mapping[str, Any], source: str) -
     if not isinstance(figures, list) or not all(
             isinstance(f, int | float) and not isinstance(f, bool) for f in figures):
         raise UsageError(f"{where}: allowed_figures must be a list of numbers")
-    seed = _mapping(item.get("seed", default_seed), f"{where}: seed")
+    seed = _seed(item.get("seed", default_seed), f"{where}: seed")
     return EvalCase(
         id=case_id, question=question, category=str(item.get("category", "")),
         lang=str(item.get("lang", "")), history=tuple(history),

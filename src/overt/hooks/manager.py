@@ -136,8 +136,14 @@ class PluginHost:
                 or registered.
         """
         off = set(disabled)
-        candidates = {c.name: c for c in reversed(discover(plugin_files))}
+        found = discover(plugin_files)
+        candidates = {c.name: c for c in reversed(found)}
         wanted = [n for n in dict.fromkeys(enabled) if n not in off and n != BUILTIN]
+        for name in (*wanted, BUILTIN):  # two of one name: one of them would never load
+            sources = [c.source for c in found if c.name == name]
+            if len(sources) > 1:
+                raise PluginError(f"two plugins are named {name!r} ({'; '.join(sources)}): "
+                                  "rename one")
         missing = [n for n in wanted if n not in candidates]
         if missing:
             known = ", ".join(sorted(candidates)) or "none"

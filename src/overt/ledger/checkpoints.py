@@ -162,15 +162,17 @@ async def compute(ledger: Any, *, size: int | None = None) -> tuple[Checkpoint, 
 
 
 def read_witness_dir(directory: Path, key: PublicKey,
-                     ) -> tuple[list[tuple[Path, Checkpoint]], list[tuple[Path, str]]]:
+                     ) -> tuple[list[tuple[Path, Checkpoint]],
+                                list[tuple[Path, LedgerIntegrityError]]]:
     """The checkpoints in ``directory`` that ``key`` signed, by size (then time), and
-    the files there that are not (path, why).
+    the files there that are not (path, why: a :class:`ForgedSignatureError` where a
+    file bears the key's signature and it does not verify).
 
     Raises:
         LedgerError: the directory cannot be read.
     """
     good: list[tuple[Path, Checkpoint]] = []
-    bad: list[tuple[Path, str]] = []
+    bad: list[tuple[Path, LedgerIntegrityError]] = []
     try:
         paths = sorted(directory.glob("*" + SUFFIX))
     except OSError as exc:
@@ -181,7 +183,7 @@ def read_witness_dir(directory: Path, key: PublicKey,
         except (OSError, UnicodeDecodeError) as exc:
             raise LedgerError(f"cannot read {path}: {exc}") from exc
         except LedgerIntegrityError as exc:
-            bad.append((path, str(exc)))
+            bad.append((path, exc))
     good.sort(key=lambda pc: (pc[1].size, pc[1].time))
     return good, bad
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from overt.errors import ExtraMissingError, LedgerIntegrityError, UsageError
+from overt.errors import ExtraMissingError, ForgedSignatureError, LedgerIntegrityError, UsageError
 
 ALG_ED25519 = b"\x01"
 DASH = "\u2014"
@@ -237,7 +237,7 @@ def open_note(note: str, key: PublicKey) -> str:
         if raw[:4] != key.hash:
             continue
         if len(raw) != 68 or not key.verify(text.encode("utf-8"), raw[4:]):
-            raise LedgerIntegrityError(f"the signature of {key.key_id} does not verify")
+            raise ForgedSignatureError(f"the signature of {key.key_id} does not verify")
         found = True
     if not found:
         raise LedgerIntegrityError(f"the note is not signed by {key.key_id}")

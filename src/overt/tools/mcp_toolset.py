@@ -254,31 +254,45 @@ async def load_toolset(spec: McpServerSpec,
 
     Raises:
         ExtraMissingError: the ``mcp`` extra is not installed.
+        ConfigError: two of its tools' names are one overt name.
         Exception: the server could not be started or reached (the caller records it).
     """
     link = connection or McpConnection(spec)
-    return [_tool(spec, t, link) for t in await link.list_tools()]
+    remote = await link.list_tools()
+    tools = [_tool(spec, t, link) for t in remote]
+    named: dict[str, str] = {}
+    for theirs, ours in zip(remote, tools, strict=True):
+        if ours.name in named:  # made safe and cut to 64, two names became one
+            raise ConfigError(f"mcp_servers.{spec.name}: tools {named[ours.name]!r} and "
+                              f"{theirs.name!r} would both be {ours.name!r}")
+        named[ours.name] = theirs.name
+    return tools
 
 
 def _tool(spec: McpServerSpec, remote: Any, link: McpConnection) -> Tool:
     name = _UNSAFE.sub("_", f"{spec.name}__{remote.name}")[:64]
     schema: dict[str, Any] = dict(remote.input_schema or {"type": "object", "properties": {}})
-    properties: Mapping[str, Any] = schema.get("properties") or {}
+    properties = schema.get("properties") or {}
+    if not isinstance(properties, Mapping):
+        raise ConfigError(f"mcp_servers.{spec.name}: tool {remote.name!r}: its schema's "
+                          "properties are not an object")
     required = set(schema.get("required") or ())
+    # each argument is a field of its own name by alias: the server's names need not be
+    # Python's ("file-path", "_n"), and none is left out of what the model may send
+    keys = {f"arg{i}": key for i, key in enumerate(properties)}
     fields: dict[str, Any] = {
-        key: (Any, Field(... if key in required else None,
-                         description=(value or {}).get("description")))
-        for key, value in properties.items() if key.isidentifier()}
+        field_name: (Any, Field(... if key in required else None, alias=key,
+                                description=_description(properties[key])))
+        for field_name, key in keys.items()}
     model = create_model(f"{name}_arguments", __base__=_Arguments, **fields)
     hints = remote.annotations
     read_only = remote.name in spec.read_only or bool(hints and hints.read_only_hint)
     remote_name = remote.name
 
     async def call(**arguments: Any) -> Any:
-        sent = {k: v for k, v in arguments.items() if v is not None or k in required}
+        sent = {keys[k]: v for k, v in arguments.items() if v is not None or keys[k] in required}
         result = await link.call_tool(remote_name, sent)
-        text = "\n".join(getattr(c, "text", "") for c in result.content
-                         if getattr(c, "type", "") == "text")
+        text = "\n".join(_readable(c) for c in result.content)
         if result.is_error:
             raise McpToolError(text or f"{remote_name} failed")
         if text or result.structured_content is None:
@@ -289,6 +303,30 @@ def _tool(spec: McpServerSpec, remote: Any, link: McpConnection) -> Tool:
                 function=call, arguments_model=model, input_schema=schema,
                 read_only=read_only, capability=None, timeout_s=spec.timeout_s,
                 context_param=None, is_async=True, inline=False)
+
+
+def _description(prop: object) -> str | None:
+    found = prop.get("description") if isinstance(prop, Mapping) else None
+    return found if isinstance(found, str) else None
+
+
+def _readable(content: Any) -> str:
+    """One content block of a result as text for the model: text as it is, a
+    resource's text with its URI, and what is not text (an image, audio, a binary
+    resource, a link) named in brackets rather than dropped unsaid."""
+    kind = getattr(content, "type", "")
+    if kind == "text":
+        return str(content.text)
+    if kind == "resource":
+        inner = content.resource
+        if isinstance(getattr(inner, "text", None), str):
+            return f"[resource {inner.uri}]\n{inner.text}"
+        return f"[binary resource {inner.uri} ({inner.mime_type or 'no type'}), not shown]"
+    if kind == "resource_link":
+        return f"[resource link {content.uri}: {content.name}]"
+    if kind in ("image", "audio"):
+        return f"[{kind} ({content.mime_type}), not shown: tool results reach the model as text]"
+    return f"[{kind or type(content).__name__} content, not shown]"
 
 
 def specs_from_config(servers: Mapping[str, Mapping[str, Any]],
