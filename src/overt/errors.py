@@ -128,6 +128,11 @@ class ForgedSignatureError(LedgerIntegrityError):
     afterwards, or the signature is forged."""
 
 
+class LedgerClosed(LedgerError):
+    """The ledger was closed: nothing more is read or written through this handle (a
+    reader that follows it stops; a server shutting down closes it last)."""
+
+
 class MigrationError(LedgerError):
     """The ledger schema could not be brought up to date."""
 

@@ -171,3 +171,23 @@ def test_a_page_too_far_behind_is_handed_one_reset_instead_of_all_it_missed(
             _hand(queue, [entry])
         return [queue.get_nowait() for _ in range(queue.qsize())]
     assert run(main()) == [[]]
+
+
+def test_the_hub_stops_following_a_ledger_that_was_closed_without_logging_errors(
+        ledger: Ledger, caplog: Any) -> None:
+    """A server shutting down closes its ledger while pages may still hold the feed:
+    the feed ends, it does not log an error at each retry until it is cancelled."""
+    import logging
+
+    async def main() -> bool:
+        hub = hub_of(runtime_on(ledger))
+        async with hub.subscribe():
+            task = hub._task
+            assert task is not None
+            await ledger.close()
+            await asyncio.wait_for(asyncio.shield(task), TIMEOUT)
+            return task.done()
+    with caplog.at_level(logging.INFO, logger="overt"):
+        assert run(main())
+    assert "the live feed stopped: the ledger was closed" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

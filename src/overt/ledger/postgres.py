@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 from overt.clock import now_iso
 from overt.errors import (
     ExtraMissingError,
+    LedgerClosed,
     LedgerConflict,
     LedgerError,
     LedgerUnavailable,
@@ -230,7 +231,7 @@ class PostgresLedger:
     def _submit(self, events: Sequence[Event], contents: Mapping[str, str] | None,
                 rows: Sequence[TableRow] = ()) -> concurrent.futures.Future[list[Entry]]:
         if self._closed:
-            raise LedgerError(f"ledger {_safe(self.url)} is closed")
+            raise LedgerClosed(f"ledger {_safe(self.url)} is closed")
         if self.read_only:
             raise LedgerError(f"ledger {_safe(self.url)} is open read-only: nothing was written")
         try:
@@ -401,7 +402,7 @@ class PostgresLedger:
 
     def _read(self, work: Callable[[Any], T]) -> T:
         if self._closed:
-            raise LedgerError(f"ledger {_safe(self.url)} is closed")
+            raise LedgerClosed(f"ledger {_safe(self.url)} is closed")
         try:
             with self._connection() as conn:
                 try:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from overt.clock import now_iso
-from overt.errors import LedgerConflict, LedgerError, MigrationError
+from overt.errors import LedgerClosed, LedgerConflict, LedgerError, MigrationError
 from overt.events import Event, LedgerPruned
 from overt.ledger import legacy_journal, memory_check, retention, sql, trail_index, trail_read, tree
 from overt.ledger.base import (
@@ -274,7 +274,7 @@ class SqliteLedger:
 
     def _submit(self, work: Work) -> concurrent.futures.Future[Any]:
         if self._closed:
-            raise LedgerError(f"ledger {self.path} is closed")
+            raise LedgerClosed(f"ledger {self.path} is closed")
         if self.read_only:
             raise LedgerError(f"ledger {self.path} is open read-only: nothing was written")
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -400,7 +400,7 @@ class SqliteLedger:
     def _read_future(self, work: Callable[[sqlite3.Connection], T]
                      ) -> concurrent.futures.Future[T]:
         if self._closed:
-            raise LedgerError(f"ledger {self.path} is closed")
+            raise LedgerClosed(f"ledger {self.path} is closed")
         return self._readers.submit(self._run, work)
 
     async def _aread(self, work: Callable[[sqlite3.Connection], T]) -> T:

@@ -26,7 +26,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from overt.errors import OvertError
+from overt.errors import LedgerClosed, OvertError
 from overt.ledger.base import Entry, Ledger
 from overt.ledger.chain import ENTRY_COLUMNS, row_to_entry
 from overt.ledger.notify import Backoff
@@ -126,6 +126,9 @@ class LiveHub:
             seen = self.ledger.appended.seq
             try:
                 batch = await self.after(last)
+            except LedgerClosed:  # the server is shutting down: nothing more to follow
+                log.info("the live feed stopped: the ledger was closed")
+                return
             except OvertError as exc:  # recorded in the log, and tried again
                 log.error("the live feed could not read the ledger: %s", exc)
                 batch = []
