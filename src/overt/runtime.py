@@ -253,7 +253,9 @@ class Runtime:
         message, the newest that fit the model's window (``history`` given instead:
         exactly those messages, nothing read: ``()`` for a session just made).
         ``actor`` sent the message (default: this runtime's operator); a session is
-        owned by its first turn's actor.
+        owned by its first turn's actor. A session's turns run one at a time in this
+        process: a call for a session whose turn is under way waits for that turn to
+        end, then reads it back with the rest of the history.
         Whether ``actor`` may continue the session is the channel's to check first
         (:mod:`overt.sessions.access`).
 
