@@ -215,6 +215,12 @@ def test_a_running_verify_shows_the_rows_it_has_checked(
         assert halfway.wait(60)
         expect(page.locator("#verify-status")).to_contain_text("rows checked",
                                                                timeout=WAIT_MS)
+        # the page polls: a report from before the hold may still be shown; wait for
+        # the one the verify is held at (it stays there until released)
+        page.wait_for_function(
+            "() => { const b = document.querySelector('#verify-progress');"
+            " return b !== null && b.value * 2 >= b.max && b.value > 0; }",
+            timeout=WAIT_MS)
         bar = page.locator("#verify-progress")
         checked, total = int(bar.get_attribute("value") or 0), int(bar.get_attribute("max") or 0)
         assert 0 < checked < total and checked * 2 >= total
