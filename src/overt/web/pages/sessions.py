@@ -48,9 +48,10 @@ from overt.web.render import page, unknown_query
 from overt.web.viewer import Viewer
 
 LISTED = 200
-LISTING_QUERY = ("channel", "owner", "since", "until", "q")
 """Sessions a search lists at most (the most recently active; the page says when
 more matched)."""
+LISTING_QUERY = ("channel", "owner", "since", "until", "q")
+"""The query parameters the sessions list takes."""
 
 
 @dataclass(slots=True)
