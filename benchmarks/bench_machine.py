@@ -2,16 +2,26 @@
 
 The targets were set on one 2-core VM; machines of the same kind differ by two
 times or more from one day to the next (a session measured the same commit's
-turn at 638 µs on one and 1,790 µs on another). Three figures owe nothing to
+turn at 638 µs on one and 1,790 µs on another). Four figures owe nothing to
 overt: a bare Python loop, a one-row SQLite commit in WAL mode (the ledger's
-settings), and an fsync. A figure elsewhere in this run reads against them.
+settings), an fsync, and an event loop handing an empty task to a thread and
+getting its answer back (the floor of each ledger commit: the writer thread's
+queue and future, with no work between). A figure elsewhere in this run reads
+against them: ``bench_turn`` pays that hand-off once for each of its four commits,
+and on a VM that halts an idle vCPU at once it is tens of µs, against a few
+pinned to one core (``taskset -c 0``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
+import queue
 import sqlite3
+import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +30,7 @@ from benchmarks._stats import row
 LOOP = 3_000_000
 COMMITS = 3_000
 FSYNCS = 50
+HANDOFFS = 5_000
 
 
 def _loop_ns() -> float:
@@ -62,14 +73,45 @@ def _fsync_ms(directory: Path) -> float:
     return sorted(samples)[len(samples) // 2]
 
 
+def _handoff_us() -> float:
+    """Median µs for an event loop to queue an empty batch to a thread and await the
+    thread's answer, as the ledger's :meth:`record` waits on its writer."""
+    waiting: queue.SimpleQueue[concurrent.futures.Future[None] | None] = queue.SimpleQueue()
+
+    def answer() -> None:
+        while (future := waiting.get()) is not None:
+            future.set_result(None)
+
+    async def measure() -> list[float]:
+        samples = []
+        for _ in range(HANDOFFS):
+            start = time.perf_counter_ns()
+            future: concurrent.futures.Future[None] = concurrent.futures.Future()
+            future.set_running_or_notify_cancel()
+            waiting.put(future)
+            await asyncio.wrap_future(future)
+            samples.append((time.perf_counter_ns() - start) / 1000)
+        return samples
+
+    thread = threading.Thread(target=answer, name="bench-handoff")
+    thread.start()
+    try:
+        samples = asyncio.run(measure())
+    finally:
+        waiting.put(None)
+        thread.join()
+    return statistics.median(samples[HANDOFFS // 10:])
+
+
 def main() -> dict[str, float]:
     print("this machine (nothing of overt: read the other figures against these)")
     with tempfile.TemporaryDirectory() as tmp:
         figures = {"loop_ns": _loop_ns(), "commit_us": _commit_us(Path(tmp)),
-                   "fsync_ms": _fsync_ms(Path(tmp))}
+                   "fsync_ms": _fsync_ms(Path(tmp)), "handoff_us": _handoff_us()}
     row("empty Python loop", f"{figures['loop_ns']:6.1f} ns per iteration")
     row("SQLite WAL commit of one row", f"{figures['commit_us']:6.1f} µs (synchronous=NORMAL)")
     row("fsync of 4 KiB", f"{figures['fsync_ms']:6.2f} ms (median)")
+    row("event loop -> thread -> event loop, empty", f"{figures['handoff_us']:6.1f} µs (median)")
     return figures
 
 
