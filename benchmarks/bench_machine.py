@@ -4,12 +4,12 @@ The targets were set on one 2-core VM; machines of the same kind differ by two
 times or more from one day to the next (a session measured the same commit's
 turn at 638 µs on one and 1,790 µs on another). Four figures owe nothing to
 overt: a bare Python loop, a one-row SQLite commit in WAL mode (the ledger's
-settings), an fsync, and an event loop handing an empty task to a thread and
+settings), an fsync, and an event loop handing an empty batch to a thread and
 getting its answer back (the floor of each ledger commit: the writer thread's
-queue and future, with no work between). A figure elsewhere in this run reads
-against them: ``bench_turn`` pays that hand-off once for each of its four commits,
-and on a VM that halts an idle vCPU at once it is tens of µs, against a few
-pinned to one core (``taskset -c 0``).
+queue, :func:`~overt.ledger.groups.next_group` and future, with no work between).
+A figure elsewhere in this run reads against them: ``bench_turn`` pays that
+hand-off once for each of its four commits; on a VM that halts an idle vCPU at
+once it measured 85-104 µs, and 20 µs pinned to one core (``taskset -c 0``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from benchmarks._stats import row
+from overt.ledger.groups import next_group
 
 LOOP = 3_000_000
 COMMITS = 3_000
@@ -78,9 +79,13 @@ def _handoff_us() -> float:
     thread's answer, as the ledger's :meth:`record` waits on its writer."""
     waiting: queue.SimpleQueue[concurrent.futures.Future[None] | None] = queue.SimpleQueue()
 
-    def answer() -> None:
-        while (future := waiting.get()) is not None:
-            future.set_result(None)
+    def answer() -> None:  # the ledger writer's loop, with no commit in it
+        while True:
+            group, stop = next_group(waiting, 1)
+            for future in group:
+                future.set_result(None)
+            if stop:
+                return
 
     async def measure() -> list[float]:
         samples = []
