@@ -14,8 +14,10 @@ working directory, with ``HOME`` inside it, so the default ledger is a fresh one
     (a request id, a token). No expected lines: any output. The command must exit 0,
     or the code its comment names (``# exit 3``). A command ending in ``&`` runs in the
     background until the page is done (and, if it names ``--port N``, the next command
-    waits for that port). ``pip install`` lines are not run: the test environment has
-    every extra.
+    waits for that port). ``export NAME=VALUE`` holds for the rest of the page, Python
+    blocks included. ``pip install`` lines are not run: the test environment has
+    every extra. The repository's ``examples/`` folder is linked into the page's
+    folder, for commands a page runs from the repository's root.
 ``bash``, ``sh``
     run as one bash script in that folder.
 a block whose title is a file name (```` ```toml title="overt.toml" ````)
@@ -65,6 +67,7 @@ class Page:
     env: dict[str, str]
     namespace: dict[str, Any] = field(default_factory=dict)
     bound: dict[str, str] = field(default_factory=dict)
+    exported: dict[str, str] = field(default_factory=dict)
     background: list[subprocess.Popen[bytes]] = field(default_factory=list)
     skip_next: str | None = None
     wait_port: int | None = None
@@ -138,6 +141,7 @@ def new_page(folder: Path) -> Page:
                OVERT_CACHE_DIR=str(folder / "cache"), PYTHONUNBUFFERED="1",
                COLUMNS="200", NO_COLOR="1")
     page = Page(folder, env)
+    (folder / "examples").symlink_to(ROOT / "examples")  # what pages run "from the root"
     _set_model(page, ["OK."])
     return page
 
@@ -209,8 +213,18 @@ def _block(page: Page, block: Block, where: str) -> int:
         return 0
     os.chdir(page.folder)
     if block.language == "python":
+        _wait(page, where)
         code = compile(block.source, where, "exec")
-        exec(code, page.namespace)  # noqa: S102  the docs' own example, as written
+        saved = {k: os.environ.get(k) for k in page.exported}
+        os.environ.update(page.exported)  # what the page exported, as its shell has it
+        try:
+            exec(code, page.namespace)  # noqa: S102  the docs' own example, as written
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
     elif block.language == "console":
         _console(page, block, where)
     else:
@@ -242,6 +256,12 @@ def _console(page: Page, block: Block, where: str) -> None:
         command = _substitute(page, command, where)
         if command.startswith("pip install"):
             continue
+        export = re.fullmatch(r"export ([A-Za-z_][A-Za-z0-9_]*)=(\S*)", command.strip())
+        if export:  # kept for the page's later commands, as a shell keeps it
+            value = subprocess.run(["bash", "-c", f"printf %s {export.group(2)}"],
+                                   capture_output=True, text=True, check=True).stdout
+            page.exported[export.group(1)] = value
+            continue
         _shell(page, command, where, expect=expected, status=int(status.group(1)) if status
                else 0)
 
@@ -257,10 +277,8 @@ def _substitute(page: Page, command: str, where: str) -> str:
 
 def _shell(page: Page, command: str, where: str, *, expect: list[str] | None,
            status: int) -> None:
-    env = {**page.env, **page.bound}
-    if page.wait_port is not None:
-        _wait_for(page.wait_port, where)
-        page.wait_port = None
+    env = {**page.env, **page.bound, **page.exported}
+    _wait(page, where)
     background = re.search(r"&\s*(#.*)?$", command)
     if background and expect is not None:
         proc = subprocess.Popen(["bash", "-c", command[:background.start()]], cwd=page.folder,
@@ -278,10 +296,12 @@ def _shell(page: Page, command: str, where: str, *, expect: list[str] | None,
     shown = f"{where}: `{command}`\n--- stdout\n{out.stdout}--- stderr\n{out.stderr}"
     assert out.returncode == status, f"exit {out.returncode}, not {status}: {shown}"
     if expect and any(line.strip() for line in expect):
-        _match(page, "\n".join(expect), out.stdout, shown)
+        _match(page, "\n".join(expect), out.stdout, out.stderr, shown)
 
 
-def _match(page: Page, expected: str, actual: str, shown: str) -> None:
+def _match(page: Page, expected: str, stdout: str, stderr: str, shown: str) -> None:
+    """``expected`` against standard output, or against both outputs (what a terminal
+    shows: overt writes its notes, such as a session's id, to standard error)."""
     pattern, names = [], []
     for token in re.split(r"(\.\.\.|<[A-Z][A-Z0-9_]*>|\s+)", expected.strip()):
         if token == "...":
@@ -299,9 +319,17 @@ def _match(page: Page, expected: str, actual: str, shown: str) -> None:
             pattern.append(r"\s+")
         elif token:
             pattern.append(re.escape(token))
-    found = re.fullmatch("".join(pattern), actual.strip(), re.S)
+    regex = re.compile("".join(pattern), re.S)
+    found = regex.fullmatch(stdout.strip()) or regex.fullmatch((stdout + stderr).strip())
     assert found, f"the output does not match the page's:\n{expected}\n{shown}"
     page.bound.update({k: v for k, v in found.groupdict().items() if v is not None})
+
+
+def _wait(page: Page, where: str) -> None:
+    """Wait for the port a background command named, once, before what follows it."""
+    if page.wait_port is not None:
+        port, page.wait_port = page.wait_port, None
+        _wait_for(port, where)
 
 
 def _wait_for(port: int, where: str) -> None:
