@@ -195,7 +195,8 @@ class SlackFile(_Strict):
                     "person's sessions are owned by that actor, and its capabilities apply")
     default_actor: ActorName | None = Field(
         None, description="The actor of an allowed user `actors` does not list "
-                          "(default: the operator, `operator` or `operator:default`)")
+                          "(default: the operator, `operator:default` or as the top-level "
+                          "`operator` names it)")
     dm_session_idle_s: Annotated[float, Field(ge=0)] = Field(
         1800.0, description="A DM typed in the main pane continues the session of the "
                             "user's previous main-pane DM sent less than this many seconds "
