@@ -402,3 +402,20 @@ default_actor = "mcp_client:mail"
     email: Any = config["email"]
     assert email.actors == (("alice@example.org", "operator:alice"),)
     assert email.default_actor == "mcp_client:mail"
+
+
+def test_a_sender_whose_actor_may_not_ask_is_recorded_refused_and_not_answered(
+        servers: Servers, make_runtime: RuntimeFactory, ledger: Ledger) -> None:
+    imap, sink, settings = servers
+    gate = Gate(Policy([]), Capabilities({"operator:viewer": ("trail.read",)}))
+    mapped = dataclasses.replace(settings, actors=((OWNER, "operator:viewer"),))
+    channel = EmailChannel(make_runtime(echo_model(), gate=gate), mapped,
+                           imap_password=imap.password)
+    deliver(imap, message_id="<v1@example.org>", text="show me everything")
+    assert run(channel.poll_once()) == {"<v1@example.org>": "filtered"}
+    assert sink.messages == [] and unseen(imap) == []
+    [received] = run(data(ledger, "channel.received"))
+    assert received["filtered"] == "sender_not_allowed"
+    [refused] = run(data(ledger, "capability.checked"))
+    assert (refused["actor"], refused["capability"], refused["subject"]) == (
+        "operator:viewer", "agent.ask", "email:<v1@example.org>")

@@ -166,3 +166,31 @@ dm_session_idle_s = 600
         parse('[slack]\nactors = { U0ALICE = "alice" }\n')
     with pytest.raises(ConfigFileError, match="dm_session_idle_s"):
         parse("[slack]\ndm_session_idle_s = -1\n")
+
+
+def test_a_user_whose_actor_may_not_ask_is_recorded_refused_and_not_answered(
+        make_runtime: RuntimeFactory, ledger: Ledger) -> None:
+    gate = Gate(Policy([]), Capabilities({"operator:alice": ("agent.ask",),
+                                          "operator:viewer": ("trail.read",)}))
+    runtime = make_runtime(echo_model(), gate=gate)
+
+    async def main() -> list[dict[str, Any]]:
+        async with slack_app(runtime, allowed_users=(ALICE, BOB),
+                             actors={ALICE: "operator:alice", BOB: "operator:viewer"}) as (
+                handler, fake, post):
+            await post(*signed(event("may I?", event_id="EvBOB", user=BOB, ts=ts(0))))
+            await post(*signed(event("and I?", event_id="EvALICE", user=ALICE,
+                                     channel="D0ALICE", ts=ts(1))))
+            posts = await fake.wait_for_posts(1)
+            await handler.drain()
+            return posts
+    posts = run(main())
+    assert [p["channel"] for p in posts] == ["D0ALICE"]
+    received = {e.data["claim"]: e.data["filtered"]
+                for e in run(ledger.entries(kinds=["channel.received"]))}
+    assert received == {"slack:EvBOB": "sender_not_allowed", "slack:EvALICE": None}
+    [refused] = [e.data for e in run(ledger.entries(kinds=["capability.checked"]))]
+    assert (refused["actor"], refused["capability"], refused["granted"], refused["subject"]) == (
+        "operator:viewer", "agent.ask", False, "slack:EvBOB")
+    assert [e.data["actor"] for e in run(ledger.entries(kinds=["turn.started"]))] == [
+        "operator:alice"]

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from overt.channels.delivery import record_reply
 from overt.channels.settings import EmailSettings, actor_of
-from overt.channels.threads import email_session, own_session
+from overt.channels.threads import email_session, own_session, refused_ask
 from overt.errors import ChannelError, LedgerConflict
 from overt.events import ChannelFilter, ChannelReceived, ChannelReplied, ChannelReplyFailed
 from overt.ledger.canonical import digest_text
@@ -373,14 +373,19 @@ class EmailChannel:
         message = IncomingMessage(SOURCE, mail.text, {"message_id": mail.message_id,
                                                       "sender": mail.sender})
         actor = self.actor_for(mail.sender)
-        session = await self.session_for(mail, actor)
+        refused = None
+        if filtered is None:
+            refused = refused_ask(self.runtime.gate.capabilities, actor, mail.claim)
+            filtered = "sender_not_allowed" if refused is not None else None
+        session = await self.session_for(mail, actor) if filtered is None \
+            else thread_key(mail)
         # a conflict: received before a crash, not replied to; answer it now (window 3-4)
         with contextlib.suppress(LedgerConflict):
             await ledger.record([ChannelReceived(
                 session_id=session, claim=mail.claim, source=SOURCE,
                 caller_session_id=message.caller_session_id, sender=mail.sender,
                 channel_ids={"message_id": mail.message_id, "uid": mail.uid},
-                filtered=filtered)])
+                filtered=filtered), *([refused] if refused is not None else [])])
         if filtered is not None:
             await asyncio.to_thread(self.mailbox.mark_seen, mail.uid)
             return "filtered"

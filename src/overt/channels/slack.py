@@ -42,7 +42,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from overt.channels.delivery import record_reply
 from overt.channels.settings import DM_SESSION_IDLE_S, SLACK_API_BASE_URL, actor_of
-from overt.channels.threads import own_session, slack_main_pane_session, slack_thread_session
+from overt.channels.threads import (
+    own_session,
+    refused_ask,
+    slack_main_pane_session,
+    slack_thread_session,
+)
 from overt.errors import ChannelError, ExtraMissingError, LedgerConflict, LedgerError
 from overt.events import ChannelFilter, ChannelReceived, ChannelReplyFailed
 from overt.policy.actors import Actor
@@ -235,6 +240,10 @@ class SlackDMHandler:
                     "ts": ts, "thread_ts": thread_ts}
         filtered = classify(event, self.allowed_users)
         session, actor = _session(channel, thread_ts), self.actor_for(metadata["user_id"])
+        refused = None
+        if filtered is None:
+            refused = refused_ask(self.runtime.gate.capabilities, actor, f"slack:{event_id}")
+            filtered = "sender_not_allowed" if refused is not None else None
         if filtered is None:
             session = await self.session_for(channel, ts, thread_ts, metadata["user_id"],
                                              actor)
@@ -243,7 +252,8 @@ class SlackDMHandler:
         await self.runtime.ledger.record([ChannelReceived(
             session_id=session, claim=f"slack:{event_id}", source=SOURCE,
             caller_session_id=message.caller_session_id, sender=metadata["user_id"],
-            channel_ids={k: v for k, v in metadata.items() if v}, filtered=filtered)])
+            channel_ids={k: v for k, v in metadata.items() if v}, filtered=filtered),
+            *([refused] if refused is not None else [])])
         return message if filtered is None else None
 
     def actor_for(self, user: str) -> Actor:

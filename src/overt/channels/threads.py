@@ -14,7 +14,10 @@ session for the same message, whichever received the earlier ones.
   continues the session of the message the thread hangs from.
 - **Who**: a session belongs to its first turn's actor. A person mapped to another
   actor who writes into it (a colleague answering in an email thread) gets a
-  session of their own in that thread, unless they may read any session.
+  session of their own in that thread, unless they may read any session. A person
+  whose actor lacks ``agent.ask`` (what ``POST /v1/messages`` needs) is not
+  answered: the message is recorded as filtered (``sender_not_allowed``) beside the
+  refused ``capability.checked``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from overt.clock import iso_after, to_iso
+from overt.events import CapabilityChecked
 from overt.ledger.sql import POSTGRES, SQLITE, Dialect
 from overt.policy.actors import Actor
 from overt.policy.capabilities import Capabilities
@@ -133,3 +137,16 @@ async def own_session(ledger: Any, capabilities: Capabilities, session_id: str,
     if info is None or may_reach(capabilities, actor, info.owner).granted:
         return session_id
     return f"{session_id}:{actor}"
+
+
+ASK = "agent.ask"
+"""What a person must hold to be answered on a channel, as over HTTP."""
+
+
+def refused_ask(capabilities: Capabilities, actor: Actor, subject: str) -> CapabilityChecked | None:
+    """The refusal to record when ``actor`` may not ask the agent, else ``None``."""
+    check = capabilities.check(actor, ASK)
+    if check.granted:
+        return None
+    return CapabilityChecked(actor=str(actor), capability=ASK, granted=False,
+                             reason_code=check.reason_code, subject=subject)
