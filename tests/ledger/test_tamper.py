@@ -752,3 +752,25 @@ def test_an_edited_newest_checkpoint_does_not_hide_a_tail_cut_since_the_older_on
     raw.execute(f"DELETE FROM trail_index WHERE seq > {first}")
     code, out = witnessed.verify(capsys)
     assert code == EXIT_VERIFY and newest.name in out, out
+
+
+def test_leave_a_whole_tool_call_out_and_recount_is_caught_by_the_signed_turn_completed(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any
+) -> None:
+    from overt.errors import LedgerIntegrityError
+    from overt.ledger import checkpoints, proofs, signing
+
+    one_turn(make_runtime)
+    witnessed = Witnessed(ledger_url, tmp_path)
+    (turn_id,) = raw.query("SELECT turn_id FROM audit_log WHERE kind = 'turn.completed'")[0]
+    key = signing.read_public(witnessed.public)
+    path, checkpoint = checkpoints.read_witness_dir(witnessed.dir, key)[0][-1]
+    proof = run(proofs.prove(ledger, turn_id, path.read_text(), checkpoint, key))
+    bent = drop_entry(drop_entry(proof, "tool_call.started"), "tool_call.completed")
+    bent["turn_entries"] -= 2  # the prover's own count, edited too
+    with pytest.raises(LedgerIntegrityError, match="counts 1 tool calls"):
+        proofs.check(proofs.dump(bent).encode(), key)
+    bent = drop_entry(proof, "tool_call.started")
+    bent["turn_entries"] -= 1
+    with pytest.raises(LedgerIntegrityError, match=r"no tool_call\.started"):
+        proofs.check(proofs.dump(bent).encode(), key)

@@ -9,14 +9,21 @@ checkpoint made earlier is a reference point outside the database:
 - *a re-computed chain*, *any change to a checkpointed prefix*: after the chain
   verifies, entry N's chain hash must be the head hash each checkpoint of N
   entries signed (the chain hash commits to every entry before it, and to the
-  hash a prune sealed), and the Merkle root of the first N entries, built from
-  the stored tree and the chain, must be the signed root;
-- *a forged prune*: the ledger is pruned further than the newest checkpoint
-  signed (only ``overt ledger prune`` signs a prune), or its pruned prefix has
-  no stored subtrees for the tree to stand on;
+  hash a prune sealed), and the Merkle root of the first N entries, recomputed
+  from the entries' chain hashes (the stored tree stands in only for a pruned
+  prefix: see :mod:`.tree`), must be the signed root;
+- *a planted Merkle tile*: every stored subtree that holds an entry still there
+  is compared with the one recomputed; one that differs is named;
+- *a forged prune*: the ledger is pruned further (or less) than the newest
+  checkpoint signed (only ``overt ledger prune`` signs a prune, and only the range
+  it removed), or its pruned prefix has no stored subtrees for the tree to stand
+  on, or it holds a ``ledger.pruned`` entry that no prune wrote
+  (:func:`.retention.judge`) and that the key has not disowned;
 
 and successive checkpoints must follow each other (:func:`.check_successor`):
-the same ledger, growing, each root in the same tree.
+the same ledger, growing, each root in the same tree. :func:`witness_findings`
+adds the witness directory's own gaps: a checkpoint the ledger recorded that it
+lacks, or one of this ledger it holds without the key's signature.
 """
 
 from __future__ import annotations
@@ -122,59 +129,99 @@ async def verify_against(ledger: Any, chain: VerifyReport, checkpoints: list[Che
 async def _recompute(ledger: Any, chain: VerifyReport, checkpoints: list[Checkpoint],
                      pruned: int, head: int, notes: list[str]) -> CheckpointReport:
     """One pass over every entry still there: each checkpoint's root and head hash, and
-    each stored subtree holding an entry, recomputed from the chain hashes."""
+    each stored subtree holding an entry, recomputed from the chain hashes (a whole
+    tile at a time where no checkpoint ends inside it)."""
     newest = checkpoints[-1]
     d = dialect(ledger)
     t = tree.Tree(d, head, await ledger.select(tree.Tree.nodes_query(d), ()), floor=pruned)
-    frontier = merkle.Frontier(pruned, [t.perfect(lo, n)
-                                        for lo, n in merkle.decomposition(0, pruned)])
+    nodes = [t.perfect(lo, n) for lo, n in merkle.decomposition(0, pruned)]
     origin = ORIGIN_PREFIX + t.perfect(0, 1).hex()[:32] if pruned else None
     watch = set(t.stored) | set(t.ambiguous)
     levels = {level for level, _ in watch}
+    inner: dict[int, list[tuple[int, int]]] = {}  # rows stored inside a tile, by tile
+    for level, lo in watch:
+        if 0 < level < tree.TILE_LEVEL and lo + (1 << level) > pruned:
+            inner.setdefault(lo - lo % tree.TILE, []).append((level, lo))
     bad: list[tuple[int, int]] = []
     due = [cp for cp in checkpoints if cp.size > pruned]
     inside = len(checkpoints) - len(due)
     checked = 0
+    size = pruned
 
     def failed(problem: str) -> CheckpointReport:
         return CheckpointReport(False, chain, len(checkpoints), newest.size, newest.time,
                                 checked=checked, problem=problem, notes=notes)
 
-    nodes, sha256 = frontier.nodes, merkle.hashlib.sha256
-    size = pruned
-    for lo in range(pruned, head, tree.BATCH):
-        rows = await ledger.select(tree.Tree.leaves_query(d), (lo, min(lo + tree.BATCH, head)))
-        for seq, digest in rows:
-            if int(seq) != size + 1:
-                return failed(f"entry {size + 1} is missing from the ledger")
-            leaf = sha256(b"\x00" + digest.encode("ascii")).digest()
-            if size == 0:
-                origin = ORIGIN_PREFIX + leaf.hex()[:32]
-                if (0, 0) in watch and (t.stored.get((0, 0)) != leaf or (0, 0) in t.ambiguous):
-                    bad.append((0, 0))
-            n, level, h = size, 0, leaf
-            while n & 1:
-                h = sha256(b"\x01" + nodes.pop() + h).digest()
-                n >>= 1
-                level += 1
-                if level not in levels:
-                    continue
-                key = (level, size + 1 - (1 << level))
-                if key in watch and (t.stored.get(key) != h or key in t.ambiguous):
-                    bad.append(key)
-            nodes.append(h)
-            size += 1
+    def compare(key: tuple[int, int], digest: bytes) -> None:
+        if key in watch and (t.stored.get(key) != digest or key in t.ambiguous):
+            bad.append(key)
+
+    def push(digest: bytes, level: int) -> None:
+        """Append a complete subtree of ``2**level`` leaves at ``size`` (a multiple)."""
+        end, n = size + (1 << level), size >> level
+        while n & 1:
+            digest = sha256(b"\x01" + nodes.pop() + digest).digest()
+            n >>= 1
+            level += 1
+            if level in levels:
+                compare((level, end - (1 << level)), digest)
+        nodes.append(digest)
+
+    def signed(cp: Checkpoint, digest: str) -> str | None:
+        if digest != cp.head:
+            return (f"entry {cp.size} is not the one the checkpoint of {cp.time} signed: the "
+                    "chain was changed and re-computed")
+        if origin != cp.origin:
+            return f"the ledger is {origin}, the checkpoint {cp.origin}"
+        if merkle.Frontier(size, nodes).root() != cp.root:
+            return (f"the Merkle root of the first {cp.size} entries is not the one the "
+                    f"checkpoint of {cp.time} signed")
+        return None
+
+    sha256 = merkle.hashlib.sha256
+    tile = tree.TILE
+    starts = [pruned, *range(pruned - pruned % tree.BATCH + tree.BATCH, head, tree.BATCH)]
+    for lo, hi in zip(starts, [*starts[1:], head], strict=True):
+        rows = await ledger.select(tree.Tree.leaves_query(d), (lo, hi))
+        i = 0
+        while i < len(rows):
+            whole = (size % tile == 0 and i + tile <= len(rows)
+                     and not (due and due[0].size < size + tile))
+            if whole and rows[i][0] == size + 1 and rows[i + tile - 1][0] == size + tile:
+                leaves = [sha256(b"\x00" + h.encode("ascii")).digest()
+                          for _, h in rows[i:i + tile]]
+                if size == 0:
+                    origin = ORIGIN_PREFIX + leaves[0].hex()[:32]
+                    compare((0, 0), leaves[0])
+                if size in inner:
+                    perfect = merkle.perfect_over(leaves)
+                    for level, first in inner[size]:
+                        compare((level, first), perfect(first - size, 1 << level))
+                level_hashes = leaves
+                while len(level_hashes) > 1:
+                    level_hashes = [sha256(b"\x01" + level_hashes[j] + level_hashes[j + 1]
+                                           ).digest() for j in range(0, len(level_hashes), 2)]
+                compare((tree.TILE_LEVEL, size), level_hashes[0])
+                push(level_hashes[0], tree.TILE_LEVEL)
+                size += tile
+                i += tile
+                last = rows[i - 1][1]
+            else:
+                seq, last = rows[i]
+                if seq != size + 1:
+                    return failed(f"entry {size + 1} is missing from the ledger")
+                leaf = sha256(b"\x00" + last.encode("ascii")).digest()
+                if size == 0:
+                    origin = ORIGIN_PREFIX + leaf.hex()[:32]
+                    compare((0, 0), leaf)
+                push(leaf, 0)
+                size += 1
+                i += 1
             while due and due[0].size == size:
                 cp = due.pop(0)
-                if digest != cp.head:
-                    return failed(f"entry {cp.size} is not the one the checkpoint of {cp.time} "
-                                  "signed: the chain was changed and re-computed")
-                if origin != cp.origin:
-                    return failed(f"the ledger is {origin}, the checkpoint {cp.origin}")
-                frontier.size = size
-                if frontier.root() != cp.root:
-                    return failed(f"the Merkle root of the first {cp.size} entries is not the "
-                                  f"one the checkpoint of {cp.time} signed")
+                problem = signed(cp, last)
+                if problem is not None:
+                    return failed(problem)
                 checked += 1
     if due:
         return failed(f"the ledger ends at entry {size}, before the checkpoint of "
@@ -187,20 +234,22 @@ async def _recompute(ledger: Any, chain: VerifyReport, checkpoints: list[Checkpo
                             checked=checked, inside_pruned=inside, notes=notes)
 
 
-
 async def witness_findings(ledger: Any, key: PublicKey, found: list[tuple[Path, Checkpoint]],
                            unsigned: list[tuple[Path, LedgerIntegrityError]]) -> list[str]:
     """The checkpoints of this ledger that the witness directory lacks, or holds but not
     signed by ``key`` (``found``, ``unsigned``: what :func:`.read_witness_dir` gave):
 
-    - a file there that holds a checkpoint of this ledger with the key's signature
-      taken off or changed (a signature that does not verify is a finding already);
+    - a file there that holds a checkpoint of this ledger, of more entries than the
+      ledger has now, not signed by the key (its signature taken off or changed; one
+      that does not verify is a finding already). An older one signed by another key
+      (one used before a key rotation) is passed over, as before;
     - a checkpoint the ledger recorded (a ``ledger.checkpoint`` entry, signed by
       ``key`` and taken by the directory) that no file there signed.
 
     Passed over, such a checkpoint would hide what it catches (a tail cut since the
     older ones)."""
     origin = found[-1][1].origin if found else await _origin(ledger)
+    head, _ = await state(ledger)
     problems: list[str] = []
     for path, why in unsigned:
         if isinstance(why, ForgedSignatureError):
@@ -210,9 +259,10 @@ async def witness_findings(ledger: Any, key: PublicKey, found: list[tuple[Path, 
             body = Checkpoint.parse(text.split("\n\n", 1)[0] + "\n")
         except (OSError, UnicodeDecodeError, LedgerIntegrityError):
             continue  # not a checkpoint: another file
-        if body.origin == origin:
-            problems.append(f"{path.name} holds the checkpoint of {body.size} entries "
-                            f"({body.time}) of this ledger, not signed by {key.key_id} ({why})")
+        if body.origin == origin and body.size > head:
+            problems.append(f"{path.name} holds a checkpoint of this ledger of {body.size} "
+                            f"entries ({body.time}), more than it has now, not signed by "
+                            f"{key.key_id} ({why})")
     signed = {(c.size, c.time, c.root) for _, c in found}
     for entry in await ledger.entries(kinds=["ledger.checkpoint"]):
         data = entry.data

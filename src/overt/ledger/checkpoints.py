@@ -17,11 +17,24 @@ handed to every witness: a directory (``<size, 12 digits>.checkpoint``, one file
 each), any command (the note on its stdin) and any URL (an HTTP POST of the note).
 A witness that fails makes :func:`make` raise after the others took it.
 
-A prune is signed: ``pruned`` only moves forward in a checkpoint that
-``overt ledger prune`` makes right after pruning (``allow_prune``); any other
-checkpoint refuses a ledger pruned further than the witness's newest checkpoint
-says, so a prefix deleted by hand, with a forged ``ledger.pruned`` entry, is
-never signed over.
+A prune is signed, exactly: a checkpoint says the ledger is pruned through what is
+gone from it (``min(seq) - 1``), never what a ``ledger.pruned`` entry claims (one
+INSERT could claim anything). That must be what the witness's newest checkpoint
+says, except in the checkpoint ``overt ledger prune`` makes right after pruning
+(``prune``: its own record), which must have removed exactly the range after
+it. So a prefix deleted by hand is never signed over, and a forged
+``ledger.pruned`` entry is never signed by the operator's next prune.
+
+Signing recomputes every subtree it signs from the entries (:func:`.tree.fill`).
+Something in the ledger that overt did not write (a stored tile that is not its
+leaves' hash, a ``ledger.pruned`` entry no prune wrote) does not stop a
+checkpoint, which is signed from the entries all the same; :func:`make` raises
+:class:`SignedWithFindings` after recording it, so the command fails (exit 3)
+and ``overt serve`` logs it with every checkpoint. A forged ``ledger.pruned``
+entry stays in the chain; once the operator has looked into it, ``overt ledger
+disown-seal SEQ`` signs, with the checkpoint key, a note in the witness
+directory (``disowned-<seq>.disowned``) that it is not theirs, and prunes and
+``verify --checkpoints`` go on, naming it.
 """
 
 from __future__ import annotations
@@ -132,7 +145,7 @@ def dialect(ledger: Any) -> Dialect:
 async def state(ledger: Any) -> tuple[int, int]:
     """(head seq, the seq the ledger is pruned through): what is there, not what any
     ``ledger.pruned`` entry says (one INSERT could say anything)."""
-    rows = await ledger.select("SELECT min(seq), max(seq) FROM audit_log", ())
+    rows = await ledger.select(tree.BOUNDS, ())
     if not rows or rows[0][0] is None:
         return 0, 0
     return int(rows[0][1]), int(rows[0][0]) - 1

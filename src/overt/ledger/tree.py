@@ -15,7 +15,29 @@ What is stored
       (:func:`prune_rows`).
 
     The table is append-only (triggers) and never pruned; rows are never
-    updated, and a row written twice holds the same hash.
+    updated. It is derived data, and whoever can write the database can add a row
+    (a second hash for a subtree, or a wrong one for a subtree not stored yet).
+
+What is trusted
+    Nothing stored, where the leaves are still there. Signing a checkpoint
+    (:func:`fill`), a prune's stand-ins (:func:`prune_rows`) and ``verify
+    --checkpoints`` (:mod:`.audit`) compute every subtree that holds an entry still
+    in the chain from the entries' chain hashes; a stored row for it is only
+    compared, and one that differs (or a subtree stored with two hashes) is named,
+    ``(level, first leaf)``, and never used. Making a proof (:func:`open_tree`)
+    uses the stored tiles as a cache, but only where the root they give is the
+    signed one; else it recomputes from the entries.
+
+    Where the leaves are gone (a pruned prefix), the subtrees that stand in for
+    them cannot be recomputed. They are trusted because of how they came to be:
+    the prune computes them from the leaves, in its own transaction, refusing
+    to run if a row already stored for one of them disagrees (:func:`prune_rows`),
+    and ``overt ledger prune`` signs a checkpoint right after, whose root is built
+    from them and from the entries after them. Every later root is built from the
+    same stand-ins (a second row for one makes it unusable, not different), so a
+    stand-in changed afterwards makes every later root differ from the signed ones:
+    ``verify --checkpoints`` fails. A stored row for a subtree wholly inside the
+    pruned prefix that is not one of the stand-ins is never asked for.
 
 A pruned prefix
     The tree always starts at entry 1: checkpoints keep counting the tree from
@@ -43,6 +65,10 @@ TILE_LEVEL = 8
 TILE = 1 << TILE_LEVEL
 BATCH = 1 << 16
 """Leaves read in one query while filling the tiles of an old ledger."""
+
+BOUNDS = "SELECT (SELECT min(seq) FROM audit_log), (SELECT max(seq) FROM audit_log)"
+"""The first and last seq (two subqueries: SQLite reads ``min`` and ``max`` together
+by scanning the table, each alone from the index)."""
 
 Rows = list[Any]
 SyncSelect = Callable[[str, Sequence[Any]], Rows]
@@ -128,14 +154,14 @@ class Tree:
     async def load(cls, select: AsyncSelect, d: Dialect, size: int | None = None, *,
                    cached: bool = False) -> Tree:
         """The tree of ``size`` leaves (default: every entry there is)."""
-        rows = await select("SELECT min(seq), max(seq) FROM audit_log", ())
+        rows = await select(BOUNDS, ())
         first, head = _bounds(rows)
         return cls(d, head if size is None else size, await select(cls.nodes_query(d), ()),
                    floor=first - 1 if first else 0, cached=cached)
 
     @classmethod
     def load_sync(cls, select: SyncSelect, d: Dialect, size: int) -> Tree:
-        first, _ = _bounds(select("SELECT min(seq), max(seq) FROM audit_log", ()))
+        first, _ = _bounds(select(BOUNDS, ()))
         return cls(d, size, select(cls.nodes_query(d), ()), floor=first - 1 if first else 0)
 
     def add_leaves(self, rows: Iterable[Sequence[Any]]) -> None:
