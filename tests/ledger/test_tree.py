@@ -98,3 +98,16 @@ def test_a_second_hash_for_a_subtree_is_never_used_and_the_next_checkpoint_names
     proof = run(proofs.prove(ledger, "t7", note, checkpoint, signer.public, found=found))
     assert proofs.check(proofs.dump(proof).encode(), signer.public).entries == 3
     assert found == []  # the stored tile is ambiguous: read from the entries, never used
+
+
+def test_a_prune_refuses_to_leave_a_planted_subtree_standing_in_for_what_it_removes(
+    ledger: Any, raw: Raw
+) -> None:
+    from overt.errors import LedgerIntegrityError
+
+    add_turns(ledger, 50)  # a prune now removes entries 1..150: (level 7, first leaf 0) first
+    raw.execute("INSERT INTO merkle_nodes (level, first_leaf, hash) VALUES (7, 0, ?)",
+                ("00" * 32,))
+    with pytest.raises(LedgerIntegrityError, match="level 7, first leaf 0"):
+        run(ledger.prune(now_iso()))
+    assert raw.query("SELECT min(seq), count(*) FROM audit_log")[0] == (1, 150)

@@ -29,6 +29,7 @@ lacks, or one of this ledger it holds without the key's signature.
 from __future__ import annotations
 
 import base64
+import hashlib
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,7 +179,7 @@ async def _recompute(ledger: Any, chain: VerifyReport, checkpoints: list[Checkpo
                     f"checkpoint of {cp.time} signed")
         return None
 
-    sha256 = merkle.hashlib.sha256
+    sha256 = hashlib.sha256
     tile = tree.TILE
     starts = [pruned, *range(pruned - pruned % tree.BATCH + tree.BATCH, head, tree.BATCH)]
     for lo, hi in zip(starts, [*starts[1:], head], strict=True):

@@ -282,10 +282,11 @@ def _check_inclusion(proof: dict[str, Any], key: PublicKey) -> Checked:
         scope = ENTRIES
         _keys(proof, _V1_KEYS, "an inclusion proof (format 1)")
     else:
-        scope = proof.get("scope")
-        if scope not in (TURN, ENTRY):
+        said = proof.get("scope")
+        if said not in (TURN, ENTRY):
             raise LedgerIntegrityError(f"an inclusion proof's scope is turn or entry, not "
-                                       f"{str(scope)[:40]!r}")
+                                       f"{str(said)[:40]!r}")
+        scope = str(said)
         _keys(proof, _TURN_KEYS if scope == TURN else _ENTRY_PROOF_KEYS,
               f"an inclusion proof of {'a whole turn' if scope == TURN else 'one entry'}")
     cp = _checkpoint(proof["checkpoint"], key)
