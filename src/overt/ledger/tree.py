@@ -53,6 +53,7 @@ own, or a connection's inside a transaction), with the dialect's placeholder.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
@@ -315,9 +316,15 @@ async def fill(select: AsyncSelect, d: Dialect, size: int | None = None) -> Tree
     (:attr:`Tree.new_nodes`), and the stored ones that differ (:attr:`Tree.bad`)."""
     tree = await Tree.load(select, d, size)
     await tree.read(select, 0, tree.size)
+    # Hashing every leaf is seconds of CPU on a large ledger: off the event loop, so a
+    # server's turns and /healthz go on while its checkpointer signs.
+    await asyncio.to_thread(_recompute, tree)
+    return tree
+
+
+def _recompute(tree: Tree) -> None:
     tree.tiles()
     tree.root()
-    return tree
 
 
 def _tile(leaves: list[bytes]) -> bytes:
