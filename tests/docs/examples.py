@@ -60,6 +60,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 RUN = {"python", "console", "bash", "sh"}
 TIMEOUT_S = 120
+WORD = r"[^\s,;.()`'\"+]+(?:\.[^\s,;.()`'\"+]+)*"
+"""What ``<NAME>`` stands for in an expected output: one word (dots inside it, as in a
+host name, but not at its end)."""
 
 
 @dataclass
@@ -355,7 +358,7 @@ def _match(page: Page, expected: str, stdout: str, stderr: str, shown: str) -> N
                 pattern.append(f"(?P={name})")
             else:
                 names.append(name)
-                pattern.append(rf"(?P<{name}>[^\s,;.()`'\"]+(?:\.[^\s,;.()`'\"]+)*)")
+                pattern.append(rf"(?P<{name}>{WORD})")
         elif token.isspace():
             pattern.append(r"\s+")
         elif token:
