@@ -25,7 +25,9 @@ a block whose title is a file name (```` ```toml title="overt.toml" ````)
 
 Where a model answers, it is a scripted one: ``<!-- examples: model [REPLY, ...] -->``
 (JSON: each reply a string or ``{"text", "tool_calls"}``, as ``--model scripted:FILE``
-reads them) sets the replies for what follows; without one, the model answers "OK.".
+reads them) sets the replies for what follows, through ``OVERT_MODEL``; before one, the
+model is the page's own (its ``overt.toml``, else the embedded model, which the tests do
+not load: a page that asks before it sets replies fails).
 ``<!-- examples: postgres SCHEMA -->``: the page uses PostgreSQL at
 ``127.0.0.1:5432/test`` (as such a page says) in ``SCHEMA``, which is dropped before
 and after; with no server there, outside CI, the rest of the page is skipped.
@@ -150,7 +152,6 @@ def new_page(folder: Path) -> Page:
                COLUMNS="200", NO_COLOR="1")
     page = Page(folder, env)
     (folder / "examples").symlink_to(ROOT / "examples")  # what pages run "from the root"
-    _set_model(page, ["OK."])
     return page
 
 

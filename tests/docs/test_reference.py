@@ -69,8 +69,11 @@ def test_every_config_key_has_a_type_a_default_and_a_meaning(ref: ModuleType) ->
     from overt.config.schema import ConfigFile
 
     text = ref.config_markdown()
-    rows = re.findall(r"^\| `([^`]+)` \| ([^|]+) \| ([^|]+) \| (.*) \|$", text, re.M)
-    documented = {key: (kind, default, meaning) for key, kind, default, meaning in rows}
+    rows = [[cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+            for line in text.splitlines() if line.startswith("| `")]
+    assert all(len(row) == 4 for row in rows), [row for row in rows if len(row) != 4]
+    documented = {key.strip("`"): (kind, default, meaning)
+                  for key, kind, default, meaning in rows}
     seen = 0
 
     def walk(model: type, depth: int = 0) -> None:
