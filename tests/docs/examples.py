@@ -263,7 +263,7 @@ def _block(page: Page, block: Block, where: str) -> int:
         saved = {k: os.environ.get(k) for k in page.exported}
         os.environ.update(page.exported)  # what the page exported, as its shell has it
         try:
-            exec(code, page.namespace)  # noqa: S102  the docs' own example, as written
+            exec(code, page.namespace)  # the docs' own example, as written
         finally:
             for k, v in saved.items():
                 if v is None:

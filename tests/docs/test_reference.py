@@ -82,6 +82,7 @@ def test_every_config_key_has_a_type_a_default_and_a_meaning(ref: ModuleType) ->
             seen += 1
             assert key in documented, key
             kind, default, meaning = documented[key]
+            assert meaning, key
             assert kind.strip() and default.strip(), key
             assert field.description, (f"{model.__name__}.{key} has no docstring: write "
                                        "its meaning below the field in config/schema.py")
