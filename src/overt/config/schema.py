@@ -244,6 +244,8 @@ class MemoryFile(_Strict):
 
 
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+ActorName = Annotated[str, Field(pattern=r"^(operator|agent|mcp_client|system):\S+$")]
+"""An actor as config names one, ``KIND:NAME`` (:mod:`overt.policy.actors`)."""
 
 
 class SlackFile(_Strict):
@@ -260,6 +262,19 @@ class SlackFile(_Strict):
     """Slack's Web API base URL."""
     path: Annotated[str, Field(pattern=r"^/")] = "/slack/events"
     """Where `overt serve` mounts the Events API endpoint."""
+    actors: dict[str, ActorName] = Field(
+        default_factory=dict,
+        description="Slack user id to overt actor (`U0123 = \"operator:alice\"`): the "
+                    "person's sessions are owned by that actor, and its capabilities apply")
+    default_actor: ActorName | None = Field(
+        None, description="The actor of an allowed user `actors` does not list "
+                          "(default: the operator, `operator:default` or as the top-level "
+                          "`operator` names it)")
+    dm_session_idle_s: Annotated[float, Field(ge=0)] = Field(
+        1800.0, description="A DM typed in the main pane continues the session of the "
+                            "user's previous main-pane DM sent less than this many seconds "
+                            "before it; 0: each main-pane DM starts a session. A thread "
+                            "continues the session of the message it hangs from")
 
 
 class EmailFile(_Strict):
@@ -293,6 +308,14 @@ class EmailFile(_Strict):
     """The address replies come from."""
     poll_interval_s: Annotated[float, Field(gt=0)] = 60.0
     """Seconds between polls of `overt email poll`."""
+    actors: dict[str, ActorName] = Field(
+        default_factory=dict,
+        description="Sender address to overt actor (`\"alice@example.org\" = "
+                    "\"operator:alice\"`, case-insensitive): the person's sessions are "
+                    "owned by that actor, and its capabilities apply")
+    default_actor: ActorName | None = Field(
+        None, description="The actor of an allowed sender `actors` does not list "
+                          "(default: the operator)")
 
 
 class CheckpointsFile(_Strict):
