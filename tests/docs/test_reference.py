@@ -118,3 +118,14 @@ def test_every_route_is_in_the_http_reference(ref: ModuleType) -> None:
     documented = set(re.findall(r"^## `([A-Z]+) (/[^`]*)`$", text, re.M))
     expected = {(method.upper(), path) for path, ops in paths().items() for method in ops}
     assert documented == expected  # tests/channels hold these paths to the app's routes
+
+
+def test_every_public_name_is_in_the_python_reference_with_a_docstring() -> None:
+    import overt
+
+    page = (ROOT / "docs" / "reference" / "python.md").read_text()
+    for name in overt.__all__:
+        if name == "__version__":
+            continue
+        assert f"::: overt.{name}\n" in page, name
+        assert (getattr(overt, name).__doc__ or "").strip(), f"overt.{name} has no docstring"
