@@ -8,9 +8,8 @@ embedded model on 127.0.0.1 and started once for the module, checks the whole
 path: a plain answer, a tool call, an overt turn on both ledgers, and
 ``overt ask --model openai:NAME``, hence ``real_model``. Every request that
 offers tools starts with the same ~850 tokens (system prompt and tools) and
-the server keeps its states (``--cache``), so they are prefilled once: about
-70 s on the slow 2-core VM at load 2 (the memory tools too, and a prompt
-changed between requests, took 530 s and more there).
+the server keeps its states (``--cache``), so they are prefilled once (a prompt
+changed between requests would be prefilled again on each, many times slower).
 
 The server runs the GGUF's own chat template (no ``--chat_format``): the
 Qwen2.5 template lists the tools in the system turn, the model writes its call

@@ -142,8 +142,7 @@ def inserts(entries: Iterable[Entry], body_seqs: dict[str, int],
     naming only each kind's columns, with their rows (``ph``: the placeholder).
 
     The same rows are stored; but a statement binding all of :data:`COLUMNS`, most
-    of them ``NULL``, cost SQLite three times as much per row (41 µs against 12
-    for a commit of five steps).
+    of them ``NULL``, costs SQLite several times as much per row.
     """
     by_kind: dict[str, list[IndexRow]] = {}
     for e in entries:

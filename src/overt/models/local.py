@@ -36,24 +36,10 @@ it calls a tool again instead of answering, round after round. So:
    (:func:`overt.models.qwen_chat.answer_messages`). One tool round per
    question, with every call of that round answered.
 
-Measured on a 2-core x86 CPU (AVX2), greedy, repeat penalty 1.05, with the
-shipped system prompt and the two built-in tools; 6 questions that need a
-tool, 3 that do not:
-
-- valid calls (an offered name, arguments that fit the tool's schema): every
-  call with the grammar (6/6); 1/6 without it (the others invented arguments
-  such as ``{"type": "string"}`` or echoed the schema itself);
-- decisions: 5/6 tool questions made a call (one answered without a tool; one
-  picked the wrong tool; one asked "this week" got ``period: "today"``); 1/3
-  plain questions ("what is 2+2?") made a needless call; a ``package.json``
-  request was not taken for a call;
-- answer turns: 6/6 plain answers citing returned values with the folded user
-  message; 0/6 with the native rendering (each called a tool again); 0/6 with
-  tools dropped but results left in ``<tool_response>`` blocks (it echoed
-  the JSON or invented values);
-- time: ~1.6 s to load; a tool turn 5-9 s (≈680 prompt tokens at ≈80
-  tokens/s; the system prompt's prefix is reused from the KV cache between
-  calls), an answer turn 2-4 s; generation ≈25 tokens/s.
+The grammar is what makes a small model's calls valid: without it, a small model
+invents arguments (``{"type": "string"}``) or echoes the schema; and the folded
+answer turn is what makes it answer from the returned values instead of calling a
+tool again or echoing the JSON.
 
 Template markup is tokenized with special tokens parsed, message content and
 tool results without: a tool result holding ``<|im_start|>`` stays text and
@@ -285,7 +271,7 @@ class LocalModel:
     def warm(self, request: ModelRequest) -> None:
         """Load the weights and have the KV cache, and the prefix cache, hold the system
         turn ``request`` makes (blocking). After a change of prompt or tools that is a
-        prefill of ~2,600 tokens (about 16 s for the 1.5B model on 2 cores) done before
+        prefill of ~2,600 tokens (tens of seconds on a small CPU) done before
         anyone asks; otherwise a read from disk. (The answer turn's system turn, the
         same prompt without the tools, is never cached: it shares most of its tokens
         with the call turn's, which llama.cpp's prefix match reuses.)
