@@ -102,6 +102,7 @@ class Raw:
         self.execute("DROP INDEX IF EXISTS audit_log_reply_failures")
         self.execute("DROP INDEX IF EXISTS audit_log_direct_calls")
         self.execute("DROP INDEX IF EXISTS audit_log_paused_replies")
+        self.execute("DROP INDEX IF EXISTS audit_log_memory")
         return self
 
     @property

@@ -147,7 +147,8 @@ def _parser() -> argparse.ArgumentParser:
                             f"(default {retention.DEFAULT_OLDER_THAN})")
     prune.add_argument("--json", action="store_true")
     roles = lsub.add_parser("setup-roles", help="PostgreSQL: an owner role (DDL, prune) and a "
-                            "writer role (INSERT and SELECT only) for this ledger")
+                            "writer role (reads; appends to audit_log and content_blobs "
+                            "only) for this ledger")
     roles.add_argument("--owner", required=True, help="the role that owns and prunes")
     roles.add_argument("--writer", required=True, help="the role `overt serve` connects as")
 
@@ -526,8 +527,9 @@ def _setup_roles(config: Config, owner: str, writer: str) -> int:
     from overt.ledger.roles import setup_roles
 
     done = setup_roles(str(config.db), owner, writer)
-    print(f"owner {owner} (DDL, prune) and writer {writer} (INSERT and SELECT only) set up "
-          f"in {len(done)} statements; run `overt serve` with --db as {writer}")
+    print(f"owner {owner} (DDL, prune) and writer {writer} (reads; appends to audit_log and "
+          f"content_blobs only) set up in {len(done)} statements; run `overt serve` with "
+          f"--db as {writer}")
     return EXIT_OK
 
 

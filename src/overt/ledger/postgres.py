@@ -50,7 +50,7 @@ from overt.errors import (
     LedgerUnavailable,
 )
 from overt.events import Event, LedgerPruned
-from overt.ledger import pg_migrate, pg_read, retention, sql, trail_index, trail_read, tree
+from overt.ledger import pg_migrate, pg_read, retention, sql, trail_read, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -78,7 +78,6 @@ from overt.ledger.notify import AppendSignal
 from overt.ledger.outage import POOL_LOGGER, Outage
 from overt.ledger.pg_url import libpq_options, parse_url, url_pool_size
 from overt.ledger.pg_url import safe_url as _safe
-from overt.ledger.schema.postgres import COPY_TRAIL_INDEX
 from overt.ledger.sql import POSTGRES as D
 
 try:
@@ -328,7 +327,6 @@ class PostgresLedger:
         results: list[list[Entry] | LedgerConflict] = []
         try:
             entry_rows: list[Row] = []
-            index_rows: list[trail_index.IndexRow] = []
             bodies: list[tuple[int, str, bytes, str]] = []
             inserts: list[tuple[str, tuple[Any, ...]]] = []
             taken: set[tuple[str, str]] = set()
@@ -343,13 +341,10 @@ class PostgresLedger:
                 inserts.extend(pending.inserts)
                 first = head[0] + 1
                 rows, entries, head = chain(head, at, pending.batch)
-                body_seqs: dict[str, int] = {}
                 if pending.contents:
                     for seq, digest, body in content_rows(first, entries, pending.contents):
                         bodies.append((seq, digest, body.encode("utf-8"), at))
-                        body_seqs[digest] = seq
-                entry_rows.extend(rows)
-                index_rows.extend(trail_index.index_rows(entries, body_seqs))
+                entry_rows.extend(rows)  # the trail index: the owner's trigger (migration 17)
                 results.append(entries)
             with conn.cursor() as copy_cur:
                 if bodies:
@@ -360,10 +355,6 @@ class PostgresLedger:
                     with copy_cur.copy(_COPY_ENTRIES) as copy:
                         for entry_row in entry_rows:
                             copy.write_row(entry_row)
-                if index_rows:
-                    with copy_cur.copy(COPY_TRAIL_INDEX) as copy:
-                        for index_row in index_rows:
-                            copy.write_row(index_row)
                 for statement, values in inserts:
                     copy_cur.execute(statement, values)
             conn.execute("COMMIT")

@@ -13,7 +13,9 @@ digest of the body it shows and the ``seq`` the body is stored under in
 table is.
 
 It is derived, never a source of truth: written from the chain's entries in the
-transaction that stores them (by each backend's writer), filled from the chain
+transaction that stores them (SQLite: by its writer, :func:`inserts`; PostgreSQL: by
+the owner's trigger on ``audit_log``, :func:`overt.ledger.sql.trail_index_derive`,
+migration 17, so the writer role has no ``INSERT`` on it), filled from the chain
 by the migration that created it, pruned with the chain, guarded append-only
 like the other tables, and checked against the chain by ``verify``
 (:func:`check`), so an index altered behind the ledger's back is reported, not

@@ -371,8 +371,10 @@ def prune_rows(select: SyncSelect, d: Dialect, through: int) -> list[NodeRow]:
 
 def store_prune_rows(conn: Any, d: Dialect, through: int) -> None:
     """:func:`prune_rows` inserted on ``conn`` (either backend's connection, inside the
-    prune's transaction, before it deletes)."""
-    from overt.ledger.sql import insert_row
-
-    for table, values in prune_rows(lambda q, p: conn.execute(q, p).fetchall(), d, through):
-        conn.execute(insert_row(d, table, list(values)), tuple(values.values()))
+    prune's transaction, before it deletes). A plain ``INSERT``: a prune runs as the
+    ledger's owner, and on PostgreSQL only the owner may write these (the writer's
+    tiles go through ``overt_write_merkle_nodes``, which recomputes them, see
+    :mod:`overt.ledger.schema.derived`)."""
+    insert = f"INSERT INTO merkle_nodes (level, first_leaf, hash) VALUES ({d.phs(3)})"
+    for _, values in prune_rows(lambda q, p: conn.execute(q, p).fetchall(), d, through):
+        conn.execute(insert, (values["level"], values["first_leaf"], values["hash"]))
