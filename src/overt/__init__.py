@@ -18,7 +18,7 @@ from overt.ledger import open_ledger
 from overt.models.fake import FunctionModel, ScriptedModel
 from overt.runtime import Runtime
 from overt.tools.base import ToolContext, tool
-from overt.types import IncomingMessage, Message, ResponseResult, ToolCall, Usage
+from overt.types import IncomingMessage, Message, ResponseResult, ToolCall, TurnError, Usage
 
 __all__ = [
     "AnswerDelta",
@@ -39,6 +39,7 @@ __all__ = [
     "ToolCall",
     "ToolContext",
     "ToolError",
+    "TurnError",
     "Usage",
     "UsageError",
     "__version__",

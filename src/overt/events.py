@@ -24,6 +24,11 @@ TOOL_STATUSES: tuple[str, ...] = ("ok", "not_allowed", "execution_error", "timeo
 TurnStatus = Literal["completed", "tool_error_streak", "model_error", "ledger_error",
                      "budget_exceeded", "interrupted"]
 
+TurnErrorKind = Literal["model_error", "budget_exceeded", "ledger_error"]
+"""Why a turn ended without its answer (:class:`overt.types.TurnError`): each is also
+the ``status`` its ``turn.completed`` records (a ``ledger_error`` turn may have none)."""
+TURN_ERROR_KINDS: tuple[str, ...] = get_args(TurnErrorKind)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
@@ -141,6 +146,14 @@ class TurnCompleted(Event):
     cost_usd: float
     duration_ms: float
     error_type: str | None = None
+    """What failed, more precisely than ``error_kind``: the exception's type (a
+    model's), or the spending limit that refused (``budget_exceeded``)."""
+    error_kind: TurnErrorKind | None = None
+    """Why the turn ended without its answer (:class:`overt.types.TurnError`); ``None``
+    when it answered. Entries written before this field lack it: their ``status``
+    says the same (:func:`overt.channels.turns.turn_error`)."""
+    error_digest: str | None = None
+    """The error's message, in the content tier."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

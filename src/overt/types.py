@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from overt.events import TurnErrorKind
+
 Source = Literal["cli", "http", "slack_dm", "email", "mcp"]
 SOURCES: tuple[str, ...] = get_args(Source)
 
@@ -191,6 +193,32 @@ class ModelResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnError:
+    """Why a turn ended without its answer. Branch on ``kind``; ``message`` is for people.
+
+    ``kind`` is one of a closed set (:data:`overt.events.TURN_ERROR_KINDS`):
+
+    - ``model_error``: the model could not answer: its adapter failed (``type``: the
+      exception's type), or the conversation does not fit its window (``type``:
+      ``ContextWindowExceeded``).
+    - ``budget_exceeded``: a spending limit refused the next model call (``type``: the
+      limit, such as ``session_tokens``).
+    - ``ledger_error``: the ledger could not record the turn, so it stopped before its
+      next effect (``type``: ``LedgerUnavailable`` when the server is out of reach).
+    """
+
+    kind: TurnErrorKind
+    message: str
+    type: str | None = None
+
+    def __str__(self) -> str:
+        return ": ".join(part for part in (self.kind, self.type, self.message) if part)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, "type": self.type}
+
+
+@dataclass(frozen=True, slots=True)
 class ResponseResult:
     """The outcome of one turn.
 
@@ -202,7 +230,8 @@ class ResponseResult:
     text: str
     tools_used: list[str] | None
     usage: Usage
-    error: str | None
+    error: TurnError | None
+    """Why the turn ended without its answer; ``None`` when it answered."""
     session_id: str
     turn_id: str
     awaiting_approval: str | None = None
@@ -213,7 +242,7 @@ class ResponseResult:
             "text": self.text,
             "tools_used": self.tools_used,
             "usage": self.usage.to_dict(),
-            "error": self.error,
+            "error": self.error.to_dict() if self.error is not None else None,
             "session_id": self.session_id,
             "turn_id": self.turn_id,
             "awaiting_approval": self.awaiting_approval,

@@ -34,6 +34,17 @@ class ToolOutcome:
     reason_code: str | None = None
     executed: bool = False
 
+    @property
+    def code(self) -> str:
+        """What the call's failure was, as the model reads it first: why it was not
+        run (its reason code), else ``tool_timeout`` or ``tool_execution_error``
+        (``ok`` for a call that did not fail)."""
+        if self.reason_code is not None:
+            return self.reason_code
+        if not self.is_error:
+            return "ok"
+        return "tool_timeout" if self.status == "timeout" else "tool_execution_error"
+
 
 def exc_type_name(exc: BaseException) -> str:
     """The exception type a model and an auditor see.

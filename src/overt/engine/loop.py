@@ -84,6 +84,7 @@ from overt.types import (
     ResponseResult,
     ToolCall,
     ToolSpec,
+    TurnError,
     Usage,
 )
 
@@ -207,7 +208,7 @@ class Turn:
         self.tool_calls = 0
         self.response_calls = 0  # calls answered of the model's latest response
         self.model_calls = 0
-        self.error: str | None = None
+        self.error: TurnError | None = None
         # The loop's state: what a checkpoint saves when the turn pauses.
         self.messages: list[Message] = []
         self.specs: tuple[ToolSpec, ...] = ()
@@ -242,7 +243,7 @@ class Turn:
         turn.steps.next_number = cp.next_step
         return turn
 
-    def result(self, text: str, tools_used: list[str] | None, error: str | None,
+    def result(self, text: str, tools_used: list[str] | None, error: TurnError | None,
                awaiting_approval: str | None = None) -> ResponseResult:
         return ResponseResult(text, tools_used, self.usage, error, self.session_id,
                               self.turn_id, awaiting_approval)
@@ -255,7 +256,8 @@ class Turn:
         text = "I could not record this turn, so I stopped before acting."
         if self.stream is not None:
             self.stream.settle(text)
-        return TurnOutcome(self.result(text, None, f"ledger_error: {exc}"))
+        return TurnOutcome(self.result(
+            text, None, TurnError("ledger_error", str(exc), type(exc).__name__)))
 
     async def run(self, text: str, history: Sequence[Message],
                   earlier: Sequence[HistoryTurn] = (), actor: str = "") -> TurnOutcome:
@@ -321,8 +323,8 @@ class Turn:
             too_long = self.window.trim(self.messages,
                                         self.specs if self.tools_allowed else ())
             if too_long is not None:
-                self.error = f"model_error: ContextWindowExceeded: {too_long}"
-                self.steps.failed(self.error)
+                self.error = TurnError("model_error", too_long, "ContextWindowExceeded")
+                self.steps.failed(str(self.error))
                 return await self._finish("model_error", "I cannot answer this: " + too_long)
             request = ModelRequest(tuple(self.messages),
                                    self.specs if self.tools_allowed else (),
@@ -331,7 +333,7 @@ class Turn:
                 await rec.flush()  # what was spent so far is on the record first
                 refusal = await engine.budget.check(self.session_id, request, self.model.name)
                 if refusal is not None:
-                    self.error = f"budget_exceeded: {refusal.limit}"
+                    self.error = TurnError("budget_exceeded", refusal.text, refusal.limit)
                     return await self._finish("budget_exceeded", refusal.text)
             if hooks is None:
                 response = await self.infer(request, self.model)
@@ -404,7 +406,7 @@ class Turn:
             self.error_streak = 0
             return None
         self.error_streak += 1
-        self.last_error = f"{call.name}: {outcome.content.split(':')[0]}"
+        self.last_error = f"{call.name}: {outcome.code}"
         if self.error_streak < self.engine.settings.max_consecutive_tool_errors:
             return None
         return (f"I stopped: {self.error_streak} tool calls in a row failed "
@@ -452,8 +454,8 @@ class Turn:
             response = well_formed(await complete_streaming(
                 model, request, self.stream.text if self.stream is not None else None))
         except Exception as exc:  # noqa: BLE001  any adapter failure ends the turn, recorded
-            self.error = f"model_error: {type(exc).__name__}: {exc}"
-            self.steps.failed(self.error)
+            self.error = TurnError("model_error", str(exc), type(exc).__name__)
+            self.steps.failed(str(self.error))
             rec.add(InferenceRecorded(
                 turn_id=self.turn_id, session_id=self.session_id, inference_id=inference_id,
                 iteration=self.model_calls - 1, model=model.name,
@@ -559,7 +561,9 @@ class Turn:
             input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens,
             cost_usd=self.usage.cost_usd,
             duration_ms=round(self.earlier_ms + ms_since(self.started), 3),
-            error_type=error.split(":")[1].strip() if error else None))
+            error_type=error.type if error else None,
+            error_kind=error.kind if error else None,
+            error_digest=self.recorder.content(error.message) if error else None))
         await self.recorder.flush()
         if self.recorder.events:  # on_event failures on the last batch, recorded too
             await self.recorder.flush()
