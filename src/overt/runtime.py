@@ -199,9 +199,9 @@ class Runtime:
 
     def preload(self) -> asyncio.Future[None] | None:
         """Start loading the default model's weights on a worker thread, when it has
-        any (the embedded model: 1-2 s), and preparing what every request begins with
+        any (the embedded model), and preparing what every request begins with
         (its system turn's KV state: a read from disk, or after a change of prompt or
-        tools a prefill of about 16 s), so that the first answer of ``overt chat`` or
+        tools a prefill), so that the first answer of ``overt chat`` or
         ``overt serve`` does not wait for them; None when there is nothing to load.
         Returns at once. A failure is logged here, and the first request meets the
         same error from the model."""
