@@ -22,7 +22,6 @@ from collections.abc import (
 )
 from typing import Any, TypeVar
 
-from overt import __version__
 from overt.channels.transcript import Transcript, transcript_line
 from overt.clock import iso_after, now_iso
 from overt.config import Budget, Config, routing
@@ -55,6 +54,7 @@ from overt.tools.base import Tool
 from overt.tools.mcp_toolset import McpServerSpec, McpSessions, load_toolset
 from overt.tools.registry import ToolRegistry
 from overt.types import IncomingMessage, Message, ModelRequest, ResponseResult, ToolSpec
+from overt.version import __version__
 
 log = logging.getLogger("overt.runtime")
 T = TypeVar("T")

@@ -37,13 +37,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from overt import __version__
 from overt.channels import openapi
 from overt.channels.answer_sse import Turns, answer_events
 from overt.channels.auth import Tokens
 from overt.channels.events_stream import DEFAULT_LIFETIME_S, last_event_id, turn_events
 from overt.channels.take_up import SETTLED_S, TAKE_UP_EVERY_S, taking_up
 from overt.channels.turns import answered, turn_state, wait_for_answer
+from overt.channels.views import MAX_WAIT_S, request_json, trail_json
 from overt.clock import period_start
 from overt.engine.answer_stream import AnswerSink
 from overt.errors import (
@@ -70,6 +70,7 @@ from overt.sessions import (
 )
 from overt.sessions.access import NO_SESSION, NO_TURN, Refused, SessionAccess
 from overt.types import IncomingMessage, ResponseResult
+from overt.version import __version__
 
 try:
     from starlette.applications import Starlette
@@ -89,7 +90,6 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 log = logging.getLogger("overt.channels.http")
 
 DEFAULT_MAX_BODY_BYTES = 1_000_000
-MAX_WAIT_S = 300.0
 DEFAULT_SESSIONS = 50
 MAX_SESSIONS = 1000
 
@@ -527,27 +527,3 @@ def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *,
     if not isinstance(value, kind) or isinstance(value, bool):  # no field is a bool
         raise ApiError(422, "invalid", f"{name} has the wrong type")
     return value
-
-
-def request_json(r: Any) -> dict[str, Any]:
-    return {
-        "request_id": r.request_id, "status": r.status, "mode": r.mode,
-        "turn_id": r.turn_id, "session_id": r.session_id, "tool_name": r.tool_name,
-        "tool_call_id": r.tool_call_id, "actor": r.actor, "source": r.source,
-        "reason_code": r.reason_code, "requested_at": r.requested_at,
-        "expires_at": r.expires_at, "decided_by": r.decided_by, "decided_at": r.decided_at,
-        "resumed": r.resumed,
-    }
-
-
-def trail_json(trail: Any) -> dict[str, Any]:
-    """A trail as JSON: turns in order, each with its records in ledger order."""
-    return {
-        "session_id": trail.session_id,
-        "turns": [{
-            "turn_id": t.turn_id, "session_id": t.session_id, "started_at": t.started_at,
-            "source": t.source, "model": t.model, "message": t.message, "status": t.status,
-            "completed_at": t.completed_at, "paused_on": t.paused_on,
-            "records": [{"type": type(r).__name__, **r._asdict()} for r in t.records()],
-        } for t in trail.turns],
-    }

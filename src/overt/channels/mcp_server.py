@@ -26,8 +26,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from overt.channels.http import MAX_WAIT_S, request_json, trail_json
 from overt.channels.turns import answered, wait_for_answer
+from overt.channels.views import MAX_WAIT_S, request_json, trail_json
 from overt.errors import ExtraMissingError, NotFoundError, OvertError, UsageError
 from overt.events import CapabilityChecked
 from overt.ids import new_ulid

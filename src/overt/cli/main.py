@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from overt import __version__
 from overt.channels.delivery import deliver_pending
 from overt.cli import (
     approvals_cmd,
@@ -61,6 +60,7 @@ from overt.policy.actors import Actor
 from overt.policy.capabilities import Capabilities
 from overt.runtime import Runtime, run_sync
 from overt.types import IncomingMessage, text_problem
+from overt.version import __version__
 
 EXIT_OK, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_VERIFY, EXIT_NOT_FOUND, EXIT_BACKEND = 0, 1, 2, 3, 4, 5
 

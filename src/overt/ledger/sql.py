@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from overt.ledger import trail_index
-from overt.ledger.chain import CONTENT_CANDIDATES, ENTRY_COLUMNS
+from overt.ledger.chain import BODY_FIELDS, CONTENT_CANDIDATES, ENTRY_COLUMNS
 
 # Kinds that mean a turn is waiting on something outside it (an approval); a
 # turn whose latest such entry has no completion after it is never pruned.
@@ -471,20 +471,6 @@ def last_error(d: Dialect) -> str:
 
 VERIFY = f"SELECT {ENTRY_COLUMNS} FROM audit_log ORDER BY seq"
 
-def verify_total(*, index: bool, content: bool, bodies: bool) -> str:
-    """How many rows a verify reads (for its progress): the chain's entries, then as
-    checked, the trail index's rows, the bodies, and the chain's entries again for
-    the bodies they point to."""
-    parts = ["(SELECT count(*) FROM audit_log)"]
-    if index:
-        parts.append("(SELECT count(*) FROM trail_index)")
-    if content:
-        parts.append("(SELECT count(*) FROM content_blobs)")
-        if bodies:
-            parts.append("(SELECT count(*) FROM audit_log)")
-    return "SELECT " + " + ".join(parts)
-
-
 # SQLite builds each entry's hash preimage (prev_hash, a newline, the payload) as
 # bytes itself (json_quote escapes exactly as Python's json does; a test holds
 # them equal), so verify only hashes in Python.
@@ -558,7 +544,5 @@ def delete_entries_through(d: Dialect) -> str:
 def body_pointers(d: Dialect) -> str:
     """(seq, one column per :data:`overt.ledger.chain.BODY_FIELDS`) of every entry
     pointing to a body, in ``seq`` order."""
-    from overt.ledger.chain import BODY_FIELDS  # chain imports nothing from here
-
     columns = ", ".join(d.text(f) for f in BODY_FIELDS)
     return f"SELECT seq, {columns} FROM audit_log ORDER BY seq"
