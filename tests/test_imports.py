@@ -9,6 +9,7 @@ never executed, and name types only.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,6 +99,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
     known = modules()
     return {name: set(imports(name, path, known)) for name, path in known.items()}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,15 +15,8 @@ from overt.events import ChannelReceived
 from overt.ledger import open_ledger
 from overt.models.fake import ScriptedModel
 from overt.runtime import Runtime
-from tests import pg_cluster
 from tests.conftest import ALLOW_ALL, cli_message, run
 from tests.pg_cluster import Cluster
-
-
-@pytest.fixture
-def private_pg() -> Iterator[Cluster]:
-    with pg_cluster.private_cluster_or_skip() as made:
-        yield made
 
 
 def received(n: int) -> ChannelReceived:

@@ -26,7 +26,12 @@ from overt.ledger.schema import NAMES
 from tests import backends
 from tests.conftest import run
 
-pytestmark = pytest.mark.skipif(not backends.pg_available(), reason="no PostgreSQL")
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(autouse=True)
+def _server() -> None:
+    backends.require_pg()
 
 
 def _turn(name: str) -> tuple[list[Any], dict[str, str]]:
