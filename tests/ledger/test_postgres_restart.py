@@ -90,7 +90,8 @@ def test_an_outage_is_logged_in_proportion_and_every_failure_is_counted(
                 with pytest.raises(LedgerUnavailable, match="cannot read ledger"):
                     run(ledger.count("channel.received"))
             result = run(runtime.respond(cli_message("hi"), history=()))
-            assert result.error is not None and result.error.startswith("ledger_error:")
+            assert result.error is not None and result.error.kind == "ledger_error"
+            assert result.error.type == "LedgerUnavailable"
         finally:
             private_pg.pg_ctl("start")
         run(ledger.record([received(11)]))

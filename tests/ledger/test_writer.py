@@ -298,7 +298,6 @@ class _LockHolder:
     def __init__(self, url: str) -> None:
         self.pg = url.startswith("postgresql")
         self._released = False
-        self._since = time.monotonic()
         if self.pg:
             import psycopg
 
@@ -315,10 +314,22 @@ class _LockHolder:
             self.conn.execute("BEGIN IMMEDIATE")
 
     def waited_on(self) -> bool:
-        """Whether the ledger's writer waits for the lock (PostgreSQL shows it; SQLite
-        does not: a writer that has had half a second to take its batch is waiting)."""
+        """Whether the ledger's writer waits for the lock: PostgreSQL shows it; SQLite
+        does not, so there, whether a writer thread is beginning its transaction (in
+        the busy handler of ``BEGIN IMMEDIATE``)."""
         if not self.pg:
-            return time.monotonic() - self._since > 0.5
+            writers = {t.ident for t in threading.enumerate()
+                       if t.name.startswith("overt-ledger-writer")}
+            for ident, frame in sys._current_frames().items():
+                if ident not in writers:
+                    continue
+                names = []
+                while frame is not None:
+                    names.append(frame.f_code.co_name)
+                    frame = frame.f_back
+                if "begin" in names:
+                    return True
+            return False
         row = self._watch.execute(
             "SELECT count(*) FROM pg_locks WHERE relation = %s::regclass AND NOT granted",
             (self._table,)).fetchone()

@@ -493,12 +493,13 @@ class _Store:
     def __init__(self, ledger: PostgresLedger) -> None:
         self._ledger = ledger
         self._staged = _Staged()
+        self._ended = False  # a batch alone failed: its transaction is rolled back
 
     def connect(self) -> Any:
         return self._ledger._connect(autocommit=True)
 
     def begin(self, conn: Any) -> Head:
-        self._staged = _Staged()
+        self._staged, self._ended = _Staged(), False
         cur = conn.execute(_BEGIN_LOCK_HEAD)
         cur.nextset()
         cur.nextset()
@@ -511,8 +512,18 @@ class _Store:
             return work(conn, head, at, self._staged)
         except psycopg.Error as exc:  # the transaction is aborted: the group's failure
             raise Broken(str(exc)) from exc
+        except Exception:
+            if alone:  # the batch is the transaction (a prune may have written): undone
+                try:
+                    self.rollback(conn)
+                except psycopg.Error as exc:
+                    raise Broken(str(exc)) from exc
+                self._ended = True
+            raise
 
     def commit(self, conn: Any) -> None:
+        if self._ended:
+            return
         staged, self._staged = self._staged, _Staged()
         with conn.cursor() as cur:
             for statement, rows in ((_COPY_CONTENT, staged.bodies),
