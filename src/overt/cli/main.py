@@ -449,6 +449,8 @@ async def _show(config: Config, turn_id: str, content: bool, as_json: bool) -> i
                 for key, value in e.data.items():
                     if key.endswith(("_digest", "_sha256")) and isinstance(value, str):
                         bodies[value] = await ledger.content(value, seq=e.seq)
+                    if key == "request_digest" and bodies.get(value) is not None:
+                        bodies[value] = await render.request_text(ledger, bodies[value])
     if as_json:
         print(json.dumps({"entries": [e.to_dict() for e in entries],
                           "content": bodies if content else None}, ensure_ascii=False, indent=2))
