@@ -34,6 +34,7 @@ from overt.cli import (
     memory_cmd,
     proofs_cmd,
     render,
+    replay_cmd,
     serve_cmd,
     sessions_cmd,
     trail_cmd,
@@ -158,6 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     trail_cmd.add_parsers(sub)
     memory_cmd.add_parser(sub)
     approvals_cmd.add_parser(sub)
+    replay_cmd.add_parser(sub)
     sessions_cmd.add_parser(sub)
     serve_cmd.add_parsers(sub)
     email_cmd.add_parser(sub)
@@ -274,6 +276,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return run_sync(_sessions(config, args))
     if command in trail_cmd.COMMANDS:
         return run_sync(_trail(config, args))
+    if command == "replay":
+        return run_sync(replay_cmd.run(args, config))
     raise UsageError(f"unknown command {command}")
 
 
