@@ -123,6 +123,9 @@ class Engine:
         self.parts = PartStore()  # request parts this engine committed (stored once)
         self.execute: Executor = execute
         """Runs an allowed call's tool; replay puts the recorded results in its place."""
+        self.record_requests = True
+        """Whether each inference's request is recorded (replay, which compares each
+        with the recorded one itself, records nothing it keeps)."""
 
     async def run_turn(self, message: IncomingMessage, *, session_id: str | None = None,
                        history: Sequence[Message] = (), earlier: Sequence[HistoryTurn] = (),
@@ -496,9 +499,11 @@ class Turn:
                                    final=not response.tool_calls)
         return response
 
-    def _request_digest(self, request: ModelRequest, sent: object) -> str:
+    def _request_digest(self, request: ModelRequest, sent: object) -> str | None:
         """The request as sent, its parts and its body added to the next commit."""
         rec = self.recorder
+        if not self.engine.record_requests:
+            return None
         return rec.content(request_body(request, sent if isinstance(sent, Mapping) else None,
                                         rec.part, self.chain))
 

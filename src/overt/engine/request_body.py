@@ -6,7 +6,8 @@ A request body (canonical JSON, under the inference's ``request_digest``)::
     {"v": 1,
      "system": DIGEST | null,         the system prompt's text
      "messages": DIGEST | null,       the head of the message chain (below)
-     "tools": [DIGEST, ...],          each tool schema offered, in order
+     "tools": DIGEST | null,          the tools offered: a part listing each tool
+                                      schema's digest, in order (each schema a part)
      "max_output_tokens": N | null,
      "sent": PACKED | null}           the adapter's own payload (its wire form), packed
 
@@ -95,7 +96,7 @@ class Chain:
     def head(self, messages: Sequence[Message], store: Store) -> str | None:
         shared = 0
         for mine, theirs in zip(self.messages, messages, strict=False):
-            if mine is not theirs:
+            if mine is not theirs and mine != theirs:
                 break
             shared += 1
         del self.messages[shared:], self.heads[shared:]
@@ -118,7 +119,8 @@ def request_body(request: ModelRequest, sent: Mapping[str, Any] | None, store: S
     head = (chain or Chain()).head(messages, store)
     return canonical_json({
         "v": BODY_VERSION, "system": system, "messages": head,
-        "tools": [store(canonical_json(tool_form(t))) for t in request.tools],
+        "tools": store(canonical_json([store(canonical_json(tool_form(t)))
+                                       for t in request.tools])) if request.tools else None,
         "max_output_tokens": request.max_output_tokens,
         "sent": pack(sent, store) if sent is not None else None,
     })
@@ -220,7 +222,13 @@ async def expand(body: str, read: Read) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("v") != BODY_VERSION:
         raise ValueError("not a request body")
     tools = []
-    for digest in data["tools"]:
+    listed = "[]"
+    if data["tools"] is not None:
+        found = await read(data["tools"])
+        if found is None:
+            raise PartMissing(data["tools"])
+        listed = found
+    for digest in json.loads(listed):
         text = await read(digest)
         if text is None:
             raise PartMissing(digest)

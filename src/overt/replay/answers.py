@@ -17,10 +17,9 @@ from overt.engine.dispatch import ToolOutcome, refuse
 from overt.engine.request_body import Chain, read_messages, request_body, tool_form
 from overt.errors import ModelError
 from overt.events import Event
-from overt.ledger.base import Ledger
 from overt.ledger.canonical import canonical_json, digest_text
 from overt.ledger.chain import clean_text
-from overt.replay.record import RecordedTurn, note_ids, response_from_body
+from overt.replay.record import Reads, RecordedTurn, note_ids, response_from_body
 from overt.replay.types import Divergence
 from overt.tools.base import Tool, ToolContext
 from overt.types import Message, ModelRequest, ModelResponse, ToolCall
@@ -66,7 +65,7 @@ class RecordedModel:
     """Answers a replayed turn's model calls with the recorded responses, in order,
     reporting each request that differs from the recorded one (which part)."""
 
-    def __init__(self, ledger: Ledger, turn: RecordedTurn, ids: IdMap, report: Report,
+    def __init__(self, ledger: Reads, turn: RecordedTurn, ids: IdMap, report: Report,
                  name: str, notes: list[str]) -> None:
         self.name = name
         self.ledger = ledger
@@ -76,6 +75,8 @@ class RecordedModel:
         self.notes = notes
         self.calls = 0
         self.context_window: int | None = None
+        self.chain = Chain()  # the turn's requests share their messages
+        self.parts: dict[str, str] = {}  # the parts of this turn's requests, as replayed
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         index = self.calls
@@ -104,7 +105,7 @@ class RecordedModel:
             self.notes.append(f"{self.turn.turn_id} {step}: request body not held")
             return
         recorded = json.loads(recorded_text)
-        parts: dict[str, str] = {}
+        parts = self.parts
 
         def store(text: str) -> str:
             text = clean_text(text)
@@ -114,7 +115,7 @@ class RecordedModel:
 
         mapped = ModelRequest(tuple(self.ids.message(m) for m in request.messages),
                               request.tools, request.max_output_tokens)
-        mine = json.loads(request_body(mapped, None, store, Chain()))
+        mine = json.loads(request_body(mapped, None, store, self.chain))
         turn_id = self.turn.turn_id
         if mine["system"] != recorded["system"]:
             self.report(Divergence(turn_id, step, "request", "prompt", recorded["system"] or "",
@@ -146,9 +147,10 @@ class RecordedModel:
             self.turn.turn_id, step, "request", part, f"{len(recorded)} messages",
             f"{len(replayed)} messages", f"the messages differ from message {first} on"))
 
-    async def _tools(self, step: str, theirs: list[str], request: ModelRequest) -> None:
+    async def _tools(self, step: str, theirs: str | None, request: ModelRequest) -> None:
         recorded: dict[str, str] = {}
-        for digest in theirs:
+        listed = await self.ledger.content(theirs) if theirs is not None else "[]"
+        for digest in json.loads(listed or "[]"):
             body = await self.ledger.content(digest)
             name = json.loads(body)["name"] if body is not None else digest
             recorded[name] = digest
@@ -165,7 +167,7 @@ class RecordedModel:
 class RecordedResults:
     """The recorded result of each call whose tool ran, in order; no tool runs."""
 
-    def __init__(self, ledger: Ledger, turn: RecordedTurn, report: Report) -> None:
+    def __init__(self, ledger: Reads, turn: RecordedTurn, report: Report) -> None:
         self.ledger = ledger
         self.turn = turn
         self.report = report

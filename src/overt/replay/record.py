@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from overt.errors import LedgerIntegrityError
 from overt.events import (
@@ -32,6 +32,8 @@ class RecordedTurn:
     turn_id: str
     started: TurnStarted
     text: str
+    seq: int
+    """The seq of its ``turn.started``."""
     inferences: list[tuple[InferenceRecorded, int]] = field(default_factory=list)
     decisions: list[PolicyDecided] = field(default_factory=list)
     completions: list[ToolCallCompleted] = field(default_factory=list)
@@ -56,8 +58,14 @@ def note_ids(ids: dict[str, list[str]], seen: set[str], event: Event) -> None:
             ids.setdefault(name, []).append(value)
 
 
-async def read_turn(ledger: Ledger, turn_id: str,
-                    entries: list[Entry] | None = None) -> RecordedTurn | None:
+class Reads(Protocol):
+    """Where bodies are read from: a ledger, or replay's bulk reads of one."""
+
+    async def content(self, digest: str, *, seq: int | None = None) -> str | None: ...
+
+
+async def read_turn(bodies: Reads, turn_id: str, entries: list[Entry] | None = None,
+                    ledger: Ledger | None = None) -> RecordedTurn | None:
     """The recorded turn ``turn_id``; ``None`` if it has no ``turn.started`` (it began
     in a pruned range, or is no turn).
 
@@ -65,6 +73,8 @@ async def read_turn(ledger: Ledger, turn_id: str,
         LedgerIntegrityError: the operator's message is not held (a body missing).
     """
     if entries is None:
+        if ledger is None:
+            return None
         entries = await ledger.entries(turn_id=turn_id)
     turn: RecordedTurn | None = None
     started_calls: set[str] = set()
@@ -72,10 +82,10 @@ async def read_turn(ledger: Ledger, turn_id: str,
     for entry in entries:
         event = entry.event()
         if isinstance(event, TurnStarted):
-            text = await ledger.content(event.message_digest, seq=entry.seq)
+            text = await bodies.content(event.message_digest, seq=entry.seq)
             if text is None:
                 raise LedgerIntegrityError(f"turn {turn_id}: its message is not held")
-            turn = RecordedTurn(turn_id, event, text)
+            turn = RecordedTurn(turn_id, event, text, entry.seq)
             continue
         if turn is None:
             continue

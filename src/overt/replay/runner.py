@@ -25,12 +25,13 @@ from overt.events import (
     TurnCompleted,
     TurnPaused,
 )
-from overt.ledger import open_ledger
-from overt.ledger.base import Ledger
+from overt.ledger.base import Entry, Ledger
 from overt.replay.answers import IdMap, RecordedModel, RecordedResults
 from overt.replay.record import RecordedTurn, read_turn
+from overt.replay.source import Bodies, first_turns, scratch, turn_entries
 from overt.replay.types import Divergence, TurnReplay
 from overt.sessions import session_history
+from overt.sessions.book import HistoryTurn
 from overt.types import SOURCES, IncomingMessage
 
 
@@ -55,6 +56,10 @@ async def select_turns(ledger: Ledger, *, turn_id: str | None = None,
     return [e.turn_id for e in entries if e.turn_id is not None]
 
 
+CHUNK = 256
+"""Turns whose entries and bodies are read at once."""
+
+
 class Replayer:
     """Replays turns of ``ledger`` with ``engine``'s tools, hooks, gate, prompt and
     settings (a runtime's engine)."""
@@ -62,23 +67,36 @@ class Replayer:
     def __init__(self, engine: Engine, ledger: Ledger) -> None:
         self.base = engine
         self.ledger = ledger
-        self.scratch: Ledger | None = None
+        self.bodies = Bodies(ledger)
+        self.scratch, self.scratch_ledger = scratch()
 
     async def run(self, turn_ids: Sequence[str]) -> AsyncIterator[TurnReplay]:
-        self.scratch = open_ledger(":memory:")
-        try:
-            for turn_id in turn_ids:
-                yield await self.turn(turn_id)
-        finally:
-            await self.scratch.close()
+        """Each turn's replay, in the order given.
 
-    async def turn(self, turn_id: str) -> TurnReplay:
+        Raises:
+            LedgerIntegrityError: a body a turn needs is not readable.
+        """
+        for start in range(0, len(turn_ids), CHUNK):
+            chunk = list(turn_ids[start:start + CHUNK])
+            entries = await turn_entries(self.ledger, chunk)
+            seqs = [e.seq for found in entries.values() for e in found]
+            if seqs:
+                await self.bodies.load(min(seqs), max(seqs))
+            sessions = sorted({found[0].session_id for found in entries.values()
+                               if found and found[0].session_id is not None})
+            firsts = await first_turns(self.ledger, sessions)
+            for turn_id in chunk:
+                yield await self.turn(turn_id, entries.get(turn_id), firsts)
+
+    async def turn(self, turn_id: str, entries: list[Entry] | None = None,
+                   firsts: dict[str, int] | None = None) -> TurnReplay:
         """Replay one turn.
 
         Raises:
             LedgerIntegrityError: a body the turn needs is not readable.
         """
-        recorded = await read_turn(self.ledger, turn_id)
+        recorded = await read_turn(self.bodies, turn_id, entries if entries else None,
+                                   self.ledger)
         if recorded is None:
             return TurnReplay(turn_id, (), ("no turn.started on record: not replayed",))
         divergences: list[Divergence] = []
@@ -91,23 +109,27 @@ class Replayer:
             events.append(event)
 
         base = self.base
-        model = RecordedModel(self.ledger, recorded, ids, divergences.append,
+        model = RecordedModel(self.bodies, recorded, ids, divergences.append,
                               recorded.started.model, notes)
         for attr in ("context_window", "n_ctx", "count_tokens"):  # the same window
             if hasattr(base.model, attr):
                 setattr(model, attr, getattr(base.model, attr))
-        assert self.scratch is not None
-        engine = Engine(model, base.tools, self.scratch, system_prompt=base.system_prompt,
-                        settings=base.settings, runtime_started_at=base.runtime_started_at,
+        self.scratch.clear()
+        engine = Engine(model, base.tools, self.scratch_ledger,
+                        system_prompt=base.system_prompt, settings=base.settings,
+                        runtime_started_at=base.runtime_started_at,
                         observers=[observe], hooks=base.hooks,
                         system_prompt_for=base.system_prompt_for, prices=base.prices,
                         gate=base.gate)
-        engine.execute = RecordedResults(self.ledger, recorded, divergences.append)
+        engine.execute = RecordedResults(self.bodies, recorded, divergences.append)
+        engine.record_requests = False
         source = recorded.started.source
         message = IncomingMessage(source if source in SOURCES else "cli",  # type: ignore[arg-type]
                                   recorded.text)
-        earlier = await session_history(self.ledger, recorded.started.session_id or "",
-                                        before_turn=turn_id)
+        session = recorded.started.session_id or ""
+        earlier: list[HistoryTurn] = []
+        if firsts is None or firsts.get(session) != recorded.seq:
+            earlier = await session_history(self.ledger, session, before_turn=turn_id)
         outcome = await engine.run_turn(message, session_id=recorded.started.session_id,
                                         earlier=earlier, actor=recorded.started.actor)
         for resumed in recorded.resumed:
@@ -121,7 +143,6 @@ class Replayer:
         return TurnReplay(turn_id, tuple(divergences), tuple(notes))
 
     async def _checkpoint(self, events: Sequence[Event], request_id: str) -> Checkpoint:
-        assert self.scratch is not None
         for event in reversed(events):
             if isinstance(event, TurnPaused) and event.request_id == request_id:
                 body = await self.scratch.content(event.checkpoint_digest)
