@@ -239,3 +239,14 @@ def test_a_tampered_entry_makes_replay_refuse(ledger: Ledger, raw: Raw, tmp_path
         "'\"effect\":\"allow\"')::jsonb WHERE kind = 'policy.decision'")
     with pytest.raises(ReplayRefused):
         replay(build(ledger, tmp_path))
+
+
+def test_a_changed_system_prompt_is_found_on_each_request_as_the_prompt(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    record_turns(ledger, tmp_path)
+    rt = build(ledger, tmp_path)
+    rt.engine.system_prompt += "\nAlways answer in French."
+    found = [d for r in replay(rt) for d in r.divergences]
+    assert {(d.kind, d.part) for d in found} == {("request", "prompt")}
+    assert len(found) == 10

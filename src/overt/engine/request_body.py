@@ -4,19 +4,21 @@ repeating parts stored once.
 A request body (canonical JSON, under the inference's ``request_digest``)::
 
     {"v": 1,
-     "system": DIGEST | null,         the system prompt's text
-     "messages": DIGEST | null,       the head of the message chain (below)
+     "messages": DIGEST,              the head of the message chain (below)
      "tools": DIGEST | null,          the tools offered: a part listing each tool
                                       schema's digest, in order (each schema a part)
-     "max_output_tokens": N | null,
-     "sent": PACKED | null}           the adapter's own payload (its wire form), packed
+     "max_output_tokens": N,
+     "sent": PACKED}                  the adapter's own payload (its wire form), packed
+
+(a key whose value would be null is left out).
 
 The messages are a hash-linked chain: each message is one part
-``{"prev": DIGEST | null, "message": {...}}`` naming the part before it, so two
+``{"p": DIGEST, "m": {...}}`` naming the part before it (none for the first), so two
 requests that begin alike (every request of a session, each turn adding its messages
 to the last) share the parts they begin with, and a 200-turn session stores each
-message once, not once per request. Inside a part, a message's text is a digest
-(the body the turn stored anyway: the operator's text, the tool result). Two requests
+message once, not once per request. Inside a part, a message's text is under
+``text`` when short, else its digest under ``content`` (the body the turn stored
+anyway: the operator's text, the tool result). Two requests
 with the same messages have the same head digest, which is what replay compares first.
 
 The adapter's payload is packed the same way (:func:`pack`): its ``messages`` list
@@ -42,6 +44,8 @@ from overt.types import Message, ModelRequest, ToolSpec
 BODY_VERSION = 1
 LONG = 64
 """Strings of the adapter's payload longer than this are parts of their own."""
+SHORT = 64
+"""A message's text up to this long is kept in its chain part, not by digest."""
 PART = "$part"
 JSON_PART = "$json"
 
@@ -68,8 +72,12 @@ class PartStore:
 
 
 def message_form(message: Message, store: Store) -> dict[str, Any]:
-    """A message as its chain part holds it: its text by digest."""
-    out: dict[str, Any] = {"role": message.role, "content": store(message.content)}
+    """A message as its chain part holds it: its text, or its digest when long."""
+    out: dict[str, Any] = {"role": message.role}
+    if len(message.content) <= SHORT:
+        out["text"] = message.content
+    else:
+        out["content"] = store(message.content)
     if message.tool_calls:
         out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": jsonable(c.arguments),
                               "malformed": c.malformed} for c in message.tool_calls]
@@ -77,6 +85,11 @@ def message_form(message: Message, store: Store) -> dict[str, Any]:
         out.update(tool_call_id=message.tool_call_id, name=message.name,
                    is_error=message.is_error)
     return out
+
+
+def node(prev: str | None, message: Any) -> str:
+    """A chain part: ``message`` after the part ``prev``."""
+    return canonical_json({"m": message} if prev is None else {"m": message, "p": prev})
 
 
 def tool_form(spec: ToolSpec) -> dict[str, Any]:
@@ -102,8 +115,7 @@ class Chain:
         del self.messages[shared:], self.heads[shared:]
         prev = self.heads[-1] if self.heads else None
         for message in messages[shared:]:
-            prev = store(canonical_json({"prev": prev,
-                                         "message": message_form(message, store)}))
+            prev = store(node(prev, message_form(message, store)))
             self.messages.append(message)
             self.heads.append(prev)
         return prev
@@ -112,18 +124,16 @@ class Chain:
 def request_body(request: ModelRequest, sent: Mapping[str, Any] | None, store: Store,
                  chain: Chain | None = None) -> str:
     """``request`` (and the adapter's payload ``sent``) as the stored body."""
-    messages: Sequence[Message] = request.messages
-    system = None
-    if messages and messages[0].role == "system":
-        system = store(messages[0].content)
-    head = (chain or Chain()).head(messages, store)
-    return canonical_json({
-        "v": BODY_VERSION, "system": system, "messages": head,
-        "tools": store(canonical_json([store(canonical_json(tool_form(t)))
-                                       for t in request.tools])) if request.tools else None,
-        "max_output_tokens": request.max_output_tokens,
-        "sent": pack(sent, store) if sent is not None else None,
-    })
+    body: dict[str, Any] = {"v": BODY_VERSION,
+                            "messages": (chain or Chain()).head(request.messages, store)}
+    if request.tools:
+        body["tools"] = store(canonical_json([store(canonical_json(tool_form(t)))
+                                              for t in request.tools]))
+    if request.max_output_tokens is not None:
+        body["max_output_tokens"] = request.max_output_tokens
+    if sent is not None:
+        body["sent"] = pack(sent, store)
+    return canonical_json(body)
 
 
 def pack(value: Any, store: Store, key: str = "") -> Any:
@@ -134,7 +144,7 @@ def pack(value: Any, store: Store, key: str = "") -> Any:
         if key == "messages":
             prev: str | None = None
             for item in value:
-                prev = store(canonical_json({"prev": prev, "message": pack(item, store)}))
+                prev = store(node(prev, pack(item, store)))
             return {PART: prev, "chain": len(value)}
         if key == "tools":
             return [{JSON_PART: store(canonical_json(jsonable(t)))} for t in value]
@@ -170,9 +180,9 @@ async def unpack(value: Any, read: Read) -> Any:
             items: list[Any] = []
             prev = value[PART]
             while prev is not None:
-                node = json.loads(await text(prev))
-                items.append(await unpack(node["message"], read))
-                prev = node["prev"]
+                part = json.loads(await text(prev))
+                items.append(await unpack(part["m"], read))
+                prev = part.get("p")
             return items[::-1]
         if set(value) == {PART}:
             return await text(value[PART])
@@ -197,14 +207,17 @@ async def read_messages(head: str | None, read: Read) -> list[dict[str, Any]]:
         body = await read(head)
         if body is None:
             raise PartMissing(head)
-        node = json.loads(body)
-        message = dict(node["message"])
-        content = await read(message["content"])
-        if content is None:
-            raise PartMissing(message["content"])
-        message["content"] = content
+        part = json.loads(body)
+        message = dict(part["m"])
+        if "text" in message:
+            message["content"] = message.pop("text")
+        else:
+            content = await read(message["content"])
+            if content is None:
+                raise PartMissing(message["content"])
+            message["content"] = content
         out.append(message)
-        head = node["prev"]
+        head = part.get("p")
     return out[::-1]
 
 
@@ -223,7 +236,7 @@ async def expand(body: str, read: Read) -> dict[str, Any]:
         raise ValueError("not a request body")
     tools = []
     listed = "[]"
-    if data["tools"] is not None:
+    if data.get("tools") is not None:
         found = await read(data["tools"])
         if found is None:
             raise PartMissing(data["tools"])
@@ -233,11 +246,8 @@ async def expand(body: str, read: Read) -> dict[str, Any]:
         if text is None:
             raise PartMissing(digest)
         tools.append(json.loads(text))
-    system = None
-    if data["system"] is not None:
-        system = await read(data["system"])
-        if system is None:
-            raise PartMissing(data["system"])
-    return {"system": system, "messages": await read_messages(data["messages"], read),
-            "tools": tools, "max_output_tokens": data["max_output_tokens"],
-            "sent": await unpack(data["sent"], read) if data["sent"] is not None else None}
+    messages = await read_messages(data["messages"], read)
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
+    return {"system": system, "messages": messages, "tools": tools,
+            "max_output_tokens": data.get("max_output_tokens"),
+            "sent": await unpack(data["sent"], read) if "sent" in data else None}

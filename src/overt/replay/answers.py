@@ -117,17 +117,14 @@ class RecordedModel:
                               request.tools, request.max_output_tokens)
         mine = json.loads(request_body(mapped, None, store, self.chain))
         turn_id = self.turn.turn_id
-        if mine["system"] != recorded["system"]:
-            self.report(Divergence(turn_id, step, "request", "prompt", recorded["system"] or "",
-                                   mine["system"] or "", "the system prompt differs"))
         if mine["messages"] != recorded["messages"]:
             await self._messages(step, recorded["messages"], mine["messages"], parts)
-        if mine["tools"] != recorded["tools"]:
-            await self._tools(step, recorded["tools"], mapped)
-        if mine["max_output_tokens"] != recorded["max_output_tokens"]:
+        if mine.get("tools") != recorded.get("tools"):
+            await self._tools(step, recorded.get("tools"), mapped)
+        if mine.get("max_output_tokens") != recorded.get("max_output_tokens"):
             self.report(Divergence(turn_id, step, "request", "options",
-                                   str(recorded["max_output_tokens"]),
-                                   str(mine["max_output_tokens"]),
+                                   str(recorded.get("max_output_tokens")),
+                                   str(mine.get("max_output_tokens")),
                                    "max_output_tokens differs"))
 
     async def _messages(self, step: str, theirs: str | None, mine: str | None,
@@ -139,12 +136,20 @@ class RecordedModel:
         replayed = await read_messages(mine, read_mine)
         first = next((i for i, (a, b) in enumerate(zip(recorded, replayed, strict=False))
                       if a != b), min(len(recorded), len(replayed)))
-        if first == 0 and recorded and recorded[0]["role"] == "system":
-            return  # the system prompt: said once, by its own comparison
-        # before the turn's own message (the last user message): the history window
-        part = "window" if _history(recorded) != _history(replayed) else "messages"
+        turn_id = self.turn.turn_id
+        system = [m["content"] for m in recorded[:1] + replayed[:1] if m["role"] == "system"]
+        if first == 0 and system:
+            self.report(Divergence(turn_id, step, "request", "prompt",
+                                   _digest(recorded[:1]), _digest(replayed[:1]),
+                                   "the system prompt differs"))
+        if _history(recorded) != _history(replayed):
+            part = "window"  # before the turn's own message: the earlier turns let in
+        elif recorded[1:] != replayed[1:]:
+            part = "messages"
+        else:
+            return
         self.report(Divergence(
-            self.turn.turn_id, step, "request", part, f"{len(recorded)} messages",
+            turn_id, step, "request", part, f"{len(recorded)} messages",
             f"{len(replayed)} messages", f"the messages differ from message {first} on"))
 
     async def _tools(self, step: str, theirs: str | None, request: ModelRequest) -> None:
@@ -201,3 +206,10 @@ def _history(messages: list[dict[str, object]]) -> list[dict[str, object]]:
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
     start = 1 if messages and messages[0]["role"] == "system" else 0
     return messages[start:users[-1]] if users else []
+
+
+def _digest(messages: list[dict[str, object]]) -> str:
+    """The digest of the system prompt among ``messages`` (its first), or ``(none)``."""
+    if messages and messages[0]["role"] == "system":
+        return digest_text(str(messages[0]["content"]))
+    return "(none)"
