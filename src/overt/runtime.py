@@ -12,6 +12,7 @@ import os
 import socket
 import weakref
 from collections.abc import (
+    AsyncIterator,
     Awaitable,
     Callable,
     Collection,
@@ -20,7 +21,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from overt.channels.transcript import Transcript, transcript_line
 from overt.clock import iso_after, now_iso
@@ -53,6 +54,9 @@ from overt.sessions.book import HistoryReader
 from overt.tools.base import Tool
 from overt.tools.mcp_toolset import McpServerSpec, McpSessions, load_toolset
 from overt.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from overt.replay import TurnReplay
 from overt.types import IncomingMessage, Message, ModelRequest, ResponseResult, ToolSpec
 from overt.version import __version__
 
@@ -445,6 +449,25 @@ class Runtime:
         await self.start()
         return await run_direct(self.engine, name, arguments, actor=actor or self.operator,
                                 source=source, caller_session_id=caller_session_id)
+
+    async def replay(self, *, turn_id: str | None = None, session_id: str | None = None,
+                     since: str | None = None) -> AsyncIterator[TurnReplay]:
+        """Replay recorded turns of this runtime's ledger (one turn, a session's, or
+        those started since ``since``, an ISO time) through this runtime's engine,
+        gate, hooks and history window, answered from the record: no model is asked,
+        no tool runs, nothing is written to the ledger. Yields each turn's
+        :class:`~overt.replay.TurnReplay` (its divergences, in order).
+
+        Raises:
+            ReplayRefused: the ledger does not verify; nothing was replayed.
+        """
+        from overt.replay import Replayer, select_turns, verified
+
+        await verified(self.ledger)
+        turns = await select_turns(self.ledger, turn_id=turn_id, session_id=session_id,
+                                   since=since)
+        async for result in Replayer(self.engine, self.ledger).run(turns):
+            yield result
 
     async def close(self) -> None:
         await self.mcp.close()

@@ -190,6 +190,14 @@ class ModelResponse:
     stop_reason: str = "end_turn"
     reasoning: str = ""
     info: Mapping[str, Any] = field(default_factory=dict)
+    sent: Mapping[str, Any] | None = None
+    """The payload the adapter sent for this reply, after its own transformations (a
+    provider's request body; the embedded model's rendered prompt, grammar, seed),
+    when it has one of its own; ``None`` for a model that is sent the request as it
+    is (the fakes). Recorded in the content tier (:mod:`overt.engine.request_body`)."""
+    decisions: tuple[str, ...] = ()
+    """What the adapter decided on its own for this reply, as identifiers from
+    :data:`overt.models.base.ADAPTER_DECISIONS` (recorded in the audit tier)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from overt.cli import (
     memory_cmd,
     proofs_cmd,
     render,
+    replay_cmd,
     serve_cmd,
     sessions_cmd,
     trail_cmd,
@@ -166,6 +167,7 @@ def _parser() -> argparse.ArgumentParser:
     trail_cmd.add_parsers(sub)
     memory_cmd.add_parser(sub)
     approvals_cmd.add_parser(sub)
+    replay_cmd.add_parser(sub)
     sessions_cmd.add_parser(sub)
     serve_cmd.add_parsers(sub)
     email_cmd.add_parser(sub)
@@ -282,6 +284,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return run_sync(_sessions(config, args))
     if command in trail_cmd.COMMANDS:
         return run_sync(_trail(config, args))
+    if command == "replay":
+        return run_sync(replay_cmd.run(args, config))
     raise UsageError(f"unknown command {command}")
 
 
@@ -457,6 +461,8 @@ async def _show(config: Config, turn_id: str, content: bool, as_json: bool) -> i
                 for key, value in e.data.items():
                     if key.endswith(("_digest", "_sha256")) and isinstance(value, str):
                         bodies[value] = await ledger.content(value, seq=e.seq)
+                    if key == "request_digest" and bodies.get(value) is not None:
+                        bodies[value] = await render.request_text(ledger, bodies[value])
     if as_json:
         print(json.dumps({"entries": [e.to_dict() for e in entries],
                           "content": bodies if content else None}, ensure_ascii=False, indent=2))

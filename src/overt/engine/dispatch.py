@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +113,10 @@ def unknown_tool(call: ToolCall, offered: frozenset[str], *,
     available = ", ".join(sorted(offered)) or "none"
     return refuse("not_allowed", f"unknown tool {call.name!r}; available tools: {available}",
                   "not_allowed" if registered else "unknown_tool")
+
+
+Executor = Callable[[Tool, ToolCall, ToolContext, "float | None"], Awaitable["ToolOutcome"]]
+"""What runs an allowed call's tool: :func:`execute`, or replay's recorded results."""
 
 
 async def execute(tool: Tool, call: ToolCall, context: ToolContext,

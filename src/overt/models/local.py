@@ -366,24 +366,37 @@ class LocalModel:
         offered: Sequence[ToolSpec] = request.tools
         if has_tool_results(messages) and self.answer_style == "user_message":
             messages, offered = answer_messages(messages), ()
+        decisions: list[str] = []
+        if len(offered) < len(request.tools):
+            decisions.append("answer_without_tools")
         shown = self.shown_tools(offered)
         choice = (callable_tools(choosable(shown, messages), ids_in(messages))
                   if self.grammar else [])
+        if {t.name for t in offered} - {t.name for t in choice} and choice:
+            decisions.append("tools_hidden")  # a call may only name the choosable ones
+        prompts: list[str] = []
         raw, prompt_len, generated, finish, constrained, budget = self._reply(
-            llm, request, messages, shown, choice, on_text)
+            llm, request, messages, shown, choice, on_text, prompts=prompts)
         text, reasoning = split_reasoning(raw)
         text, calls = parse_tool_calls(text, [t.name for t in request.tools])
         if any(c.name == DECLINE.name for c in calls):  # no tool: answer without one
             raw, again, more, finish, _, budget = self._reply(
-                llm, request, messages, (), [], on_text, opening=decline_opening(messages))
+                llm, request, messages, (), [], on_text, opening=decline_opening(messages),
+                prompts=prompts)
             prompt_len, generated = prompt_len + again, generated + more
             text, reasoning = split_reasoning(raw)
             calls = ()
+            decisions.append("reply_redecoded")
+        if constrained:
+            decisions.append("grammar_applied")
         stop = "tool_use" if calls else ("max_tokens" if finish == "length" else "end_turn")
+        info = self._info(budget, constrained)
+        sent = {"prompts": prompts, "grammar_tools": [t.name for t in choice] or None,
+                "model_sha256": self._sha256, "seed": self.seed, "sampling": info["sampling"]}
         return ModelResponse(
             text=text, tool_calls=calls, model=self.name, stop_reason=stop, reasoning=reasoning,
             usage=Usage(input_tokens=prompt_len, output_tokens=generated, cost_usd=0.0),
-            info=self._info(budget, constrained),
+            info=info, sent=sent, decisions=tuple(decisions),
         )
 
     def shown_tools(self, offered: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
@@ -395,11 +408,14 @@ class LocalModel:
     def _reply(self, llm: Any, request: ModelRequest, messages: Sequence[Message],
                shown: Sequence[ToolSpec], choice: Sequence[ToolSpec],
                on_text: Callable[[str], None] | None,
-               opening: str = "") -> tuple[str, int, int, str, bool, int]:
+               opening: str = "", prompts: list[str] | None = None
+               ) -> tuple[str, int, int, str, bool, int]:
         """Decode one reply to ``messages`` with ``shown`` listed and a call limited to
         ``choice``, after ``opening`` (text the reply is made to begin with): (raw text,
         prompt tokens, generated, finish, grammar used, budget)."""
         segments = render_segments(messages, shown)
+        if prompts is not None:  # the text rendered for the model (``sent``)
+            prompts.append(_joined([*segments, (opening, False)]))
         prompt = self._tokens(llm, [*segments, (opening, False)])
         self._warm_prefix(llm, self._tokens(llm, _system_turn(segments)))
         room = self.n_ctx - len(prompt)
