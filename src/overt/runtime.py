@@ -51,6 +51,7 @@ from overt.policy.gate import Gate
 from overt.policy.lint import dead_rules
 from overt.prompts import load_template, permissions, render
 from overt.sessions.book import HistoryReader
+from overt.sessions.window import counter_for, window_of
 from overt.tools.base import Tool
 from overt.tools.mcp_toolset import McpServerSpec, McpSessions, load_toolset
 from overt.tools.registry import ToolRegistry
@@ -276,7 +277,9 @@ class Runtime:
         sender = actor or self.operator
         session = session_id or message.caller_session_id
         async with self._session_turn(session):
-            earlier = [] if history is not None else await self._histories().history(session)
+            model = self.engine.model  # the newest turns its window can hold
+            earlier = [] if history is not None else await self._histories().history(
+                session, tokens=window_of(model), count=counter_for(model))
             outcome = await self.engine.run_turn(message, session_id=session,
                                                  history=history or (), earlier=earlier,
                                                  actor=str(sender), on_answer=on_answer)

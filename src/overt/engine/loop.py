@@ -51,7 +51,7 @@ from overt.engine.record import (
     response_body,
     resumption,
 )
-from overt.engine.request_body import Chain, PartStore, request_body
+from overt.engine.request_body import Chains, PartStore, request_body
 from overt.engine.shape import well_formed
 from overt.engine.values import Allowed, EngineSettings, Held, TurnOutcome
 from overt.errors import LedgerError, LedgerUnavailable
@@ -122,6 +122,7 @@ class Engine:
         self.budget = budget
         self.gate = gate or Gate()
         self.parts = PartStore()  # request parts this engine committed (stored once)
+        self.chains = Chains()  # each session's last committed chain (request_body)
         self.execute: Executor = execute
         """Runs an allowed call's tool; replay puts the recorded results in its place."""
         self.record_requests = True
@@ -207,7 +208,7 @@ class Turn:
         self.usage = Usage()
         self.recorder = Recorder(engine.ledger, engine.observers, engine.hooks.on_event,
                                  engine.parts)
-        self.chain = Chain()  # the request's message chain so far (request_body)
+        self.chain = engine.chains.start(session_id)  # the request's chain (request_body)
         self.hooks = TurnHooks(engine.hooks, self.recorder, self.turn_id, session_id,
                                self.route) if engine.hooks.per_turn else None
         self.can_provide = bool(engine.hooks.pre_tool_call_can_provide_result)
@@ -588,6 +589,7 @@ class Turn:
         await self.recorder.flush()
         if self.recorder.events:  # on_event failures on the last batch, recorded too
             await self.recorder.flush()
+        self.engine.chains.keep(self.session_id, self.chain)  # its parts are committed
         if not failed:
             self.messages.append(Message("assistant", text))
         if self.stream is not None:

@@ -34,6 +34,7 @@ adds it to the turn's next commit unless this engine has committed it before
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -106,12 +107,20 @@ class Chain:
         self.messages: list[Message] = []
         self.heads: list[str] = []
 
+    def copy(self) -> Chain:
+        chain = Chain()
+        chain.messages, chain.heads = list(self.messages), list(self.heads)
+        return chain
+
     def head(self, messages: Sequence[Message], store: Store) -> str | None:
-        shared = 0
-        for mine, theirs in zip(self.messages, messages, strict=False):
-            if mine is not theirs and mine != theirs:
-                break
-            shared += 1
+        shared = len(self.messages)
+        if shared > len(messages) or self.messages != list(messages[:shared]):
+            shared = 0  # (the usual case, compared above element by element in C)
+            for mine, theirs in zip(self.messages, messages, strict=False):
+                if mine is not theirs and mine != theirs:
+                    break
+                shared += 1
+        self.messages[:shared] = messages[:shared]  # the same messages: compared by identity next
         del self.messages[shared:], self.heads[shared:]
         prev = self.heads[-1] if self.heads else None
         for message in messages[shared:]:
@@ -119,6 +128,33 @@ class Chain:
             self.messages.append(message)
             self.heads.append(prev)
         return prev
+
+
+class Chains:
+    """The chain of each session's last turn that this engine committed, so that the
+    session's next turn, whose request begins with the same messages (the system
+    prompt, the earlier turns), links and hashes only the messages that follow
+    them: a turn of a long conversation costs what one of a short one does. What a
+    chain holds is checked message by message against the next request (the
+    earlier turns are the same objects, or equal), so a history that changed
+    meanwhile (another process's turn, a window that moved) only shortens what is
+    shared. At most ``size`` sessions, the least recently used dropped first."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._kept: OrderedDict[str, Chain] = OrderedDict()
+
+    def start(self, session_id: str) -> Chain:
+        """A chain for a turn of ``session_id``: its last committed one's, copied."""
+        kept = self._kept.get(session_id)
+        return kept.copy() if kept is not None else Chain()
+
+    def keep(self, session_id: str, chain: Chain) -> None:
+        """``chain`` is a turn's of ``session_id`` whose every part is committed."""
+        self._kept[session_id] = chain
+        self._kept.move_to_end(session_id)
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
 
 
 def request_body(request: ModelRequest, sent: Mapping[str, Any] | None, store: Store,

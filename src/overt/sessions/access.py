@@ -22,7 +22,7 @@ from overt.ledger.base import Ledger
 from overt.ledger.canonical import digest_text
 from overt.policy.actors import Actor
 from overt.policy.capabilities import Capabilities, CapabilityCheck
-from overt.sessions.book import session_info
+from overt.sessions.book import session_owner
 
 if TYPE_CHECKING:
     from overt.policy.approvals import ApprovalBook, ApprovalRequest
@@ -75,8 +75,7 @@ class SessionAccess:
         """
         if not _storable(session_id):
             return None
-        info = await session_info(self.ledger, session_id)
-        return info.owner if info is not None else None
+        return await session_owner(self.ledger, session_id)
 
     def reads_any(self, actor: Actor) -> bool:
         """Whether ``actor`` holds ``sessions.read_any``."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from overt.errors import LedgerIntegrityError, UsageError
@@ -22,6 +22,7 @@ from overt.ledger.canonical import digest_text
 from overt.ledger.chain import body_text, entry_data
 from overt.ledger.sql import POSTGRES, SQLITE, Dialect
 from overt.sessions import queries
+from overt.sessions.window import Counter, estimate_tokens, turn_tokens
 from overt.types import Message, ToolCall
 
 LEGACY_OWNER = "operator:default"
@@ -64,6 +65,11 @@ class HistoryTurn:
 
     turn_id: str
     messages: tuple[Message, ...]
+    tokens: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
+    """Its size by each token counter that weighed it (by the counter's hash: a dict
+    of ints is not one the garbage collector walks), once weighed
+    (:func:`overt.sessions.window.turn_tokens`): a turn held by a
+    :class:`HistoryReader` is counted once, not once per request it is in."""
 
 
 def _reader(ledger: object) -> SessionLedger:
@@ -116,6 +122,24 @@ async def session_info(ledger: object, session_id: str, *,
     reader = _reader(ledger)
     rows = await reader.select(queries.session(dialect(reader)), (session_id,))
     return _info(rows[0], legacy_owner) if rows else None
+
+
+async def session_owner(ledger: object, session_id: str, *,
+                        legacy_owner: str = LEGACY_OWNER) -> str | None:
+    """The owner of ``session_id`` (as :func:`session_info` gives it), or ``None`` when
+    no turn was recorded under it: one entry read, however long the session is.
+
+    Raises:
+        LedgerError: the ledger could not be read.
+    """
+    reader = _reader(ledger)
+    rows = await reader.select(queries.first_turn(dialect(reader)), (session_id,))
+    if not rows or rows[0][1] != TurnStarted.kind:
+        return None
+    seq, _, data = rows[0]
+    first = from_entry(TurnStarted.kind, entry_data(data, seq), session_id=session_id,
+                       expect=TurnStarted)
+    return first.actor or legacy_owner
 
 
 async def list_sessions(ledger: object, *, owner: str | None = None,
@@ -221,25 +245,78 @@ class _Conversation:
 
     def turns(self) -> list[HistoryTurn]:
         """The answered turns, in the order they started."""
-        return [self.answered[t] for t in self.messages if t in self.answered]
+        answered = self.answered
+        return [turn for t in self.messages if (turn := answered.get(t)) is not None]
+
+    def drop(self, turn_ids: Sequence[str]) -> None:
+        """Forget ``turn_ids`` (the oldest: a later entry of theirs is passed over, as
+        one of a turn whose start a prune removed)."""
+        for turn_id in turn_ids:
+            self.messages.pop(turn_id, None)
+            self.answered.pop(turn_id, None)
 
 
 @dataclass(slots=True)
 class _Read:
+    """What a :class:`HistoryReader` holds of one session: its conversation entries
+    from ``first`` (a seq; -1 when it holds none) to ``head``, folded; ``starts``:
+    the seq each held turn started at, oldest first."""
+
     conversation: _Conversation
-    count: int
+    first: int
     head: int
+    starts: dict[str, int]
+    weighed: int = 0
+    """How many turns it held when last weighed for :meth:`HistoryReader._trim`."""
+
+    @classmethod
+    def of(cls, rows: Sequence[Row]) -> _Read:
+        """``rows`` (in seq order, a conversation's newest entries) folded."""
+        read = cls(_Conversation(), int(rows[0][0]) if rows else -1,
+                   int(rows[-1][0]) if rows else -1, {})
+        read.add(rows)
+        return read
+
+    def add(self, rows: Sequence[Row]) -> None:
+        """Entries after :attr:`head`, in seq order."""
+        if rows and self.first < 0:
+            self.first = int(rows[0][0])
+        for row in rows:
+            if row[1] == TurnStarted.kind and row[2] is not None:
+                self.starts.setdefault(row[2], int(row[0]))
+        self.conversation.add(rows)
+        if rows:
+            self.head = int(rows[-1][0])
+
+
+FIRST_PAGE = 64
+"""Entries a conversation is first read back with from its end; each further page
+(only while the turns read do not fill the window) is twice the last."""
+
+
+TRIM_EVERY = 16
+"""A session held is weighed (to forget what no window can hold) each time it holds
+this many more turns."""
 
 
 class HistoryReader:
-    """Session histories for a long-running process: each session's conversation
-    entries are kept after they are read, and each later read asks the ledger only
-    how many there are now and reads only those past the newest it has.
+    """Session histories for a long-running process: each session's conversation is
+    kept after it is read, and each later read brings it up to date with only what
+    is new.
 
-    The ledger stays the only store: every read is checked against it first (the
-    entries' count and newest ``seq``), so entries appended by any process are seen,
-    and a prune, which removes entries, makes the next read a whole one. At most
-    ``size`` sessions are kept, the least recently read dropped first.
+    The ledger stays the only store: every read asks the ledger for the entries
+    after the newest one held, so entries appended by any process are seen, and
+    for the oldest one held, so a prune, which removes the oldest entries, makes
+    the next read a whole one. Neither costs more as the session grows: both are
+    found through the session's index. At most ``size`` sessions are kept, the
+    least recently read dropped first.
+
+    A request holds only the newest turns that fit the model's window. Given the
+    window (``tokens``), a session is read back from its end, only until the turns
+    read hold that many tokens, and no more than about half as much again is kept: a long
+    conversation costs what a short one does, to read and to keep. Each body read
+    is checked against the digest its entry names once, when it is read, so the
+    model is only ever sent text that matched the record.
     """
 
     def __init__(self, ledger: object, *, size: int = 256) -> None:
@@ -248,31 +325,81 @@ class HistoryReader:
         self._size = size
         self._kept: OrderedDict[str, _Read] = OrderedDict()
 
-    async def history(self, session_id: str) -> list[HistoryTurn]:
-        """As :func:`session_history`.
+    async def history(self, session_id: str, *, tokens: int | None = None,
+                      count: Counter = estimate_tokens) -> list[HistoryTurn]:
+        """As :func:`session_history`; with ``tokens``, only the newest answered turns
+        that hold at least that many tokens (as ``count`` weighs them, by
+        :func:`overt.sessions.window.turn_tokens`), or all when they hold fewer:
+        older turns cannot be in a request to a model whose window is ``tokens``.
 
         Raises:
             LedgerError: the ledger could not be read, or an entry is malformed.
         """
-        count, head = (await self._ledger.select(queries.conversation_head(self._d),
-                                                 (session_id,)))[0]
-        count, head = int(count), int(head if head is not None else -1)
         kept = self._kept.pop(session_id, None)
-        if kept is None or kept.count != count or kept.head != head:
-            after = kept.head if kept is not None and count > kept.count else -1
-            new = await self._ledger.select(queries.conversation(self._d), (session_id, after))
-            if kept is not None and after >= 0 and kept.count + len(new) == count:
-                kept.conversation.add(new)
-                kept.count, kept.head = count, int(new[-1][0]) if new else kept.head
-            else:  # new, or entries left since it was read (a prune): read it all
-                rows = new if after < 0 else await self._ledger.select(
-                    queries.conversation(self._d), (session_id, -1))
-                kept = _Read(_Conversation(), len(rows), int(rows[-1][0]) if rows else -1)
-                kept.conversation.add(rows)
+        if kept is not None:
+            rows = await self._ledger.select(queries.conversation_since(self._d),
+                                             (session_id, kept.first, session_id, kept.head))
+            if kept.first < 0 or (rows and int(rows[0][0]) == kept.first):
+                kept.add(rows[1:] if kept.first >= 0 else rows)
+            else:  # the oldest entry held is gone (a prune): read the session again
+                kept = None
+        if kept is None:
+            kept = await self._read(session_id, tokens, count)
+        turns = kept.conversation.turns()
+        if tokens is not None and self._trim(kept, turns, tokens, count):
+            turns = kept.conversation.turns()
         self._kept[session_id] = kept
         while len(self._kept) > self._size:
             self._kept.popitem(last=False)
-        return kept.conversation.turns()
+        return turns
+
+    async def _read(self, session_id: str, tokens: int | None, count: Counter) -> _Read:
+        """The session read from its end: all of it, or (``tokens``) pages of entries,
+        each twice the last, until the turns read hold ``tokens``."""
+        if tokens is None:
+            return _Read.of(await self._ledger.select(queries.conversation(self._d),
+                                                      (session_id, -1)))
+        rows: list[Row] = []
+        before, limit = 1 << 62, FIRST_PAGE
+        while True:
+            page = await self._ledger.select(queries.conversation_before(self._d),
+                                             (session_id, before, limit))
+            rows[:0] = reversed(page)
+            read = _Read.of(rows)
+            if len(page) < limit or _weight(read.conversation.turns(), count) >= tokens:
+                return read
+            before, limit = int(page[-1][0]), limit * 2
+
+    def _trim(self, kept: _Read, turns: list[HistoryTurn], tokens: int,
+              count: Counter) -> bool:
+        """Forget the oldest turns held while the newer ones hold half as much again as
+        ``tokens`` (weighed again once :data:`TRIM_EVERY` more turns are held);
+        whether any were. ``turns``: the answered turns held."""
+        if len(turns) < kept.weighed + TRIM_EVERY:
+            return False
+        kept.weighed = len(turns)
+        if _weight(turns, count) * 2 < 3 * tokens:
+            return False
+        total, oldest = 0, len(turns)
+        while total < tokens:  # the newest turns that hold ``tokens``
+            oldest -= 1
+            total += turn_tokens(turns[oldest], count)
+        keep = turns[oldest].turn_id
+        older = []
+        for turn_id in kept.starts:
+            if turn_id == keep:
+                break
+            older.append(turn_id)
+        kept.conversation.drop(older)
+        for turn_id in older:
+            del kept.starts[turn_id]
+        kept.first = kept.starts[keep]
+        kept.weighed = len(turns) - oldest
+        return True
+
+
+def _weight(turns: Sequence[HistoryTurn], count: Counter) -> int:
+    return sum(turn_tokens(t, count) for t in turns)
 
 
 def _arguments(body: str | None) -> dict[str, Any]:

@@ -20,14 +20,9 @@ def _body(d: Dialect, digest: str) -> str:
             f"ORDER BY {content_order(d, 'c')} DESC LIMIT 1))")
 
 
-def conversation(d: Dialect) -> str:
-    """(seq, kind, turn_id, status, tool_call_id, tool_name, body, args_body, digest,
-    args_digest) of a session's conversation entries after a ``seq``, in ``seq``
-    order. ``status`` is a turn's or a tool call's; ``body`` the message
-    (turn.started), the result (tool_call.completed) or the answer (turn.completed);
-    ``args_body`` a tool call's arguments; ``digest`` and ``args_digest`` what the
-    entry says they hash to (the reader checks them). The fields are read here, so
-    the reader parses no entry's JSON. Parameters: the session id, the seq."""
+def _conversation(d: Dialect, where: str) -> str:
+    """The conversation entries of a session (the first parameter) for which the SQL
+    condition ``where`` holds, unordered (see :func:`conversation`)."""
 
     source = "audit_log a"
     if d.name != "sqlite":  # PostgreSQL: parse each entry once (jsonb), not once per field
@@ -49,16 +44,47 @@ def conversation(d: Dialect) -> str:
             f"{of_call(field('tool_name'))}, {_body(d, primary)}, "
             f"{of_call(_body(d, field('args_sha256')))}, {primary}, "
             f"{of_call(field('args_sha256'))} FROM {source} "
-            f"WHERE a.session_id = {d.ph} AND a.seq > {d.ph} AND a.kind IN ({kinds}) "
-            "ORDER BY a.seq")
+            f"WHERE a.session_id = {d.ph} AND {where} AND a.kind IN ({kinds})")
 
 
-def conversation_head(d: Dialect) -> str:
-    """(count, max seq) of a session's conversation entries: what a cached
-    conversation is checked against. One parameter: the session id."""
-    kinds = ", ".join(f"'{k}'" for k in CONVERSATION_KINDS)
-    return (f"SELECT count(*), max(seq) FROM audit_log WHERE session_id = {d.ph} "
-            f"AND kind IN ({kinds})")
+def conversation(d: Dialect) -> str:
+    """(seq, kind, turn_id, status, tool_call_id, tool_name, body, args_body, digest,
+    args_digest) of a session's conversation entries after a ``seq``, in ``seq``
+    order. ``status`` is a turn's or a tool call's; ``body`` the message
+    (turn.started), the result (tool_call.completed) or the answer (turn.completed);
+    ``args_body`` a tool call's arguments; ``digest`` and ``args_digest`` what the
+    entry says they hash to (the reader checks them). The fields are read here, so
+    the reader parses no entry's JSON. Parameters: the session id, the seq."""
+    return f"{_conversation(d, f'a.seq > {d.ph}')} ORDER BY a.seq"
+
+
+def conversation_before(d: Dialect) -> str:
+    """A session's conversation entries before a ``seq``, newest first, at most a
+    number of them (the columns of :func:`conversation`): a conversation read back
+    from its end, only as far as a window needs. Parameters: the session id, the
+    seq, the limit."""
+    return f"{_conversation(d, f'a.seq < {d.ph}')} ORDER BY a.seq DESC LIMIT {d.ph}"
+
+
+def conversation_since(d: Dialect) -> str:
+    """What a conversation read before needs to be brought up to date, in ``seq``
+    order (the columns of :func:`conversation`): the entry at a first ``seq`` (the
+    oldest one read before; it is missing when a prune removed it) and the entries
+    after a second ``seq`` (the newest one read before). Each is found through the
+    session's index, so the cost is that of what is new, not of the session's
+    length. Parameters: the session id, the first seq, the session id, the second."""
+    return (f"{_conversation(d, f'a.seq = {d.ph}')} UNION ALL "
+            f"{_conversation(d, f'a.seq > {d.ph}')} ORDER BY 1")
+
+
+def first_turn(d: Dialect) -> str:
+    """(seq, kind, data) of a session's first ``turn.started`` or ``turn.completed``
+    entry (the entry :func:`session` joins its summary to: the session's owner is
+    the actor of its first turn, when that entry is the turn's start). One
+    parameter, the session id; found through the session's index, however long the
+    session is."""
+    return ("SELECT seq, kind, data FROM audit_log WHERE session_id = "
+            f"{d.ph} AND kind IN ('turn.started', 'turn.completed') ORDER BY seq LIMIT 1")
 
 
 def _summaries(d: Dialect, where: str) -> str:

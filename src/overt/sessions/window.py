@@ -1,9 +1,24 @@
 """Fitting a request into a model's context window.
 
 The system prompt, the tool schemas and the turn in progress always go; the
-session's earlier turns follow, newest first and whole, while they fit. What is
-left out is reported (turn ids and token counts) so the engine records it on the
-inference entry.
+session's earlier turns follow, newest first and whole, while they fit. Once the
+window is full, the oldest turn sent is the *anchor* of the oldest fifth of what
+fits: its turn of the highest :func:`anchor_level` (a level as rare as it is high,
+chosen by the turn's id). As the session grows, the anchor stays while the window
+has room for the turns after it, and a later turn becomes the anchor only when the
+window moves past it or a turn of a higher level enters the oldest fifth: the
+window moves in steps of about a tenth of itself, whatever its size, rather than
+a turn at a time. The requests between two steps begin alike, so a model's prompt
+cache still holds them and the request's stored parts are shared with the last
+one's (:mod:`overt.engine.request_body`), where a window that moved a turn at a
+time would make every request new from its first earlier turn on, the whole
+window stored again with each. The window holds about nine tenths of what would
+fit, at least four fifths. What is left out is reported (turn ids and token
+counts) so the engine records it on the inference entry.
+
+Only the newest turns are weighed: those that hold one window's worth of tokens
+(older ones could not be sent), so fitting a long conversation costs what fitting
+a short one does.
 
 Token counts come from the model when it can count (``count_tokens``: the embedded
 model tokenizes with its own vocabulary), else from a deliberately high estimate
@@ -14,11 +29,17 @@ towards a request the model rejects for length.
 from __future__ import annotations
 
 import json
+import zlib
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from typing import TYPE_CHECKING
 
-from overt.sessions.book import HistoryTurn
 from overt.types import Message, ToolSpec
+
+if TYPE_CHECKING:
+    from overt.sessions.book import HistoryTurn
 
 MESSAGE_OVERHEAD = 8
 """Tokens a chat template spends around each message (role markers, separators)."""
@@ -61,9 +82,42 @@ def message_tokens(message: Message, count: Counter) -> int:
 
 
 def tools_tokens(specs: Sequence[ToolSpec], count: Counter) -> int:
-    return sum(count(json.dumps({"name": s.name, "description": s.description,
-                                 "parameters": dict(s.input_schema)}, ensure_ascii=False))
-               for s in specs)
+    return sum(_tool_tokens(s, count) for s in specs)
+
+
+_TOOL_TOKENS: dict[tuple[int, Counter], tuple[ToolSpec, int]] = {}
+"""Each tool's tokens by counter, once counted: the registry hands every turn the
+same specs. Keyed by the spec's id; the spec is kept beside its count, so its id
+is not reused while the entry lives."""
+
+
+def _tool_tokens(spec: ToolSpec, count: Counter) -> int:
+    known = _TOOL_TOKENS.get((id(spec), count))
+    if known is not None and known[0] is spec:
+        return known[1]
+    if len(_TOOL_TOKENS) > 4096:
+        _TOOL_TOKENS.clear()
+    size = count(json.dumps({"name": spec.name, "description": spec.description,
+                             "parameters": dict(spec.input_schema)}, ensure_ascii=False))
+    _TOOL_TOKENS[(id(spec), count)] = (spec, size)
+    return size
+
+
+def turn_tokens(turn: HistoryTurn, count: Counter) -> int:
+    """The tokens ``turn``'s messages take, counted once per counter."""
+    size = turn.tokens.get(hash(count))
+    if size is None:
+        size = turn.tokens[hash(count)] = sum(message_tokens(m, count) for m in turn.messages)
+    return size
+
+
+def anchor_level(turn_id: str) -> int:
+    """How fit turn ``turn_id`` is to be the oldest of a full window: the trailing
+    zero bits of a checksum of its id, so one turn in two has level 1 or more, one
+    in four 2 or more, and so on (the same on every run, in every process, and under
+    replay)."""
+    check = zlib.crc32(turn_id.encode())
+    return 32 if check == 0 else (check & -check).bit_length() - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +126,14 @@ class Fitted:
 
     kept: tuple[HistoryTurn, ...]
     omitted: tuple[str, ...]
+    """The turns left out (oldest first) among those weighed: the newest turns that
+    hold one window's worth of tokens. Every older turn was left out too."""
     omitted_tokens: int
+    """The tokens of :attr:`omitted`."""
     tokens: int
     """The request's tokens with what was kept (the estimate the decision used)."""
+    kept_tokens: int = 0
+    """The tokens of :attr:`kept`."""
 
 
 def fit(history: Sequence[HistoryTurn], fixed: Sequence[Message], specs: Sequence[ToolSpec],
@@ -83,23 +142,48 @@ def fit(history: Sequence[HistoryTurn], fixed: Sequence[Message], specs: Sequenc
     prompt and the turn in progress), ``specs`` and ``reserve`` tokens for the answer.
 
     A turn is kept whole or not at all, and once one is left out every older one is
-    too (a conversation with a hole in it misleads more than a shorter one).
+    too (a conversation with a hole in it misleads more than a shorter one). When
+    not all fit, the oldest turn kept is the anchor (module docstring): of the turns
+    that fit while the turns from them on fill at least four fifths of the room
+    left for them, the oldest of the highest :func:`anchor_level`. Turns older than
+    one window's worth of tokens are not weighed: they are not named in
+    :attr:`Fitted.omitted`.
     """
     base = sum(message_tokens(m, count) for m in fixed) + tools_tokens(specs, count)
-    sizes = [sum(message_tokens(m, count) for m in turn.messages) for turn in history]
     if window is None:
-        return Fitted(tuple(history), (), 0, base + sum(sizes))
+        used = sum(turn_tokens(t, count) for t in history)
+        return Fitted(tuple(history), (), 0, base + used, used)
     room = window - reserve - base
-    kept = 0
     used = 0
-    for size in reversed(sizes):
+    cut = len(history)
+    key = hash(count)
+    for turn in reversed(history):  # the newest that fit
+        size = turn.tokens.get(key) or turn_tokens(turn, count)  # (inlined: the usual case)
         if used + size > room:
             break
         used += size
-        kept += 1
-    cut = len(history) - kept
-    return Fitted(tuple(history[cut:]), tuple(t.turn_id for t in history[:cut]),
-                  sum(sizes[:cut]), base + used)
+        cut -= 1
+    if cut > 0:  # the window is full: begin at the anchor of its oldest fifth
+        at, left, level = cut, used, -1
+        while left * 5 >= room * 4 and at < len(history):
+            mine = anchor_level(history[at].turn_id)
+            if mine > level:
+                cut, used, level = at, left, mine
+            left -= turn_tokens(history[at], count)
+            at += 1
+    omitted: list[str] = []
+    omitted_tokens = 0
+    weighed = used
+    for at in range(cut - 1, -1, -1):  # newest first, while within a window's worth
+        if weighed >= window:
+            break
+        turn = history[at]
+        size = turn.tokens.get(key) or turn_tokens(turn, count)
+        weighed += size
+        omitted_tokens += size
+        omitted.append(turn.turn_id)
+    return Fitted(tuple(history[cut:]), tuple(reversed(omitted)), omitted_tokens, base + used,
+                  used)
 
 
 class TurnWindow:
@@ -120,8 +204,10 @@ class TurnWindow:
                             else min(1024, (self.window or 0) // 4)))
         self.omitted: list[str] = []
         self.omitted_tokens = 0
-        self._at = 0
-        self._spans: list[tuple[str, int, int]] = []  # (turn id, messages, tokens), oldest first
+        self._at = 0  # where the earlier turns begin in the turn's messages
+        self._kept: deque[HistoryTurn] = deque()  # the earlier turns placed, oldest first
+        self._placed = 0  # their messages
+        self._kept_tokens = 0  # their tokens
 
     def place(self, messages: list[Message], earlier: Sequence[HistoryTurn], new: Message,
               specs: Sequence[ToolSpec]) -> None:
@@ -130,22 +216,26 @@ class TurnWindow:
                      reserve=self.reserve, count=self.count)
         self.omitted, self.omitted_tokens = list(fitted.omitted), fitted.omitted_tokens
         self._at = len(messages)
-        for turn in fitted.kept:
-            messages.extend(turn.messages)
-            self._spans.append((turn.turn_id, len(turn.messages),
-                                sum(message_tokens(m, self.count) for m in turn.messages)))
+        messages.extend(chain.from_iterable(turn.messages for turn in fitted.kept))
+        self._kept = deque(fitted.kept)
+        self._placed = len(messages) - self._at
+        self._kept_tokens = fitted.kept_tokens
 
     def trim(self, messages: list[Message], specs: Sequence[ToolSpec]) -> str | None:
         """Leave out the oldest earlier turns until a request of ``messages`` fits; why it
         cannot fit even without them (``None`` when it fits)."""
         if self.window is None:
             return None
-        need = (sum(message_tokens(m, self.count) for m in messages)
+        own = messages[:self._at] + messages[self._at + self._placed:]
+        need = (sum(message_tokens(m, self.count) for m in own) + self._kept_tokens
                 + tools_tokens(specs, self.count) + self.reserve)
-        while need > self.window and self._spans:
-            turn_id, size, tokens = self._spans.pop(0)
-            del messages[self._at:self._at + size]
-            self.omitted.append(turn_id)
+        while need > self.window and self._kept:
+            turn = self._kept.popleft()
+            tokens = turn_tokens(turn, self.count)
+            del messages[self._at:self._at + len(turn.messages)]
+            self._placed -= len(turn.messages)
+            self._kept_tokens -= tokens
+            self.omitted.append(turn.turn_id)
             self.omitted_tokens += tokens
             need -= tokens
         if need <= self.window:
