@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from overt.cli import flags
 from overt.config import Config, default_data_dir
 from overt.errors import ForgedSignatureError, LedgerError, LedgerIntegrityError, UsageError
 from overt.ledger import audit, checkpoints, proofs, signing
@@ -40,7 +41,7 @@ def add_parsers(lsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     checkpoint.add_argument("--json", action="store_true")
     prove = lsub.add_parser("prove", help="a turn's entries with their Merkle inclusion "
                             "proofs and a signed checkpoint, as JSON (check it offline)")
-    prove.add_argument("turn_id")
+    prove.add_argument("turn_id", type=flags.turn_id)
     prove.add_argument("--checkpoints", metavar="DIR", help="the witness directory")
     prove.add_argument("--key", metavar="PUBLIC", help="the public key file")
     check = lsub.add_parser("check-proof", help="check a proof file with the public key "

@@ -22,6 +22,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from overt.cli import flags
 from overt.cli.flags import bytes_flag, port_flag
 from overt.config import Config
 from overt.errors import UsageError
@@ -45,12 +46,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                        help="the cockpit's cookie key file, made on first use "
                             "(env OVERT_WEB_SECRET_FILE)")
     serve.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
-    serve.add_argument("--add-token", metavar="ACTOR",
+    serve.add_argument("--add-token", metavar="ACTOR", type=flags.actor,
                        help="make a token for ACTOR (e.g. mcp_client:claude-code), store its "
                             "hash, print it once, and exit")
     serve.add_argument("--model", help="model spec (as for ask)")
     mcp = sub.add_parser("mcp", help="the MCP server over stdio; needs overt[mcp]")
-    mcp.add_argument("--actor", default="mcp_client:default",
+    mcp.add_argument("--actor", default="mcp_client:default", type=flags.actor,
                      help="who the stdio client is (default mcp_client:default)")
     mcp.add_argument("--model", help="model spec (as for ask)")
 
