@@ -5,6 +5,7 @@ to overt is parsed with a depth limit."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from overt.cli.main import main
+from overt.cli import flags
+from overt.cli.global_flags import _commands
+from overt.cli.main import _parser, main
 
 NOT_UTF8 = os.fsdecode(b"cli:\xff\xfe")
 """What bytes that are not UTF-8 become in ``sys.argv`` (lone surrogates)."""
@@ -75,12 +78,6 @@ def test_a_bad_id_is_a_usage_error_naming_the_argument(
 def test_every_argument_that_names_an_id_or_an_actor_is_checked() -> None:
     """The list above is every such argument: an argument whose name or metavar says
     id, session or actor has a checking type (a new one is caught here)."""
-    from overt.cli import flags
-    from overt.cli.global_flags import _commands
-    from overt.cli.main import _parser
-
-    import argparse
-
     roles = {"overt ledger setup-roles owner"}  # a PostgreSQL role, not an overt actor
     checking = {flags.session_id, flags.session_id_or_last, flags.turn_id, flags.request_id,
                 flags.node_id, flags.turn_or_session_id, flags.case_id, flags.actor}
