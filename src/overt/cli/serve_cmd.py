@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import gc
 import os
+import signal
 import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -91,7 +92,18 @@ def run(config: Config, args: argparse.Namespace) -> int:
     return _serve(config, tokens, args, web_secret_path(path, args.web_secret))
 
 
+def _stop_on_sigterm(_signum: int, _frame: object) -> None:
+    """SIGTERM is how a service manager asks for a stop, and a stop asked for is a
+    clean exit. uvicorn takes the signal while it serves (it stops accepting, lets
+    the requests in flight end, up to ``timeout_graceful_shutdown``, and the lifespan
+    closes the ledger), then raises it again with the handler it found: this one,
+    which ends the process with status 0 (the default handler would kill it, -15).
+    Before uvicorn serves, it stops start-up the same way."""
+    raise SystemExit(0)
+
+
 def _serve(config: Config, tokens: object, args: argparse.Namespace, secret_file: Path) -> int:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         import uvicorn
     except ImportError as exc:
@@ -135,7 +147,8 @@ def _serve(config: Config, tokens: object, args: argparse.Namespace, secret_file
     gc.collect()
     gc.freeze()
     # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests finish
-    # (a turn ends recorded, or paused and resumable) before the lifespan closes the ledger.
+    # (a turn ends recorded, or paused and resumable) before the lifespan closes the
+    # ledger; then SIGTERM exits 0 (_stop_on_sigterm), SIGINT 130.
     uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose
                 else "warning", timeout_graceful_shutdown=30)
     return 0
