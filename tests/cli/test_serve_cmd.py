@@ -42,7 +42,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_sigterm_lets_the_turn_in_flight_finish_records_it_whole_and_exits_0(tmp_path: Path) -> None:
+def test_sigterm_lets_the_turn_in_flight_finish_records_it_and_exits_0(tmp_path: Path) -> None:
     (tmp_path / "slow.py").write_text(PLUGIN)
     (tmp_path / "replies.jsonl").write_text(
         '{"tool_calls": [{"name": "slow_lookup", "arguments": {"key": "abc"}}]}\n'
