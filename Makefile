@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 
-.PHONY: demo test bench eval install install-dev lint typecheck clean
+.PHONY: demo test bench eval install install-dev lint typecheck clean docs docs-build
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,7 @@ test: install-dev
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/overt model prepare local
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/site
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # bench_ledger and bench_load need the PostgreSQL driver, overt serve and an HTTP client;
@@ -52,5 +53,14 @@ eval: install
 	$(BIN)/overt model prepare $(EVAL_MODEL)
 	$(BIN)/overt eval --model $(EVAL_MODEL) --json $(RESULTS)/eval-$(subst :,-,$(EVAL_MODEL)).json
 
+# The documentation site (mkdocs.yml): served at http://127.0.0.1:8000/ as you edit,
+# or built into build/site; `make test` builds it with --strict (a warning fails).
+DOCS_ADDR ?= 127.0.0.1:8000
+docs: install-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr $(DOCS_ADDR)
+
+docs-build: install-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
+
 clean:
-	rm -rf $(VENV) build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) build site .mypy_cache .ruff_cache .pytest_cache
