@@ -84,6 +84,12 @@ def count_flag(value: str) -> int:
     return number
 
 
+IDS = ("An id argument (a session, turn, approval request, memory node or eval case) "
+       "is valid UTF-8 text of 1 to 1024 characters without control characters (turn, "
+       "request and node ids: letters, digits, _ and -), an actor is KIND:NAME: anything "
+       "else is exit 2 before the ledger is opened.")
+
+
 def _id_type(what: str, *, token: bool = False) -> Callable[[str], str]:
     def parse(value: str) -> str:
         problem = id_problem(value, token=token)

@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="overt", description=__doc__.split("\n")[0],
                                 epilog="Exit codes: 0 ok, 1 turn error, 2 usage, 3 verify "
                                        "failed, 4 not found, 5 backend error. "
-                                       + global_flags.EPILOG)
+                                       + global_flags.EPILOG + " " + flags.IDS)
     p.add_argument("--version", action="version", version=f"overt {__version__}")
     global_flags.add(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
