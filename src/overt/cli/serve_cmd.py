@@ -18,6 +18,7 @@ import gc
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -103,7 +104,17 @@ def _stop_on_sigterm(_signum: int, _frame: object) -> None:
 
 
 def _serve(config: Config, tokens: object, args: argparse.Namespace, secret_file: Path) -> int:
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    if threading.current_thread() is not threading.main_thread():  # no signals there
+        return _run_server(config, tokens, args, secret_file)
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    try:
+        return _run_server(config, tokens, args, secret_file)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_server(config: Config, tokens: object, args: argparse.Namespace,
+                secret_file: Path) -> int:
     try:
         import uvicorn
     except ImportError as exc:
