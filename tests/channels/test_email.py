@@ -1,7 +1,10 @@
-"""The email channel against real servers: Dovecot for IMAP, aiosmtpd for SMTP."""
+"""The email channel against real servers: Dovecot for IMAP, aiosmtpd for SMTP: which
+session a mail continues (RFC 5322 threading, resolved through overt's own
+Message-IDs) and whose it is, too."""
 
 from __future__ import annotations
 
+import dataclasses
 import imaplib
 import json
 import smtplib
@@ -16,9 +19,14 @@ from overt.channels import email as email_channel
 from overt.channels.delivery import deliver_resumed
 from overt.channels.email import EmailChannel
 from overt.channels.settings import EmailSettings
+from overt.config.file import parse, values
 from overt.errors import ChannelError, LedgerError
 from overt.ledger.base import Ledger
 from overt.models.fake import ScriptedModel
+from overt.policy.capabilities import Capabilities
+from overt.policy.engine import Policy
+from overt.policy.gate import Gate
+from overt.sessions.book import session_info
 from tests.channels.helpers import echo_model, payroll_runtime, said
 from tests.channels.mail_servers import Imap, SmtpSink, dovecot, smtp_server
 from tests.conftest import RuntimeFactory, run
@@ -288,3 +296,126 @@ def test_a_mail_without_a_message_id_is_answered_once_under_the_key_overt_made(
     assert sink.messages[0]["In-Reply-To"] == key
     [started] = run(ledger.entries(kinds=["turn.started"]))
     assert started.session_id == f"email:{key}"
+
+
+Servers = tuple[Imap, SmtpSink, EmailSettings]
+
+
+def sessions(ledger: Ledger) -> list[str | None]:
+    return [e.session_id for e in run(ledger.entries(kinds=["turn.started"]))]
+
+
+def test_a_reply_to_overts_answer_with_only_in_reply_to_continues_the_conversation(
+        servers: Servers, make_runtime: RuntimeFactory, ledger: Ledger) -> None:
+    imap, sink, settings = servers
+    model = echo_model()
+    channel = EmailChannel(make_runtime(model), settings, imap_password=imap.password)
+
+    async def main() -> None:
+        deliver(imap, message_id="<a1@example.org>", text="my name is Ada")
+        assert await channel.poll_once() == {"<a1@example.org>": "answered"}
+        ours = sink.messages[0]["Message-ID"]
+        # a client or a script that writes In-Reply-To and no References
+        deliver(imap, message_id="<a2@example.org>", text="what is my name?",
+                In_Reply_To=ours)
+        assert await channel.poll_once() == {"<a2@example.org>": "answered"}
+        # In-Reply-To a message overt received, not its answer
+        deliver(imap, message_id="<a3@example.org>", text="still there?",
+                In_Reply_To="<a2@example.org>")
+        assert await channel.poll_once() == {"<a3@example.org>": "answered"}
+    run(main())
+    assert said(model.requests[1]) == [("user", "my name is Ada"),
+                                       ("assistant", "re: my name is Ada"),
+                                       ("user", "what is my name?")]
+    assert said(model.requests[2])[-1] == ("user", "still there?")
+    assert ("user", "my name is Ada") in said(model.requests[2])
+    assert sessions(ledger) == ["email:<a1@example.org>"] * 3
+    assert sink.messages[1]["In-Reply-To"] == "<a2@example.org>"
+
+
+def test_references_win_over_in_reply_to_and_an_unknown_thread_starts_at_its_first_id(
+        servers: Servers, make_runtime: RuntimeFactory, ledger: Ledger) -> None:
+    imap, _, settings = servers
+    channel = EmailChannel(make_runtime(echo_model()), settings, imap_password=imap.password)
+
+    async def main() -> None:
+        deliver(imap, message_id="<a1@example.org>", text="first thread")
+        deliver(imap, message_id="<b1@example.org>", text="second thread")
+        await channel.poll_once()
+        # References name the first thread; In-Reply-To (wrongly) the second
+        deliver(imap, message_id="<a2@example.org>", text="on the first",
+                references="<a1@example.org>", In_Reply_To="<b1@example.org>")
+        # a thread overt never saw the start of; one that names an id overt never gave
+        deliver(imap, message_id="<c2@example.org>", text="cc'd late",
+                references="<c0@example.org> <c1@example.org>")
+        deliver(imap, message_id="<d1@example.org>", text="forged",
+                In_Reply_To="<overt.00000000000000000000000000000000@overt.example>")
+        await channel.poll_once()
+    run(main())
+    assert sessions(ledger) == ["email:<a1@example.org>", "email:<b1@example.org>",
+                                "email:<a1@example.org>", "email:<c0@example.org>",
+                                "email:<overt.00000000000000000000000000000000@overt.example>"]
+
+
+BOB = "bob@example.org"
+GUEST = "guest@example.org"
+
+
+def test_mapped_senders_own_their_sessions_and_a_colleague_in_the_thread_gets_their_own(
+        servers: Servers, make_runtime: RuntimeFactory, ledger: Ledger) -> None:
+    imap, _, settings = servers
+    people = ("agent.ask", "trail.read", "approvals.read")
+    gate = Gate(Policy([]), Capabilities({"operator:alice": people, "operator:bob": people,
+                                          "operator:guest": people}))
+    model = echo_model()
+    mapped = dataclasses.replace(
+        settings, allowed_senders=(OWNER, BOB, GUEST), default_actor="operator:guest",
+        actors=(("Owner@Example.org", "operator:alice"), (BOB, "operator:bob")))
+    channel = EmailChannel(make_runtime(model, gate=gate), mapped, imap_password=imap.password)
+
+    async def main() -> None:
+        deliver(imap, message_id="<a1@example.org>", text="my salary is private")
+        await channel.poll_once()
+        deliver(imap, message_id="<a2@example.org>", text="what did she say?",
+                sender=f"Bob <{BOB}>", references="<a1@example.org>")
+        deliver(imap, message_id="<g1@example.org>", text="hello", sender=GUEST)
+        await channel.poll_once()
+    run(main())
+    assert sessions(ledger) == ["email:<a1@example.org>",
+                                "email:<a1@example.org>:operator:bob", "email:<g1@example.org>"]
+    owners = [run(session_info(ledger, s)) for s in sessions(ledger)]
+    assert [o.owner for o in owners if o is not None] == [
+        "operator:alice", "operator:bob", "operator:guest"]
+    assert said(model.requests[1]) == [("user", "what did she say?")]  # not Alice's mail
+
+
+def test_email_actors_are_read_from_overt_toml(tmp_path: Path) -> None:
+    config = values(parse('''
+[email]
+imap_host = "imap.example.org"
+imap_user = "agent"
+smtp_host = "smtp.example.org"
+from_address = "agent@example.org"
+actors = { "Alice@Example.org" = "operator:alice" }
+default_actor = "mcp_client:mail"
+'''))
+    email: Any = config["email"]
+    assert email.actors == (("alice@example.org", "operator:alice"),)
+    assert email.default_actor == "mcp_client:mail"
+
+
+def test_a_sender_whose_actor_may_not_ask_is_recorded_refused_and_not_answered(
+        servers: Servers, make_runtime: RuntimeFactory, ledger: Ledger) -> None:
+    imap, sink, settings = servers
+    gate = Gate(Policy([]), Capabilities({"operator:viewer": ("trail.read",)}))
+    mapped = dataclasses.replace(settings, actors=((OWNER, "operator:viewer"),))
+    channel = EmailChannel(make_runtime(echo_model(), gate=gate), mapped,
+                           imap_password=imap.password)
+    deliver(imap, message_id="<v1@example.org>", text="show me everything")
+    assert run(channel.poll_once()) == {"<v1@example.org>": "filtered"}
+    assert sink.messages == [] and unseen(imap) == []
+    [received] = run(data(ledger, "channel.received"))
+    assert received["filtered"] == "sender_not_allowed"
+    [refused] = run(data(ledger, "capability.checked"))
+    assert (refused["actor"], refused["capability"], refused["subject"]) == (
+        "operator:viewer", "agent.ask", "email:<v1@example.org>")

@@ -58,10 +58,14 @@ Post = Callable[[bytes, dict[str, str]], Awaitable[tuple[int, dict[str, Any]]]]
 
 
 @asynccontextmanager
-async def slack_app(runtime: Runtime) -> AsyncIterator[tuple[SlackDMHandler, FakeSlack, Post]]:
+async def slack_app(runtime: Runtime, *, allowed_users: tuple[str, ...] = (OWNER,),
+                    **options: Any) -> AsyncIterator[tuple[SlackDMHandler, FakeSlack, Post]]:
+    """The handler (``options``: its keyword arguments) behind a real server, a local
+    Slack API, and a function posting to the endpoint."""
     async with fake_slack_api(TOKEN) as fake:
         handler = SlackDMHandler(runtime, signing_secret=SECRET, bot_token=TOKEN,
-                                 allowed_users=[OWNER], api_base_url=fake.base_url)
+                                 allowed_users=allowed_users, api_base_url=fake.base_url,
+                                 **options)
         async with serve(slack_routes(handler)) as url, aiohttp.ClientSession() as http:
             async def post(body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
                 async with http.post(f"{url}/slack/events", data=body,
@@ -292,15 +296,16 @@ def test_a_reply_in_the_dm_thread_reaches_the_model_with_the_thread_so_far(
             await fake.wait_for_posts(2)
             await handler.drain()
             await post(*signed(event("a new question", event_id="Ev3",
-                                     ts="1700000300.000300")))
+                                     ts="1700009000.000300")))
             posts = await fake.wait_for_posts(3)
             await handler.drain()
             return posts
     posts = run(main())
-    assert [p["thread_ts"] for p in posts] == [root, root, "1700000300.000300"]
+    assert [p["thread_ts"] for p in posts] == [root, root, "1700009000.000300"]
     assert said(model.requests[1]) == [("user", "my name is Ada"),
                                        ("assistant", "re: my name is Ada"),
                                        ("user", "what is my name?")]
-    assert said(model.requests[2]) == [("user", "a new question")]  # a new top-level DM
+    # a main-pane DM two hours later: the pause ended the conversation
+    assert said(model.requests[2]) == [("user", "a new question")]
     sessions = [e.session_id for e in run(ledger.entries(kinds=["turn.started"]))]
-    assert sessions == [f"slack:{DM}:{root}"] * 2 + [f"slack:{DM}:1700000300.000300"]
+    assert sessions == [f"slack:{DM}:{root}"] * 2 + [f"slack:{DM}:1700009000.000300"]

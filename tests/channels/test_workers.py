@@ -76,6 +76,10 @@ def test_three_workers_on_one_postgres_ledger_answer_once_and_keep_one_exact_cha
     run(main())
 
 
+def racing_ts(n: int) -> str:
+    return f"{1700010000 + 4000 * n}.000100"
+
+
 async def scenario(made: Setup, three: list[Worker], slack: Any,
                    http: aiohttp.ClientSession, url: str) -> None:
     a, b, c = three
@@ -115,17 +119,18 @@ async def scenario(made: Setup, three: list[Worker], slack: Any,
     assert [p["thread_ts"] for p in posts[1:]] == ["1700000200.000100"] * 2
     assert posts[2]["text"].startswith("payroll:")
 
-    # Three more wait for approval, one asked on each worker; each is approved on two
+    # Three more wait for approval, one asked on each worker (three conversations:
+    # main-pane DMs more than dm_session_idle_s apart); each is approved on two
     # workers at the same moment: one decision wins, the other gets 409, and each
     # answer reaches its thread once although every worker that resumes a turn
     # sweeps for the answers owed.
     for n, worker in enumerate(three):
         assert await deliver(signed(event("payroll please", event_id=f"EvRACE{n}",
-                                          ts=f"170000030{n}.000100")), worker) == {"ok": True}
+                                          ts=racing_ts(n))), worker) == {"ok": True}
     await slack.wait_for_posts(6, timeout=60)
     async with http.get(f"{a.url}/v1/approvals?status=pending", headers=auth(made)) as response:
         held = {p["session_id"]: p["request_id"] for p in (await response.json())["approvals"]}
-    racing = [held[f"slack:{DM}:170000030{n}.000100"] for n in range(3)]
+    racing = [held[f"slack:{DM}:{racing_ts(n)}"] for n in range(3)]
 
     async def approve(worker: Worker, request_id: str) -> int:
         async with http.post(f"{worker.url}/v1/approvals/{request_id}/approve",
@@ -135,8 +140,7 @@ async def scenario(made: Setup, three: list[Worker], slack: Any,
                                       for w in (three[n], three[(n + 1) % 3])))
     assert sorted(statuses) == [200] * 3 + [409] * 3
     raced = await slack.wait_for_posts(9, timeout=60)
-    assert sorted(p["thread_ts"] for p in raced[6:]) == [
-        f"170000030{n}.000100" for n in range(3)]
+    assert sorted(p["thread_ts"] for p in raced[6:]) == [racing_ts(n) for n in range(3)]
 
     # An HTTP turn pauses on worker a; a stream on worker c follows it while an
     # operator approves it from the command line: c sees the turn end.

@@ -6,16 +6,20 @@ to overt is parsed with a depth limit."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from overt.cli import flags
 from overt.cli.global_flags import _commands
 from overt.cli.main import _parser, main
+from overt.ledger.proofs import dump
+from tests.ledger.proofs_helpers import add_turns
 
 NOT_UTF8 = os.fsdecode(b"cli:\xff\xfe")
 """What bytes that are not UTF-8 become in ``sys.argv`` (lone surrogates)."""
@@ -129,3 +133,22 @@ def test_other_json_handed_to_overt_nested_too_deep_is_a_usage_error(
     assert main(["--db", db, *argv]) == 2
     assert "nests 50001 levels deep, deeper than the 128 overt reads" in \
         capsys.readouterr().err
+
+
+def test_check_proof_of_an_entry_whose_data_nests_deeply_fails_as_not_a_proof(
+        ledger: Any, ledger_url: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    add_turns(ledger, 3)
+    key, witness = tmp_path / "k", tmp_path / "witness"
+    db = ["--db", ledger_url, "ledger"]
+    assert main([*db, "keygen", "--private", str(key)]) == 0
+    assert main([*db, "checkpoint", "--key", str(key), "--witness-dir", str(witness)]) == 0
+    capsys.readouterr()
+    assert main([*db, "prove", "t1", "--checkpoints", str(witness), "--key",
+                 f"{key}.pub"]) == 0
+    proof = json.loads(capsys.readouterr().out)
+    proof["entries"][0]["data"] = DEEP  # a string holding JSON nested 50,000 deep
+    path = tmp_path / "proof.json"
+    path.write_text(dump(proof))
+    assert main(["ledger", "check-proof", str(path), "--key", f"{key}.pub"]) == 3
+    assert "the entry's data nests 50000 levels deep" in capsys.readouterr().out

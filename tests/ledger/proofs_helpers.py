@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from overt.events import RuntimeStarted
+from overt.events import LedgerPruned, RuntimeStarted
 from overt.ledger import checkpoints, signing
 from overt.ledger.checkpoints import Checkpoint, CheckpointSettings
 from tests.conftest import run
@@ -35,9 +35,10 @@ class Signer:
     def witness(self) -> Path:
         return Path(self.settings.witness_dir)
 
-    def checkpoint(self, ledger: Any, *, allow_prune: bool = False) -> tuple[Checkpoint, str]:
+    def checkpoint(self, ledger: Any, *, prune: LedgerPruned | None = None
+                   ) -> tuple[Checkpoint, str]:
         found: tuple[Checkpoint, str] = run(checkpoints.make(ledger, self.key, self.settings,
-                                                             allow_prune=allow_prune))
+                                                             prune=prune))
         return found
 
     def witnessed(self) -> list[Checkpoint]:

@@ -108,12 +108,11 @@ def test_a_prune_not_signed_by_a_checkpoint_is_refused_and_a_signed_one_is_taken
     signer = make_signer(tmp_path)
     add_turns(ledger, 50)
     signer.checkpoint(ledger)
-    run(ledger.prune(now_iso()))
-    add_turns(ledger, 2, prefix="after")
+    record = run(ledger.prune(now_iso()))
     with pytest.raises(LedgerIntegrityError, match="a prune no checkpoint signed"):
         signer.checkpoint(ledger)
     assert not verify(ledger, signer).ok
-    checkpoint, _ = signer.checkpoint(ledger, allow_prune=True)
+    checkpoint, _ = signer.checkpoint(ledger, prune=record)
     assert checkpoint.pruned == 151  # 150 entries and the checkpoint's
     add_turns(ledger, 2, prefix="later")
     signer.checkpoint(ledger)

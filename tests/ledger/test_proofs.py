@@ -96,3 +96,25 @@ def test_a_consistency_proof_shows_the_newer_checkpoint_extends_the_older(
     bent["proof"] = bent["proof"][:-1]
     with pytest.raises(LedgerIntegrityError, match="does not extend"):
         proofs.check(proofs.dump(bent).encode(), signer.public)
+
+
+def test_a_turn_in_progress_is_proved_as_such_and_one_entry_alone_is_labelled(
+    ledger: Any, tmp_path: Path
+) -> None:
+    add_turns(ledger, 10)  # turns of three entries, none completed
+    signer = make_signer(tmp_path)
+    checkpoint, note = signer.checkpoint(ledger)
+    proof = run(proofs.prove(ledger, "t4", note, checkpoint, signer.public))
+    assert (proof["scope"], proof["turn_entries"], proof["completed_seq"]) == ("turn", 3, None)
+    checked = proofs.check(proofs.dump(proof).encode(), signer.public)
+    assert (checked.scope, checked.completed_seq, checked.entries) == ("turn", None, 3)
+    one = run(proofs.prove_entry(ledger, 14, note, checkpoint, signer.public))
+    checked = proofs.check(proofs.dump(one).encode(), signer.public)
+    assert (checked.scope, checked.seq, checked.turn_id, checked.entries) == (
+        "entry", 14, "t4", 1)
+    bent = json.loads(proofs.dump(proof))
+    bent["turn_entries"] = 4
+    with pytest.raises(LedgerIntegrityError, match="entries of the turn are missing"):
+        proofs.check(proofs.dump(bent).encode(), signer.public)
+    with pytest.raises(NotFoundError):
+        run(proofs.prove_entry(ledger, 999, note, checkpoint, signer.public))

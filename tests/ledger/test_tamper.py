@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
@@ -465,3 +466,311 @@ def test_rewrite_the_stored_merkle_tree_is_refused_and_detected_against_the_chec
     raw.drop_guards().execute(statement, ("00" * 32,))
     code, out = witnessed.verify(capsys)
     assert code == EXIT_VERIFY and "FAILED against the signed checkpoints" in out
+
+
+# -- issue 33: the proofs against the insider they exist to catch ---------------------
+
+
+def signed_root(raw: Raw, size: int) -> bytes:
+    """The RFC 9162 root of the ledger's first ``size`` entries, from their chain hashes."""
+    from overt.ledger import merkle
+
+    leaves = [merkle.entry_leaf(h) for (h,) in raw.query(
+        f"SELECT hash FROM audit_log WHERE seq <= {size} ORDER BY seq")]
+    return merkle.root(merkle.perfect_over(leaves), size)
+
+
+def forged_copy(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Entry ``row`` (the nine columns) with its tool rewritten as ``wire_money``, its
+    hash re-computed on the same ``prev_hash``."""
+    seq, entry_id, kind, at, turn_id, session_id, data, prev, _ = row
+    data = data.replace('"lookup"', '"wire_money"')
+    digest = chain_hash(prev, entry_payload(seq, entry_id, kind, at, turn_id, session_id, data))
+    return (seq, entry_id, kind, at, turn_id, session_id, data, prev, digest)
+
+
+def plant_forged_tile(raw: Raw, level: int, first: int) -> tuple[tuple[Any, ...], list[bytes]]:
+    """As an owner (or superuser) would: store the hash of tile (``level``, ``first``) built
+    from the real leaves with the ``tool_call.completed`` entry in it swapped for a
+    forged copy; (that copy, the forged leaves)."""
+    from overt.ledger import merkle
+
+    rows = raw.query(f"SELECT {COLUMNS} FROM audit_log ORDER BY seq")
+    assert int(rows[0][0]) == 1
+    (index,) = [i for i, r in enumerate(rows) if r[2] == "tool_call.completed"
+                and first <= i < first + (1 << level)]
+    forged = forged_copy(rows[index])
+    leaves = [merkle.entry_leaf(r[8]) for r in rows]
+    leaves[index] = merkle.entry_leaf(forged[8])
+    tile = merkle.perfect_over(leaves)(first, 1 << level)
+    raw.execute("INSERT INTO merkle_nodes (level, first_leaf, hash) VALUES (?, ?, ?)",
+                (level, first, tile.hex()))
+    return forged, leaves
+
+
+def hand_made_proof(forged: tuple[Any, ...], leaves: list[bytes], note: str,
+                    key_id: str, size: int) -> bytes:
+    """The proof of one (forged) entry an attacker writes by hand, in the first format."""
+    import base64
+
+    from overt.ledger import merkle, proofs
+
+    seq = int(forged[0])
+    path = merkle.inclusion_proof(merkle.perfect_over(leaves), seq - 1, size)
+    columns = dict(zip(("seq", "id", "kind", "at", "turn_id", "session_id", "data",
+                        "prev_hash", "hash"), forged, strict=True))
+    proof = {"format": "overt-inclusion-proof/1", "turn_id": forged[4], "checkpoint": note,
+             "key_id": key_id, "nodes": [base64.b64encode(p).decode() for p in path],
+             "paths": [list(range(len(path)))], "entries": [columns]}
+    return proofs.dump(proof).encode()
+
+
+def test_plant_a_merkle_tile_is_never_signed_and_is_detected_naming_the_tile(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    from overt.ledger import checkpoints, proofs, signing
+    from tests.ledger.proofs_helpers import add_turns
+
+    add_turns(ledger, 80)  # 240 entries, then the operator's first checkpoint
+    witnessed = Witnessed(ledger_url, tmp_path)
+    add_turns(ledger, 10)
+    one_turn(make_runtime)  # its lookup lies in the tile of leaves 256..511
+    add_turns(ledger, 90)
+    forged, forged_leaves = plant_forged_tile(raw, 8, 256)
+    capsys.readouterr()
+    code = main(["--db", ledger_url, "ledger", "checkpoint", "--key", str(witnessed.private),
+                 "--witness-dir", str(witnessed.dir)])
+    out, err = capsys.readouterr()
+    assert code == EXIT_VERIFY, out + err
+    assert "level 8, first leaf 256" in out + err
+    key = signing.read_public(witnessed.public)
+    found = checkpoints.read_witness_dir(witnessed.dir, key)[0]
+    path, newest = found[-1]
+    assert newest.size > 512
+    assert newest.root == signed_root(raw, newest.size)  # the entries' root, not the plant's
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and "level 8, first leaf 256" in out
+    # the attacker's proof of the forged entry, against the newest checkpoint
+    note = path.read_text()
+    data = hand_made_proof(forged, forged_leaves[:newest.size], note, key.key_id, newest.size)
+    with pytest.raises(Exception, match="not in the tree"):
+        proofs.check(data, key)
+    # and the real entries of that tile are still proved
+    proof = run(proofs.prove(ledger, forged[4], note, newest, key))
+    assert proofs.check(proofs.dump(proof).encode(), key).entries == len(proof["entries"])
+
+
+def pruned_config(witnessed: Witnessed, tmp_path: Any) -> str:
+    config = tmp_path / "overt.toml"
+    config.write_text(f"[checkpoints]\nprivate_key = {str(witnessed.private)!r}\n"
+                      f"witness_dir = {str(witnessed.dir)!r}\n")
+    return str(config)
+
+
+def plant_forged_seal(raw: Raw, through: int) -> int:
+    """The attacker's one INSERT: a ``ledger.pruned`` entry chained at the head that seals
+    entries ``1..through``, deleting nothing; its seq."""
+    head, head_hash = raw.query("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")[0]
+    (sealed,) = raw.query(f"SELECT hash FROM audit_log WHERE seq = {through}")[0]
+    data = ('{"cutoff":"2999-01-01T00:00:00.000000Z","first_removed_seq":1,'
+            f'"held_back_by_turn":null,"last_removed_hash":"{sealed}","removed_content":0,'
+            f'"removed_entries":{through},"removed_from_at":null,"removed_to_at":null,'
+            f'"through_seq":{through}}}')
+    seq, entry_id, at = head + 1, "01FORGEDSEAL0000000000000", "2999-01-01T00:00:00.000000Z"
+    digest = chain_hash(head_hash, entry_payload(seq, entry_id, "ledger.pruned", at, None, None,
+                                                 data))
+    raw.execute(f"INSERT INTO audit_log ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (seq, entry_id, "ledger.pruned", at, None, None, data, head_hash, digest))
+    return int(seq)
+
+
+def delete_through(raw: Raw, through: int) -> None:
+    raw.drop_guards()
+    for table in ("content_blobs", "audit_log", "trail_index"):
+        raw.execute(f"DELETE FROM {table} WHERE seq <= {through}")
+
+
+def test_a_forged_seal_is_never_signed_by_the_next_prune_and_is_detected(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.ledger.proofs_helpers import add_turns
+
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    add_turns(ledger, 100)
+    config = pruned_config(witnessed, tmp_path)
+    seal = plant_forged_seal(raw, 256)
+    assert verify_exit(ledger_url, capsys)[0] == 0  # the chain alone cannot tell
+    (cutoff,) = raw.query("SELECT at FROM audit_log WHERE seq = 32")[0]
+    # the operator's routine prune refuses to run on top of it
+    code = main(["--db", ledger_url, "--config", config, "ledger", "prune",
+                 "--older-than", cutoff])
+    out, err = capsys.readouterr()
+    assert code == EXIT_VERIFY, out + err
+    assert f"entry {seal}" in out + err and "no prune wrote" in out + err
+    assert raw.query("SELECT min(seq) FROM audit_log")[0][0] == 1  # nothing removed
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and f"entry {seal}" in out and "no prune wrote" in out
+    delete_through(raw, 256)  # and the attacker deletes what it sealed anyway
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and "FAILED against the signed checkpoints" in out
+
+
+def test_a_prune_over_a_disowned_seal_signs_only_what_it_removed(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    from overt.ledger import checkpoints, signing
+    from tests.ledger.proofs_helpers import add_turns
+
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    add_turns(ledger, 100)
+    config = pruned_config(witnessed, tmp_path)
+    seal = plant_forged_seal(raw, 256)
+    capsys.readouterr()
+    # the operator, having looked into it, disowns the seal with the signing key
+    code = main(["--db", ledger_url, "--config", config, "ledger", "disown-seal", str(seal)])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    code, out = witnessed.verify(capsys)
+    assert code == 0 and f"disowned: entry {seal}" in out, out
+    (cutoff,) = raw.query("SELECT at FROM audit_log WHERE seq = 32")[0]
+    code = main(["--db", ledger_url, "--config", config, "ledger", "prune", "--json",
+                 "--older-than", cutoff])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    through = json.loads(out)["through_seq"]
+    assert 0 < through < 40
+    key = signing.read_public(witnessed.public)
+    newest = checkpoints.read_witness_dir(witnessed.dir, key)[0][-1][1]
+    assert newest.pruned == through  # exactly what this prune removed
+    code, out = witnessed.verify(capsys)
+    assert code == 0, out
+    delete_through(raw, 256)
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and "a forged prune" in out
+
+
+def test_the_checkpointer_signs_on_and_reports_a_forged_seal(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any
+) -> None:
+    from overt.errors import LedgerIntegrityError
+    from overt.ledger import checkpoints, signing
+    from overt.ledger.checkpointer import Checkpointer
+    from overt.ledger.checkpoints import CheckpointSettings
+    from tests.ledger.proofs_helpers import add_turns
+
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    add_turns(ledger, 100)
+    seal = plant_forged_seal(raw, 256)
+    key = signing.read_private(witnessed.private)
+    settings = CheckpointSettings(str(witnessed.private), str(witnessed.dir), every_entries=1)
+    maker = Checkpointer(ledger, key, settings)
+    for _ in range(2):  # every interval: a checkpoint of the ledger as it is, and the error
+        with pytest.raises(LedgerIntegrityError, match=f"entry {seal}.*no prune wrote"):
+            run(maker.tick())
+        newest = checkpoints.read_witness_dir(witnessed.dir, key.public)[0][-1][1]
+        assert newest.size >= seal and newest.pruned == 0
+        add_turns(ledger, 1)
+
+
+def drop_entry(proof: dict[str, Any], kind: str) -> dict[str, Any]:
+    """``proof`` without its (first) entry of ``kind``, its path and the nodes only that
+    path used: every other check still holds."""
+    import copy
+
+    proof = copy.deepcopy(proof)
+    (index,) = [i for i, e in enumerate(proof["entries"]) if e["kind"] == kind][:1]
+    del proof["entries"][index], proof["paths"][index]
+    used = sorted({i for path in proof["paths"] for i in path})
+    renumber = {old: new for new, old in enumerate(used)}
+    proof["nodes"] = [proof["nodes"][i] for i in used]
+    proof["paths"] = [[renumber[i] for i in path] for path in proof["paths"]]
+    return proof
+
+
+def test_leave_an_entry_out_of_a_turns_proof_is_detected(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    from overt.ledger import proofs
+
+    one_turn(make_runtime)
+    witnessed = Witnessed(ledger_url, tmp_path)
+    (turn_id,) = raw.query("SELECT turn_id FROM audit_log WHERE kind = 'turn.completed'")[0]
+    capsys.readouterr()
+    assert main(["--db", ledger_url, "ledger", "prove", turn_id, "--checkpoints",
+                 str(witnessed.dir), "--key", str(witnessed.public)]) == 0
+    proof = json.loads(capsys.readouterr().out)
+    whole = tmp_path / "proof.json"
+    whole.write_text(proofs.dump(proof))
+    assert main(["ledger", "check-proof", str(whole), "--key", str(witnessed.public)]) == 0
+    out = capsys.readouterr().out
+    assert f"the whole turn {turn_id}" in out
+    for kind in ("turn.completed", "tool_call.started"):
+        bent = tmp_path / f"without-{kind}.json"
+        bent.write_text(proofs.dump(drop_entry(proof, kind)))
+        code = main(["ledger", "check-proof", str(bent), "--key", str(witnessed.public)])
+        out = capsys.readouterr().out
+        assert code == EXIT_VERIFY and "FAILED" in out, (kind, out)
+
+
+def test_a_checkpoint_the_ledger_recorded_but_the_witness_lacks_fails_verify(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    assert main(["--db", ledger_url, "ledger", "checkpoint", "--key", str(witnessed.private),
+                 "--witness-dir", str(witnessed.dir)]) == 0
+    newest = sorted(witnessed.dir.glob("*.checkpoint"))[-1]
+    note = newest.read_text()
+    newest.write_text(note.rsplit("\n\n", 1)[0] + "\n\n")  # edited to read "not signed"
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and newest.name in out, out
+    code = main(["--db", ledger_url, "ledger", "verify", "--checkpoints", str(witnessed.dir),
+                 "--key", str(witnessed.public), "--allow-missing"])
+    out = capsys.readouterr().out
+    assert code == 0 and newest.name in out, out
+    newest.unlink()  # or gone
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and "the witness directory lacks" in out, out
+
+
+def test_an_edited_newest_checkpoint_does_not_hide_a_tail_cut_since_the_older_ones(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    witnessed = checkpointed(make_runtime, ledger_url, tmp_path)
+    (first,) = raw.query("SELECT max(seq) FROM audit_log")[0]
+    one_turn(make_runtime)
+    assert main(["--db", ledger_url, "ledger", "checkpoint", "--key", str(witnessed.private),
+                 "--witness-dir", str(witnessed.dir)]) == 0
+    newest = sorted(witnessed.dir.glob("*.checkpoint"))[-1]
+    newest.write_text(newest.read_text().rsplit("\n\n", 1)[0] + "\n\n")
+    raw.drop_guards().execute(f"DELETE FROM audit_log WHERE seq > {first}")  # the record too
+    raw.execute(f"DELETE FROM trail_index WHERE seq > {first}")
+    code, out = witnessed.verify(capsys)
+    assert code == EXIT_VERIFY and newest.name in out, out
+
+
+def test_leave_a_whole_tool_call_out_and_recount_is_caught_by_the_signed_turn_completed(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any
+) -> None:
+    from overt.errors import LedgerIntegrityError
+    from overt.ledger import checkpoints, proofs, signing
+
+    one_turn(make_runtime)
+    witnessed = Witnessed(ledger_url, tmp_path)
+    (turn_id,) = raw.query("SELECT turn_id FROM audit_log WHERE kind = 'turn.completed'")[0]
+    key = signing.read_public(witnessed.public)
+    path, checkpoint = checkpoints.read_witness_dir(witnessed.dir, key)[0][-1]
+    proof = run(proofs.prove(ledger, turn_id, path.read_text(), checkpoint, key))
+    bent = drop_entry(drop_entry(proof, "tool_call.started"), "tool_call.completed")
+    bent["turn_entries"] -= 2  # the prover's own count, edited too
+    with pytest.raises(LedgerIntegrityError, match="counts 1 tool calls"):
+        proofs.check(proofs.dump(bent).encode(), key)
+    bent = drop_entry(proof, "tool_call.started")
+    bent["turn_entries"] -= 1
+    with pytest.raises(LedgerIntegrityError, match=r"no tool_call\.started"):
+        proofs.check(proofs.dump(bent).encode(), key)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from overt.clock import now_iso
-from overt.errors import LedgerIntegrityError, NotFoundError
+from overt.errors import NotFoundError
 from overt.ledger import merkle, tree
 from overt.ledger.checkpoints import dialect
 from tests.backends import Raw
@@ -78,10 +78,36 @@ def test_the_tree_table_is_append_only(ledger: Any, raw: Raw, tmp_path: Path) ->
             raw.execute(statement)
 
 
-def test_two_hashes_for_one_subtree_are_refused(ledger: Any, raw: Raw, tmp_path: Path) -> None:
+def test_a_second_hash_for_a_subtree_is_never_used_and_the_next_checkpoint_names_it(
+    ledger: Any, raw: Raw, tmp_path: Path
+) -> None:
+    from overt.ledger import checkpoints, proofs
+
     add_turns(ledger, 100)
-    make_signer(tmp_path).checkpoint(ledger)
+    signer = make_signer(tmp_path)
+    signer.checkpoint(ledger)
     raw.execute("INSERT INTO merkle_nodes (level, first_leaf, hash) VALUES (8, 0, ?)",
                 ("00" * 32,))
-    with pytest.raises(LedgerIntegrityError, match="two hashes"):
-        run(tree.Tree.load(ledger.select, dialect(ledger)))
+    t = run(tree.fill(ledger.select, dialect(ledger)))
+    assert t.bad == [(8, 0)] and t.root() == merkle.root(merkle.perfect_over(
+        chain_leaves(raw)), t.size)
+    with pytest.raises(checkpoints.SignedWithFindings, match="level 8, first leaf 0"):
+        signer.checkpoint(ledger)
+    checkpoint, note = signer.witnessed()[-1], sorted(signer.witness.glob("*"))[-1].read_text()
+    found: list[str] = []
+    proof = run(proofs.prove(ledger, "t7", note, checkpoint, signer.public, found=found))
+    assert proofs.check(proofs.dump(proof).encode(), signer.public).entries == 3
+    assert found == []  # the stored tile is ambiguous: read from the entries, never used
+
+
+def test_a_prune_refuses_to_leave_a_planted_subtree_standing_in_for_what_it_removes(
+    ledger: Any, raw: Raw
+) -> None:
+    from overt.errors import LedgerIntegrityError
+
+    add_turns(ledger, 50)  # a prune now removes entries 1..150: (level 7, first leaf 0) first
+    raw.execute("INSERT INTO merkle_nodes (level, first_leaf, hash) VALUES (7, 0, ?)",
+                ("00" * 32,))
+    with pytest.raises(LedgerIntegrityError, match="level 7, first leaf 0"):
+        run(ledger.prune(now_iso()))
+    assert raw.query("SELECT min(seq), count(*) FROM audit_log")[0] == (1, 150)

@@ -13,21 +13,37 @@ processes sweeping at once send it once. A refused attempt
 (``channel.reply_failed``) is tried again by the next sweep; a process that stops
 between its attempt's claim and the record of the reply leaves it unsent rather
 than risk sending it twice.
+
+A process that holds a channel (``overt serve`` with Slack or email, ``overt
+email poll``) also looks for owed answers every :data:`DELIVER_EVERY_S` seconds
+while it runs (:func:`delivering`), so an answer whose approval was decided by a
+process without the channel's secrets (``overt approvals approve`` on a laptop,
+in CI) leaves within seconds rather than at that channel's next event or poll.
+A look that finds nothing owed is one read of an index of the paused replies not
+yet followed by their answer; each such reply then costs one claim lookup.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from typing import TYPE_CHECKING, Any, Protocol
 
 from overt.engine.resume import Resumed
-from overt.errors import LedgerConflict
+from overt.errors import ChannelError, LedgerConflict, LedgerUnavailable, OvertError
 from overt.events import ChannelReplied, ChannelReplyStarted, TurnCompleted, TurnResumed
 from overt.ledger.base import Ledger
 from overt.types import ResponseResult, Usage
 
 if TYPE_CHECKING:
     from overt.runtime import Runtime
+
+log = logging.getLogger("overt.channels.delivery")
+
+DELIVER_EVERY_S = 2.0
+"""How often a process holding a channel looks for answers it owes."""
 
 
 class Replier(Protocol):
@@ -150,3 +166,66 @@ async def deliver_pending(runtime: Runtime,
             delivered.append(ids)
     return delivered
 
+
+
+async def deliver_owed(runtime: Runtime, repliers: Mapping[str, Replier]) -> int:
+    """One look for owed answers (:func:`deliver_pending`): how many were delivered.
+    A channel that refused, or a ledger out of reach, is logged and tried again at
+    the next look."""
+    try:
+        delivered = await deliver_pending(runtime, repliers)
+    except ChannelError as exc:  # recorded by the replier; the next look tries again
+        log.warning("an answer owed after an approval was not delivered: %s", exc)
+        return 0
+    except LedgerUnavailable as exc:
+        log.info("answers owed after an approval not looked for: %s", exc)
+        return 0
+    except OvertError as exc:  # one bad entry must not stop the later looks
+        log.warning("looking for answers owed after an approval failed: %s: %s",
+                    type(exc).__name__, exc)
+        return 0
+    if delivered:
+        log.info("delivered %d answer(s) owed after an approval", len(delivered))
+    return len(delivered)
+
+
+@asynccontextmanager
+async def delivering(runtime: Runtime, repliers: Mapping[str, Replier], *,
+                     every_s: float | None = DELIVER_EVERY_S) -> AsyncIterator[None]:
+    """While the block runs, :func:`deliver_owed` every ``every_s`` seconds (``None``,
+    or no channel in ``repliers``: never)."""
+    if every_s is None or not repliers:
+        yield
+        return
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            await deliver_owed(runtime, repliers)
+
+    task = asyncio.create_task(loop(), name="overt-deliver-owed")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with suppress(asyncio.CancelledError):  # cancelled here, as the block ended
+            await task
+
+
+def with_delivery(runtime: Runtime, repliers: Mapping[str, Replier],
+                  inner: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
+                  *, every_s: float | None = DELIVER_EVERY_S,
+                  ) -> Callable[[], AbstractAsyncContextManager[None]]:
+    """A lifespan (for :func:`overt.channels.http.create_app`) that runs
+    :func:`delivering` while the server is up, around ``inner`` if given."""
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        async with delivering(runtime, repliers, every_s=every_s):
+            if inner is not None:
+                async with inner():
+                    yield
+            else:
+                yield
+
+    return lifespan

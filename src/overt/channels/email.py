@@ -25,6 +25,13 @@ Crash windows (a process dies, or the server drops, between two steps):
 A reply SMTP refuses is recorded (``channel.reply_failed``) and the message left
 unread, so the next poll tries again. Run one poller per mailbox: two pollers
 could both answer a message in window 3-5.
+
+Threads (:mod:`overt.channels.threads`): a mail continues the session of the first
+message its ``References`` name, else the one its ``In-Reply-To`` names, that overt
+received or sent (a reply to overt's own answer, with ``In-Reply-To`` alone, as
+many clients and scripts write it, continues the conversation); else the thread's
+first id names a new session. Each sender is the actor ``actors`` maps them to
+(else ``default_actor``, else the runtime's operator): their sessions are theirs.
 """
 
 from __future__ import annotations
@@ -47,10 +54,12 @@ from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from overt.channels.delivery import record_reply
-from overt.channels.settings import EmailSettings
+from overt.channels.settings import EmailSettings, actor_of
+from overt.channels.threads import email_session, own_session, refused_ask
 from overt.errors import ChannelError, LedgerConflict
 from overt.events import ChannelFilter, ChannelReceived, ChannelReplied, ChannelReplyFailed
 from overt.ledger.canonical import digest_text
+from overt.policy.actors import Actor
 from overt.types import IncomingMessage
 
 if TYPE_CHECKING:
@@ -225,8 +234,9 @@ def made_message_id(raw: bytes) -> str:
 
 
 def thread_key(mail: InboundMail) -> str:
-    """The session of ``mail``'s thread: the first message of its ``References``, else
-    the one it is ``In-Reply-To``, else itself (it starts a thread)."""
+    """The session ``mail``'s thread starts when overt knows none of its messages: the
+    first message of its ``References``, else the one it is ``In-Reply-To``, else
+    itself (it starts a thread)."""
     return f"email:{(mail.references.split() or [mail.in_reply_to or mail.message_id])[0]}"
 
 
@@ -332,6 +342,10 @@ class EmailChannel:
         self.mailbox = Mailbox(settings, imap_password)
         self._smtp_password = smtp_password
         self.allowed = frozenset(a.lower() for a in settings.allowed_senders)
+        self.actors = tuple((address.lower(), str(Actor.parse(actor)))
+                            for address, actor in settings.actors)
+        self.default_actor = str(Actor.parse(settings.default_actor)) \
+            if settings.default_actor else None
 
     async def poll_once(self) -> dict[str, Outcome]:
         """Handle every unread message once; what became of each, by Message-ID.
@@ -358,18 +372,24 @@ class EmailChannel:
         filtered = self._filter(mail)
         message = IncomingMessage(SOURCE, mail.text, {"message_id": mail.message_id,
                                                       "sender": mail.sender})
-        session = thread_key(mail)
+        actor = self.actor_for(mail.sender)
+        refused = None
+        if filtered is None:
+            refused = refused_ask(self.runtime.gate.capabilities, actor, mail.claim)
+            filtered = "sender_not_allowed" if refused is not None else None
+        session = await self.session_for(mail, actor) if filtered is None \
+            else thread_key(mail)
         # a conflict: received before a crash, not replied to; answer it now (window 3-4)
         with contextlib.suppress(LedgerConflict):
             await ledger.record([ChannelReceived(
                 session_id=session, claim=mail.claim, source=SOURCE,
                 caller_session_id=message.caller_session_id, sender=mail.sender,
                 channel_ids={"message_id": mail.message_id, "uid": mail.uid},
-                filtered=filtered)])
+                filtered=filtered), *([refused] if refused is not None else [])])
         if filtered is not None:
             await asyncio.to_thread(self.mailbox.mark_seen, mail.uid)
             return "filtered"
-        result = await self.runtime.respond(message, session_id=session,
+        result = await self.runtime.respond(message, session_id=session, actor=actor,
                                             channel_ids={"message_id": mail.message_id})
         subject_digest = digest_text(mail.subject)
         target = {"message_id": mail.message_id, "references": mail.references,
@@ -383,6 +403,28 @@ class EmailChannel:
                            reply_ids=reply_ids, contents={subject_digest: mail.subject})
         await asyncio.to_thread(self.mailbox.mark_seen, mail.uid)
         return "answered"
+
+    def actor_for(self, sender: str) -> Actor:
+        """Who ``sender`` (an address) is on the record."""
+        named = actor_of(self.actors, self.default_actor, sender.lower())
+        return Actor.parse(named) if named else self.runtime.operator
+
+    async def session_for(self, mail: InboundMail, actor: Actor) -> str:
+        """The session ``mail`` continues or starts (see the module docstring); a mail
+        received before (a crash before its reply) keeps the session it was given.
+
+        Raises:
+            LedgerError: the ledger could not be read.
+        """
+        ledger = self.runtime.ledger
+        before = await ledger.claimed(ChannelReceived.kind, mail.claim)
+        if before is not None and before.session_id:
+            return str(before.session_id)
+        domain = self.settings.from_address.rpartition("@")[2] or "overt.invalid"
+        found = await email_session(ledger, mail.references.split(), mail.in_reply_to,
+                                    domain)
+        return await own_session(ledger, self.runtime.gate.capabilities,
+                                 found or thread_key(mail), actor)
 
     def _filter(self, mail: InboundMail) -> ChannelFilter | None:
         if mail.automatic or mail.sender == self.settings.from_address.lower():

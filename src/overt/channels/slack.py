@@ -18,6 +18,13 @@ What a request goes through (:meth:`SlackDMHandler.handle_request`):
    in a task, and its reply is posted with ``chat.postMessage`` in the thread,
    then recorded (``channel.replied``).
 
+Sessions (:mod:`overt.channels.threads`): a DM typed in the main pane continues
+the session of the same user's previous main-pane DM when that came less than
+``dm_session_idle_s`` before it (30 minutes by default), else starts one; a
+message in a thread continues the session of the message the thread hangs from.
+Each user is the actor ``actors`` maps them to (else ``default_actor``, else the
+runtime's operator): their sessions are theirs, and their capabilities apply.
+
 Crash windows: the claim is written before the acknowledgement, so a process
 that dies after it and before the reply leaves a ``channel.received`` with no
 ``channel.replied`` (Slack's retries are deduplicated, so that message is not
@@ -34,9 +41,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from overt.channels.delivery import record_reply
-from overt.channels.settings import SLACK_API_BASE_URL
+from overt.channels.settings import DM_SESSION_IDLE_S, SLACK_API_BASE_URL, actor_of
+from overt.channels.threads import (
+    own_session,
+    refused_ask,
+    slack_main_pane_session,
+    slack_thread_session,
+)
 from overt.errors import ChannelError, ExtraMissingError, LedgerConflict, LedgerError
 from overt.events import ChannelFilter, ChannelReceived, ChannelReplyFailed
+from overt.policy.actors import Actor
 from overt.types import IncomingMessage, text_problem
 
 if TYPE_CHECKING:
@@ -121,9 +135,13 @@ class SlackDMHandler:
     ``client``: a ``slack_sdk.web.async_client.AsyncWebClient`` (built from
     ``bot_token`` and ``api_base_url`` when not given). ``verifier``: a
     ``slack_sdk.signature.SignatureVerifier`` (built from ``signing_secret``).
+    ``actors``: Slack user id to actor (``KIND:NAME``); a user not listed is
+    ``default_actor`` (``None``: the runtime's operator). ``dm_session_idle_s``: see
+    the module docstring.
 
     Raises:
         ExtraMissingError: slack_sdk (the ``slack`` extra) is not installed.
+        UsageError: an actor is not ``KIND:NAME``.
     """
 
     source = SOURCE
@@ -131,13 +149,18 @@ class SlackDMHandler:
     def __init__(self, runtime: Runtime, *, signing_secret: str, bot_token: str,
                  allowed_users: tuple[str, ...] | list[str],
                  api_base_url: str = SLACK_API_BASE_URL, client: Any = None,
-                 verifier: Any = None) -> None:
+                 verifier: Any = None, actors: Mapping[str, str] | None = None,
+                 default_actor: str | None = None,
+                 dm_session_idle_s: float = DM_SESSION_IDLE_S) -> None:
         try:
             from slack_sdk.signature import SignatureVerifier
         except ImportError as exc:
             raise ExtraMissingError("slack", "slack_sdk") from exc
         self.runtime = runtime
         self.allowed_users = frozenset(allowed_users)
+        self.actors = tuple((user, str(Actor.parse(a))) for user, a in (actors or {}).items())
+        self.default_actor = str(Actor.parse(default_actor)) if default_actor else None
+        self.dm_session_idle_s = dm_session_idle_s
         self.verifier = verifier or SignatureVerifier(signing_secret)
         if client is None:
             try:
@@ -215,21 +238,55 @@ class SlackDMHandler:
         metadata = {"channel_id": channel, "event_ts": str(event.get("event_ts") or ts),
                     "event_id": event_id, "user_id": str(event.get("user", "")),
                     "ts": ts, "thread_ts": thread_ts}
-        message = IncomingMessage(SOURCE, message_text(event), metadata)
         filtered = classify(event, self.allowed_users)
+        session, actor = _session(channel, thread_ts), self.actor_for(metadata["user_id"])
+        refused = None
+        if filtered is None:
+            refused = refused_ask(self.runtime.gate.capabilities, actor, f"slack:{event_id}")
+            filtered = "sender_not_allowed" if refused is not None else None
+        if filtered is None:
+            session = await self.session_for(channel, ts, thread_ts, metadata["user_id"],
+                                             actor)
+        message = IncomingMessage(SOURCE, message_text(event),
+                                  metadata | {"session_id": session, "actor": str(actor)})
         await self.runtime.ledger.record([ChannelReceived(
-            session_id=_session(channel, thread_ts), claim=f"slack:{event_id}", source=SOURCE,
+            session_id=session, claim=f"slack:{event_id}", source=SOURCE,
             caller_session_id=message.caller_session_id, sender=metadata["user_id"],
-            channel_ids={k: v for k, v in metadata.items() if v}, filtered=filtered)])
+            channel_ids={k: v for k, v in metadata.items() if v}, filtered=filtered),
+            *([refused] if refused is not None else [])])
         return message if filtered is None else None
+
+    def actor_for(self, user: str) -> Actor:
+        """Who Slack user ``user`` is on the record."""
+        named = actor_of(self.actors, self.default_actor, user)
+        return Actor.parse(named) if named else self.runtime.operator
+
+    async def session_for(self, channel: str, ts: str, thread_ts: str, user: str,
+                          actor: Actor) -> str:
+        """The session a message continues or starts (see the module docstring).
+
+        Raises:
+            LedgerError: the ledger could not be read.
+        """
+        ledger = self.runtime.ledger
+        if thread_ts != ts:  # in a thread: the session of the message it hangs from
+            found = await slack_thread_session(ledger, channel=channel, thread_ts=thread_ts)
+        else:  # the main pane: the conversation typed there, until a pause
+            found = await slack_main_pane_session(ledger, channel=channel, user=user, ts=ts,
+                                                  idle_s=self.dm_session_idle_s)
+        return await own_session(ledger, self.runtime.gate.capabilities,
+                                 found or _session(channel, thread_ts), actor)
 
     async def answer(self, message: IncomingMessage) -> None:
         """Run the turn for ``message`` and post its reply in the thread; a reply
         that cannot be posted is recorded (``channel.reply_failed``) and logged."""
         meta = message.metadata
         target = {"channel": str(meta["channel_id"]), "thread_ts": str(meta["thread_ts"])}
+        session = str(meta.get("session_id") or _session(target["channel"],
+                                                         target["thread_ts"]))
+        actor = Actor.parse(str(meta["actor"])) if meta.get("actor") else None
         result = await self.runtime.respond(
-            message, session_id=_session(target["channel"], target["thread_ts"]),
+            message, session_id=session, actor=actor,
             channel_ids=target | {"event_id": str(meta["event_id"])})
         try:
             reply_ids = await self.send_reply(target, result.text)
@@ -270,8 +327,8 @@ class SlackDMHandler:
 
 
 def _session(channel: str, thread_ts: str) -> str:
-    """A DM thread's session: a reply in the thread carries its root's ``thread_ts``;
-    a new top-level DM has none, and its own ``ts`` starts a new session."""
+    """The session a message starts: named by its thread's root ``ts`` (its own, for a
+    message in the main pane)."""
     return f"slack:{channel}:{thread_ts}"
 
 

@@ -13,9 +13,15 @@ import asyncio
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from overt.config import Config
 from overt.errors import ConfigError
+
+if TYPE_CHECKING:
+    from overt.channels.email import EmailChannel
+    from overt.channels.settings import EmailSettings
+    from overt.runtime import Runtime
 
 COMMANDS = ("email",)
 
@@ -38,7 +44,7 @@ def run(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _poll(config: Config, once: bool, as_json: bool) -> int:
-    from overt.channels.delivery import deliver_pending
+    from overt.channels.delivery import DELIVER_EVERY_S, delivering
     from overt.cli.repliers import email_channel
     from overt.runtime import Runtime
 
@@ -47,19 +53,30 @@ async def _poll(config: Config, once: bool, as_json: bool) -> int:
     try:
         channel = email_channel(config.email, runtime)
         assert channel is not None  # its password was checked set
-        while True:
-            outcomes = await channel.poll_once()
-            # answers of turns resumed after an approval, wherever it was decided
-            for ids in await deliver_pending(runtime, {channel.source: channel}):
-                print(f"{ids.get('message_id', '')}\tanswered_after_approval", flush=True,
-                      file=sys.stderr)
-            if as_json:
-                print(json.dumps(outcomes), flush=True)
-            else:
-                for message_id, outcome in outcomes.items():
-                    print(f"{message_id}\t{outcome}", flush=True)
-            if once:
-                return 0
-            await asyncio.sleep(config.email.poll_interval_s)  # the poll interval itself
+        # between polls, answers owed after an approval decided elsewhere (by a process
+        # without the mailbox's passwords) leave within seconds, not at the next poll
+        async with delivering(runtime, {channel.source: channel},
+                              every_s=None if once else DELIVER_EVERY_S):
+            return await _polls(config.email, channel, runtime, once, as_json)
     finally:
         await runtime.close()
+
+
+async def _polls(settings: EmailSettings, channel: EmailChannel, runtime: Runtime,
+                 once: bool, as_json: bool) -> int:
+    from overt.channels.delivery import deliver_pending
+
+    while True:
+        outcomes = await channel.poll_once()
+        # answers of turns resumed after an approval, wherever it was decided
+        for ids in await deliver_pending(runtime, {channel.source: channel}):
+            print(f"{ids.get('message_id', '')}\tanswered_after_approval", flush=True,
+                  file=sys.stderr)
+        if as_json:
+            print(json.dumps(outcomes), flush=True)
+        else:
+            for message_id, outcome in outcomes.items():
+                print(f"{message_id}\t{outcome}", flush=True)
+        if once:
+            return 0
+        await asyncio.sleep(settings.poll_interval_s)  # the poll interval itself

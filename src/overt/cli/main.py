@@ -46,7 +46,14 @@ from overt.cli.stream_out import TerminalAnswer
 from overt.clock import period_start
 from overt.config import Config
 from overt.config import file as config_file
-from overt.errors import LedgerError, ModelError, NotFoundError, OvertError, UsageError
+from overt.errors import (
+    LedgerError,
+    LedgerIntegrityError,
+    ModelError,
+    NotFoundError,
+    OvertError,
+    UsageError,
+)
 from overt.hooks.manager import list_plugins
 from overt.ids import new_ulid
 from overt.ledger import open_ledger, retention, sqlite_path
@@ -517,9 +524,14 @@ async def _prune(config: Config, older_than: str, as_json: bool) -> int:
     if cutoff is None:
         raise UsageError("--older-than needs an age or a time, not 'all'")
     async with _opened(config) as ledger:
+        try:  # never on top of a ledger.pruned entry that no prune wrote
+            await proofs_cmd.check_before_prune(config, ledger)
+        except LedgerIntegrityError as exc:
+            print(f"FAILED: {exc}")
+            return EXIT_VERIFY
         record = await ledger.prune(cutoff)
-        signed = await proofs_cmd.make_after_prune(config, ledger) if record.removed_entries \
-            else None
+        signed = await proofs_cmd.make_after_prune(config, ledger, record) \
+            if record.removed_entries else None
     if as_json:
         print(json.dumps(record.data(), indent=2))
     elif record.removed_entries:

@@ -1,6 +1,6 @@
-"""``overt ledger keygen | checkpoint | prove | check-proof | consistency`` and
-``ledger verify --checkpoints DIR --key PUB``: signed checkpoints and Merkle proofs
-(see :mod:`overt.ledger.checkpoints`, :mod:`overt.ledger.proofs`).
+"""``overt ledger keygen | checkpoint | prove | check-proof | consistency |
+disown-seal`` and ``ledger verify --checkpoints DIR --key PUB``: signed checkpoints
+and Merkle proofs (see :mod:`overt.ledger.checkpoints`, :mod:`overt.ledger.proofs`).
 
 Exit codes (as ``overt``'s): 0 ok; 2 usage (a missing key or setting); 3 a proof,
 a checkpoint or the ledger against its checkpoints does not verify; 4 no such
@@ -18,10 +18,11 @@ from typing import Any
 from overt.cli import flags
 from overt.config import Config, default_data_dir
 from overt.errors import ForgedSignatureError, LedgerError, LedgerIntegrityError, UsageError
-from overt.ledger import audit, checkpoints, proofs, signing
+from overt.events import LedgerPruned
+from overt.ledger import audit, checkpoints, proofs, retention, signing
 from overt.ledger.checkpoints import Checkpoint, CheckpointSettings
 
-COMMANDS = ("keygen", "checkpoint", "prove", "check-proof", "consistency")
+COMMANDS = ("keygen", "checkpoint", "prove", "check-proof", "consistency", "disown-seal")
 EXIT_OK, EXIT_VERIFY, EXIT_BACKEND = 0, 3, 5
 
 
@@ -39,9 +40,13 @@ def add_parsers(lsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     checkpoint.add_argument("--key", metavar="PRIVATE", help="the private key file")
     checkpoint.add_argument("--witness-dir", metavar="DIR", help="the witness directory")
     checkpoint.add_argument("--json", action="store_true")
-    prove = lsub.add_parser("prove", help="a turn's entries with their Merkle inclusion "
-                            "proofs and a signed checkpoint, as JSON (check it offline)")
-    prove.add_argument("turn_id", type=flags.turn_id)
+    prove = lsub.add_parser("prove", help="a turn's entries, all of them, with their Merkle "
+                            "inclusion proofs and a signed checkpoint, as JSON (check it "
+                            "offline)")
+    prove.add_argument("turn_id", nargs="?", type=flags.turn_id,
+                       help="the turn (all of its entries)")
+    prove.add_argument("--entry", metavar="SEQ", type=int,
+                       help="prove this one entry alone instead of a whole turn")
     prove.add_argument("--checkpoints", metavar="DIR", help="the witness directory")
     prove.add_argument("--key", metavar="PUBLIC", help="the public key file")
     check = lsub.add_parser("check-proof", help="check a proof file with the public key "
@@ -54,6 +59,12 @@ def add_parsers(lsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     consistency.add_argument("old", help="a checkpoint file")
     consistency.add_argument("new", help="a later checkpoint file")
     consistency.add_argument("--key", metavar="PUBLIC", help="the public key file")
+    disown = lsub.add_parser("disown-seal", help="sign, with the checkpoint key, that a "
+                             "ledger.pruned entry no prune wrote is disowned (after looking "
+                             "into who wrote it): prunes and verify --checkpoints go on")
+    disown.add_argument("seq", type=int, help="the seq of the forged ledger.pruned entry")
+    disown.add_argument("--key", metavar="PRIVATE", help="the private key file")
+    disown.add_argument("--witness-dir", metavar="DIR", help="the witness directory")
 
 
 def add_verify_flags(verify: argparse.ArgumentParser) -> None:
@@ -62,6 +73,10 @@ def add_verify_flags(verify: argparse.ArgumentParser) -> None:
                              "(a truncated tail, a re-computed chain, a forged prune)")
     verify.add_argument("--key", metavar="PUBLIC", help="the public key checkpoints are "
                         "signed with (with --checkpoints)")
+    verify.add_argument("--allow-missing", action="store_true",
+                        help="with --checkpoints: a checkpoint the ledger recorded that the "
+                             "witness directory lacks, or holds unsigned, is named, not a "
+                             "failure")
 
 
 def settings_of(config: Config) -> CheckpointSettings | None:
@@ -102,6 +117,8 @@ async def run(args: argparse.Namespace, config: Config, ledger: Any) -> int:
         return await _consistency(args, config, ledger)
     if command == "verify":
         return await _verify(args, config, ledger)
+    if command == "disown-seal":
+        return await _disown(args, config, ledger)
     raise UsageError(f"unknown command {command}")
 
 
@@ -126,9 +143,23 @@ def run_offline(args: argparse.Namespace, config: Config) -> int:
         return EXIT_VERIFY
     if args.json:
         print(json.dumps({name: getattr(checked, name) for name in checked.__slots__}))
-    elif checked.format == proofs.INCLUSION:
-        print(f"ok: {checked.entries} entries of turn {checked.turn_id} are in {checked.origin} "
-              f"as of {checked.size} entries ({checked.time}), signed by {checked.key_id}")
+    elif checked.scope == proofs.TURN:
+        state = (f"completed at entry {checked.completed_seq}" if checked.completed_seq
+                 else "still in progress at the checkpoint: its later entries are not in it")
+        print(f"ok: the whole turn {checked.turn_id}, {checked.entries} entries ({state}), is "
+              f"in {checked.origin} as of {checked.size} entries ({checked.time}), signed by "
+              f"{checked.key_id}")
+    elif checked.scope == proofs.ENTRY:
+        print(f"ok: entry {checked.seq} ({checked.kind}, of turn {checked.turn_id}) is in "
+              f"{checked.origin} as of {checked.size} entries ({checked.time}), signed by "
+              f"{checked.key_id}: one entry, not the rest of its turn")
+    elif checked.scope == proofs.ENTRIES:
+        print(f"ok, these entries only: {checked.entries} entries of turn {checked.turn_id} "
+              f"are in {checked.origin} as of {checked.size} entries ({checked.time}), signed "
+              f"by {checked.key_id}; this proof is in the first format "
+              f"({proofs.INCLUSION_V1}), which does not say how many entries the turn has, "
+              "so it cannot show none was left out: for a proof of the whole turn, make a "
+              f"new one (`overt ledger prove {checked.turn_id}`)")
     else:
         print(f"ok: the checkpoint of {checked.size} entries extends the one of "
               f"{checked.old_size} in {checked.origin}, both signed by {checked.key_id}")
@@ -151,8 +182,12 @@ async def _checkpoint(args: argparse.Namespace, config: Config, ledger: Any) -> 
         settings = CheckpointSettings(settings.private_key, args.witness_dir, settings.commands,
                                       settings.urls, settings.every_entries,
                                       settings.every_seconds)
+    code = EXIT_OK
     try:
         checkpoint, note = await checkpoints.make(ledger, key, settings)
+    except checkpoints.SignedWithFindings as exc:
+        checkpoint, note, code = exc.checkpoint, exc.note, EXIT_VERIFY
+        print(f"FAILED: {exc}", file=sys.stderr)
     except LedgerIntegrityError as exc:
         print(f"FAILED: {exc}")
         return EXIT_VERIFY
@@ -162,17 +197,70 @@ async def _checkpoint(args: argparse.Namespace, config: Config, ledger: Any) -> 
                           "pruned": checkpoint.pruned, "note": note}))
     else:
         print(note, end="")
-    return EXIT_OK
+    return code
 
 
-async def make_after_prune(config: Config, ledger: Any) -> str | None:
-    """After ``overt ledger prune``: sign the prune in a checkpoint, if a key is set up."""
+async def make_after_prune(config: Config, ledger: Any, record: LedgerPruned) -> str | None:
+    """After ``overt ledger prune``: sign exactly the range it removed (``record``, its
+    own ``ledger.pruned`` entry) in a checkpoint, if a key is set up."""
     settings = settings_of(config)
     if settings is None or not Path(settings.private_key).exists():
         return None
     key = signing.read_private(Path(settings.private_key))
-    checkpoint, _ = await checkpoints.make(ledger, key, settings, allow_prune=True)
+    checkpoint, _ = await checkpoints.make(ledger, key, settings, prune=record)
     return f"signed checkpoint of {checkpoint.size} entries (pruned through {checkpoint.pruned})"
+
+
+async def check_before_prune(config: Config, ledger: Any) -> None:
+    """Before ``overt ledger prune``: refuse to prune over a ``ledger.pruned`` entry that no
+    prune wrote, unless the checkpoint key disowned it (``overt ledger disown-seal``).
+
+    Raises:
+        LedgerIntegrityError: there is one.
+    """
+    found = await retention.forged_seals(ledger.select, checkpoints.dialect(ledger))
+    if not found:
+        return
+    settings = settings_of(config)
+    disowned: dict[int, str] = {}
+    if settings is not None and Path(settings.private_key).exists():
+        key = signing.read_private(Path(settings.private_key)).public
+        origin, _ = await _origin(ledger)
+        disowned = checkpoints.read_disowned(Path(settings.witness_dir), key, origin)
+    left = [s for s in found if disowned.get(s.seq) != s.hash]
+    if left:
+        raise LedgerIntegrityError(
+            "; ".join(s.text() for s in left) + ". Nothing was pruned. Someone who can write "
+            "to the database appended it: keep the ledger as it is (the entry is evidence), "
+            "find out who, and run `overt ledger verify --checkpoints`. Then `overt ledger "
+            f"disown-seal {left[0].seq}` signs, with the checkpoint key, that it is not a "
+            "prune of yours, and prunes go on")
+
+
+async def _origin(ledger: Any) -> tuple[str, int]:
+    """The ledger's origin (from entry 1, or the stored leaf standing in for it) and the
+    seq it is pruned through."""
+    from overt.ledger import tree
+
+    t = await tree.Tree.load(ledger.select, checkpoints.dialect(ledger))
+    await t.read(ledger.select, 0, 1)
+    return checkpoints.origin_of(t), t.floor
+
+
+async def _disown(args: argparse.Namespace, config: Config, ledger: Any) -> int:
+    key = _private_key(config, args.key)
+    directory = witness_dir(config, args.witness_dir)
+    found = {s.seq: s for s in await retention.forged_seals(ledger.select,
+                                                            checkpoints.dialect(ledger))}
+    seal = found.get(args.seq)
+    if seal is None:
+        raise UsageError(f"entry {args.seq} is not a ledger.pruned entry that no prune wrote "
+                         "(`overt ledger verify --checkpoints` names any there is)")
+    origin, _ = await _origin(ledger)
+    path = checkpoints.write_disowned(directory, key, origin, seal.seq, seal.hash)
+    print(f"disowned: {seal.text()}")
+    print(f"signed by {key.public.key_id} in {path}")
+    return EXIT_OK
 
 
 def _newest(directory: Path, key: signing.PublicKey) -> tuple[str, Checkpoint]:
@@ -185,20 +273,38 @@ def _newest(directory: Path, key: signing.PublicKey) -> tuple[str, Checkpoint]:
 
 
 async def _prove(args: argparse.Namespace, config: Config, ledger: Any) -> int:
+    if (args.turn_id is None) == (args.entry is None):
+        raise UsageError("prove a turn (TURN_ID) or one entry (--entry SEQ), not both")
     key = signing.read_public(public_path(config, args.key))
     directory = witness_dir(config, args.checkpoints)
     note, checkpoint = _newest(directory, key)
-    entries = await ledger.entries(turn_id=args.turn_id)
+    if args.entry is not None:
+        last = args.entry
+    else:
+        entries = await ledger.entries(turn_id=args.turn_id)
+        last = entries[-1].seq if entries else 0
     settings = settings_of(config)
-    if entries and entries[-1].seq > checkpoint.size and settings is not None \
+    if last > checkpoint.size and settings is not None \
             and Path(settings.witness_dir) == directory:
         # the turn is newer than the newest checkpoint: sign one that holds it
-        checkpoint, note = await checkpoints.make(ledger, _private_key(config, None), settings)
+        try:
+            checkpoint, note = await checkpoints.make(ledger, _private_key(config, None),
+                                                      settings)
+        except checkpoints.SignedWithFindings as exc:
+            checkpoint, note = exc.checkpoint, exc.note
+            print(f"overt: {exc}", file=sys.stderr)
+    found: list[str] = []
     try:
-        proof = await proofs.prove(ledger, args.turn_id, note, checkpoint, key)
+        if args.entry is not None:
+            proof = await proofs.prove_entry(ledger, args.entry, note, checkpoint, key,
+                                             found=found)
+        else:
+            proof = await proofs.prove(ledger, args.turn_id, note, checkpoint, key, found=found)
     except LedgerIntegrityError as exc:  # the ledger disagrees with its checkpoint
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_VERIFY
+    for line in found:  # the proof is right; the stored tree is not
+        print(f"overt: {line}; run `overt ledger verify --checkpoints`", file=sys.stderr)
     sys.stdout.write(proofs.dump(proof))
     return EXIT_OK
 
@@ -232,13 +338,22 @@ async def _verify(args: argparse.Namespace, config: Config, ledger: Any) -> int:
         raise LedgerError(f"no witness directory {directory}")
     found, unsigned = checkpoints.read_witness_dir(directory, key)
     chain = await ledger.verify()
-    report = await audit.verify_against(ledger, chain, [c for _, c in found])
+    report = await audit.verify_against(ledger, chain, [c for _, c in found],
+                                        witness_dir=directory, key=key)
     forged = [f"{p}: {why}" for p, why in unsigned if isinstance(why, ForgedSignatureError)]
     changes: dict[str, Any] = {"unsigned": [f"{p}: {why}" for p, why in unsigned
                                             if not isinstance(why, ForgedSignatureError)]}
+    problems = []
     if forged:  # one of the key's checkpoints altered: not a file to pass over
-        problem = ("a checkpoint bears the key's signature but was altered or forged: "
-                   + "; ".join(forged))
+        problems.append("a checkpoint bears the key's signature but was altered or forged: "
+                        + "; ".join(forged))
+    missing = await audit.witness_findings(ledger, key, found, unsigned)
+    if missing and args.allow_missing:
+        changes["notes"] = [*report.notes, *(f"allowed missing: {m}" for m in missing)]
+    elif missing:
+        problems.append("; ".join(missing) + " (pass --allow-missing to name these and go on)")
+    if problems:
+        problem = "; ".join(problems)
         changes.update(ok=False, problem=problem if report.ok
                        else f"{report.problem}; {problem}")
     report = audit.CheckpointReport(**{**{n: getattr(report, n) for n in report.__slots__},
@@ -251,6 +366,8 @@ async def _verify(args: argparse.Namespace, config: Config, ledger: Any) -> int:
         print(render.verify_text(chain))
         for line in report.unsigned:
             print(f"not signed by {key.key_id}, ignored: {line}")
+        for line in report.notes:
+            print(line)
         if report.ok:
             print(f"ok: against {report.checkpoints} signed checkpoints, the newest of "
                   f"{report.newest_size} entries ({report.newest_time}); {report.checked} "

@@ -32,7 +32,10 @@ def repliers(config: Config, runtime: Runtime) -> dict[str, Replier]:
             from overt.channels.slack import SlackDMHandler
             out["slack_dm"] = SlackDMHandler(runtime, signing_secret=secret, bot_token=token,
                                              allowed_users=slack.allowed_users,
-                                             api_base_url=slack.api_base_url)
+                                             api_base_url=slack.api_base_url,
+                                             actors=dict(slack.actors),
+                                             default_actor=slack.default_actor,
+                                             dm_session_idle_s=slack.dm_session_idle_s)
     channel = email_channel(config.email, runtime) if config.email is not None else None
     if channel is not None:
         out["email"] = channel

@@ -31,6 +31,7 @@ from overt.errors import UsageError
 from overt.policy.actors import Actor
 
 if TYPE_CHECKING:
+    from overt.channels.delivery import Replier
     from overt.engine.resume import Resumed
     from overt.runtime import Runtime
 
@@ -146,7 +147,12 @@ def _run_server(config: Config, tokens: object, args: argparse.Namespace,
     from overt.web import cockpit_routes
     from overt.web.cookie import load_secret
     secret = load_secret(secret_file)
-    routes = [*_channels(config, runtime),
+    from overt.channels.delivery import with_delivery
+    from overt.cli.repliers import repliers
+    channels = repliers(config, runtime)
+    # answers owed after an approval decided elsewhere leave from here within seconds
+    mcp_lifespan = with_delivery(runtime, channels, mcp_lifespan) if channels else mcp_lifespan
+    routes = [*_channels(config, runtime, channels),
               *cockpit_routes(runtime, tokens, budget=config.effective_budget, secret=secret,
                               checkpoint_key=checkpoint_key)]
     app = create_app(runtime, tokens, max_body_bytes=args.max_body_bytes, mcp=mcp_app,
@@ -165,14 +171,12 @@ def _run_server(config: Config, tokens: object, args: argparse.Namespace,
     return 0
 
 
-def _channels(config: Config, runtime: Runtime) -> list[Any]:
+def _channels(config: Config, runtime: Runtime, channels: dict[str, Replier]) -> list[Any]:
     """The routes of the channels configured here (Slack's Events endpoint), after
     arranging that answers of turns resumed after an approval reach the Slack
     thread or email they were asked in, each time this process resumes one."""
     from overt.channels.delivery import deliver_pending
     from overt.channels.slack import SlackDMHandler, slack_routes
-    from overt.cli.repliers import repliers
-    channels = repliers(config, runtime)
     if channels:
         async def deliver(_resumed: Resumed) -> None:
             await deliver_pending(runtime, channels)

@@ -207,10 +207,12 @@ def values(cfg: ConfigFile, base: Path | None = None,
         out["routes"] = {name: _route(r) for name, r in cfg.routes.items()}
     if cfg.slack is not None:
         out["slack"] = SlackSettings(**{**cfg.slack.model_dump(),
-                                        "allowed_users": tuple(cfg.slack.allowed_users)})
+                                        "allowed_users": tuple(cfg.slack.allowed_users),
+                                        "actors": tuple(cfg.slack.actors.items())})
     if cfg.email is not None:
-        out["email"] = EmailSettings(**{**cfg.email.model_dump(),
-                                        "allowed_senders": tuple(cfg.email.allowed_senders)})
+        out["email"] = EmailSettings(**{
+            **cfg.email.model_dump(), "allowed_senders": tuple(cfg.email.allowed_senders),
+            "actors": tuple((k.lower(), v) for k, v in cfg.email.actors.items())})
     if cfg.checkpoints is not None:
         c = cfg.checkpoints
         out["checkpoints"] = CheckpointSettings(

@@ -176,6 +176,8 @@ class MemoryFile(_Strict):
 
 
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+ActorName = Annotated[str, Field(pattern=r"^(operator|agent|mcp_client|system):\S+$")]
+"""An actor as config names one, ``KIND:NAME`` (:mod:`overt.policy.actors`)."""
 
 
 class SlackFile(_Strict):
@@ -187,6 +189,19 @@ class SlackFile(_Strict):
     bot_token_env: EnvName = "SLACK_BOT_TOKEN"
     api_base_url: str = "https://slack.com/api/"
     path: Annotated[str, Field(pattern=r"^/")] = "/slack/events"
+    actors: dict[str, ActorName] = Field(
+        default_factory=dict,
+        description="Slack user id to overt actor (`U0123 = \"operator:alice\"`): the "
+                    "person's sessions are owned by that actor, and its capabilities apply")
+    default_actor: ActorName | None = Field(
+        None, description="The actor of an allowed user `actors` does not list "
+                          "(default: the operator, `operator:default` or as the top-level "
+                          "`operator` names it)")
+    dm_session_idle_s: Annotated[float, Field(ge=0)] = Field(
+        1800.0, description="A DM typed in the main pane continues the session of the "
+                            "user's previous main-pane DM sent less than this many seconds "
+                            "before it; 0: each main-pane DM starts a session. A thread "
+                            "continues the session of the message it hangs from")
 
 
 class EmailFile(_Strict):
@@ -206,6 +221,14 @@ class EmailFile(_Strict):
     allowed_senders: list[str] = Field(default_factory=list)
     from_address: Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]
     poll_interval_s: Annotated[float, Field(gt=0)] = 60.0
+    actors: dict[str, ActorName] = Field(
+        default_factory=dict,
+        description="Sender address to overt actor (`\"alice@example.org\" = "
+                    "\"operator:alice\"`, case-insensitive): the person's sessions are "
+                    "owned by that actor, and its capabilities apply")
+    default_actor: ActorName | None = Field(
+        None, description="The actor of an allowed sender `actors` does not list "
+                          "(default: the operator)")
 
 
 class CheckpointsFile(_Strict):

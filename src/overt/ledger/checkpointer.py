@@ -4,8 +4,14 @@ anything was appended since the last (see :class:`.CheckpointSettings`).
 
 A checkpoint that cannot be made (a witness down, a prune no checkpoint signed)
 is logged as an error and tried again at the next interval; the server keeps
-serving. It never runs on a turn's path: it reads the head, and makes the
-checkpoint, from its own task.
+serving. A ledger that holds something no overt code path wrote (a stored Merkle
+tile that is not the hash of its leaves, a ``ledger.pruned`` entry no prune wrote)
+does not stop it: each checkpoint is still signed, from the entries themselves
+and stating only what is really gone, and the finding is logged as an error with
+every one, until the operator deals with it (see the README).
+
+It never runs on a turn's path: it reads the head, and makes the checkpoint, from
+its own task.
 """
 
 from __future__ import annotations
@@ -59,7 +65,11 @@ class Checkpointer:
                 self.clock() - self.last_at < self.settings.every_seconds:
             return None
         self.last_at = self.clock()
-        checkpoint, _ = await checkpoints.make(self.ledger, self.key, self.settings)
+        try:
+            checkpoint, _ = await checkpoints.make(self.ledger, self.key, self.settings)
+        except checkpoints.SignedWithFindings as exc:  # signed from the entries all the same:
+            self.last_size = exc.checkpoint.size + 1  # the next one is due as usual, and
+            raise  # the operator is told every time
         self.last_size = checkpoint.size + 1
         return checkpoint
 

@@ -17,11 +17,24 @@ handed to every witness: a directory (``<size, 12 digits>.checkpoint``, one file
 each), any command (the note on its stdin) and any URL (an HTTP POST of the note).
 A witness that fails makes :func:`make` raise after the others took it.
 
-A prune is signed: ``pruned`` only moves forward in a checkpoint that
-``overt ledger prune`` makes right after pruning (``allow_prune``); any other
-checkpoint refuses a ledger pruned further than the witness's newest checkpoint
-says, so a prefix deleted by hand, with a forged ``ledger.pruned`` entry, is
-never signed over.
+A prune is signed, exactly: a checkpoint says the ledger is pruned through what is
+gone from it (``min(seq) - 1``), never what a ``ledger.pruned`` entry claims (one
+INSERT could claim anything). That must be what the witness's newest checkpoint
+says, except in the checkpoint ``overt ledger prune`` makes right after pruning
+(``prune``: its own record), which must have removed exactly the range after
+it. So a prefix deleted by hand is never signed over, and a forged
+``ledger.pruned`` entry is never signed by the operator's next prune.
+
+Signing recomputes every subtree it signs from the entries (:func:`.tree.fill`).
+Something in the ledger that overt did not write (a stored tile that is not its
+leaves' hash, a ``ledger.pruned`` entry no prune wrote) does not stop a
+checkpoint, which is signed from the entries all the same; :func:`make` raises
+:class:`SignedWithFindings` after recording it, so the command fails (exit 3)
+and ``overt serve`` logs it with every checkpoint. A forged ``ledger.pruned``
+entry stays in the chain; once the operator has looked into it, ``overt ledger
+disown-seal SEQ`` signs, with the checkpoint key, a note in the witness
+directory (``disowned-<seq>.disowned``) that it is not theirs, and prunes and
+``verify --checkpoints`` go on, naming it.
 """
 
 from __future__ import annotations
@@ -40,8 +53,8 @@ from typing import Any
 
 from overt.clock import now_iso
 from overt.errors import ConfigError, LedgerError, LedgerIntegrityError
-from overt.events import LedgerCheckpointed
-from overt.ledger import sql, tree
+from overt.events import LedgerCheckpointed, LedgerPruned
+from overt.ledger import retention, sql, tree
 from overt.ledger.signing import PrivateKey, PublicKey, open_note, sign_note
 from overt.ledger.sql import Dialect
 
@@ -130,11 +143,12 @@ def dialect(ledger: Any) -> Dialect:
 
 
 async def state(ledger: Any) -> tuple[int, int]:
-    """(head seq, the seq the ledger is pruned through)."""
-    d = dialect(ledger)
-    head = tree.head_size(await ledger.select("SELECT max(seq) FROM audit_log", ()))
-    rows = await ledger.select(sql.prune_anchors(d), ())
-    return head, max((int(s) for s, h in rows if s is not None and h is not None), default=0)
+    """(head seq, the seq the ledger is pruned through): what is there, not what any
+    ``ledger.pruned`` entry says (one INSERT could say anything)."""
+    rows = await ledger.select(tree.BOUNDS, ())
+    if not rows or rows[0][0] is None:
+        return 0, 0
+    return int(rows[0][1]), int(rows[0][0]) - 1
 
 
 def origin_of(t: tree.Tree) -> str:
@@ -209,29 +223,54 @@ def check_successor(old: Checkpoint, new: Checkpoint, t: tree.Tree | None = None
                                    f"checkpoint of {old.time} signed")
 
 
+class SignedWithFindings(LedgerIntegrityError):
+    """The checkpoint was made, from the entries, signed, witnessed and recorded; but the
+    ledger holds something no overt code path wrote (a stored tile that is not the
+    hash of its leaves, a ``ledger.pruned`` entry no prune wrote)."""
+
+    def __init__(self, message: str, checkpoint: Checkpoint, note: str) -> None:
+        super().__init__(message)
+        self.checkpoint, self.note = checkpoint, note
+
+
 async def make(ledger: Any, key: PrivateKey, settings: CheckpointSettings, *,
-               allow_prune: bool = False) -> tuple[Checkpoint, str]:
+               prune: LedgerPruned | None = None) -> tuple[Checkpoint, str]:
     """Make, sign, witness and record a checkpoint of the ledger now; (it, its note).
+
+    Every subtree it signs is recomputed from the entries' chain hashes
+    (:func:`.tree.fill`); the stored tree stands in only for a pruned prefix. It
+    says the ledger is pruned through what is gone from it, which must be what the
+    witness's newest checkpoint says, or, right after ``overt ledger prune``
+    (``prune``: that prune's own record), exactly the range that prune removed.
 
     Raises:
         LedgerIntegrityError: the ledger does not extend the witness's newest
-            checkpoint, or it was pruned further with no signed prune (without
-            ``allow_prune``); nothing was signed.
+            checkpoint, or is pruned other than it (or ``prune``) says; nothing was
+            signed.
+        SignedWithFindings: it was signed and recorded, and the ledger holds a stored
+            tile or a ``ledger.pruned`` entry that overt did not write.
         LedgerError: the ledger cannot be read or written, or a witness failed
             (after the others took the checkpoint and it was recorded).
     """
     directory = Path(settings.witness_dir)
     checkpoint, t = await compute(ledger)
     previous, _ = read_witness_dir(directory, key.public) if directory.exists() else ([], [])
-    if previous:
-        last = previous[-1][1]
-        if checkpoint.pruned > last.pruned and not allow_prune:
+    last = previous[-1][1] if previous else None
+    if prune is not None:
+        start = (last.pruned if last is not None else prune.first_removed_seq - 1
+                 if prune.first_removed_seq else 0)
+        if (prune.first_removed_seq, prune.through_seq) != (start + 1, checkpoint.pruned):
             raise LedgerIntegrityError(
-                f"the ledger is pruned through entry {checkpoint.pruned}, but the newest "
-                f"signed checkpoint says {last.pruned}: a prune no checkpoint signed (one "
-                "made by hand?); run `overt ledger verify --checkpoints`")
-        if last.size > last.pruned and last.size > checkpoint.pruned:
-            await t.read(ledger.select, last.size - last.size % tree.TILE, last.size)
+                f"the prune removed entries {prune.first_removed_seq}..{prune.through_seq}, "
+                f"but the ledger is pruned through entry {checkpoint.pruned} and the newest "
+                f"signed checkpoint says {start}: entries gone that no prune removed; run "
+                "`overt ledger verify --checkpoints`")
+    elif last is not None and checkpoint.pruned != last.pruned:
+        raise LedgerIntegrityError(
+            f"the ledger is pruned through entry {checkpoint.pruned}, but the newest "
+            f"signed checkpoint says {last.pruned}: a prune no checkpoint signed (one "
+            "made by hand?); run `overt ledger verify --checkpoints`")
+    if last is not None:
         check_successor(last, checkpoint, t)
     note = sign_note(checkpoint.text(), key)
     took, failed = witness(note, checkpoint, settings)
@@ -240,10 +279,57 @@ async def make(ledger: Any, key: PrivateKey, settings: CheckpointSettings, *,
         origin=checkpoint.origin, tree_size=checkpoint.size,
         root_hash=base64.b64encode(checkpoint.root).decode(), head_hash=checkpoint.head,
         checkpoint_time=checkpoint.time, pruned_through=checkpoint.pruned,
-        key_id=key.public.key_id, signature=signature, witnesses=took)], rows=t.new_nodes)
+        key_id=key.public.key_id, signature=signature, witnesses=took)],
+        rows=t.new_nodes)
     if failed:
         raise LedgerError("checkpoint witnesses failed: " + "; ".join(failed))
+    findings = ([t.bad_text()] if t.bad else []) + [
+        s.text() for s in await retention.forged_seals(ledger.select, dialect(ledger))
+        if read_disowned(directory, key.public, checkpoint.origin).get(s.seq) != s.hash]
+    if findings:
+        raise SignedWithFindings(
+            f"signed the checkpoint of {checkpoint.size} entries from the entries "
+            f"themselves (pruned through {checkpoint.pruned}), but: " + "; ".join(findings)
+            + "; run `overt ledger verify --checkpoints` (see \"Signed checkpoints and "
+            "proofs\" in the README for what to do)", checkpoint, note)
     return checkpoint, note
+
+
+DISOWNED = ".disowned"
+
+
+def disown_text(origin: str, seq: int, entry_hash: str, time: str) -> str:
+    return f"{origin}\ndisown {seq} {entry_hash}\ntime {time}\n"
+
+
+def write_disowned(directory: Path, key: PrivateKey, origin: str, seq: int,
+                   entry_hash: str) -> Path:
+    """Sign, as ``key``, that entry ``seq`` (a ``ledger.pruned`` entry no prune wrote)
+    is disowned, into ``directory`` (``disowned-<seq>.disowned``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"disowned-{seq:012d}{DISOWNED}"
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(sign_note(disown_text(origin, seq, entry_hash, now_iso()), key),
+                         encoding="utf-8")
+    os.replace(temporary, path)
+    return path
+
+
+def read_disowned(directory: Path, key: PublicKey, origin: str) -> dict[int, str]:
+    """The entries ``key`` disowned in ``directory`` for the ledger ``origin``: seq ->
+    the entry's chain hash. Files it did not sign are passed over."""
+    found: dict[int, str] = {}
+    if not directory.is_dir():
+        return found
+    for path in sorted(directory.glob("*" + DISOWNED)):
+        try:
+            lines = open_note(path.read_text(encoding="utf-8"), key).split("\n")
+            words = lines[1].split(" ")
+            if lines[0] == origin and len(words) == 3 and words[0] == "disown":
+                found[int(words[1])] = words[2]
+        except (OSError, UnicodeDecodeError, LedgerIntegrityError, ValueError, IndexError):
+            continue
+    return found
 
 
 def witness(note: str, checkpoint: Checkpoint,

@@ -11,6 +11,7 @@ of entry ``N``), so ``verify`` still proves everything that remains.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from overt.events import LedgerPruned
@@ -50,3 +51,63 @@ def plan(one: QueryOne, d: Dialect, cutoff: str, head_seq: int) -> LedgerPruned:
         removed_entries=removed, removed_content=int(content[0]) if content else 0,
         last_removed_hash=last_hash[0] if last_hash else None,
         removed_from_at=counted[3], removed_to_at=counted[4], held_back_by_turn=held_back)
+
+
+@dataclass(frozen=True, slots=True)
+class Seal:
+    """A ``ledger.pruned`` entry that no prune wrote (see :func:`forged_seals`)."""
+
+    seq: int
+    hash: str
+    first: int
+    through: int
+    why: str
+
+    def text(self) -> str:
+        return (f"entry {self.seq} is a ledger.pruned entry that no prune wrote: it seals "
+                f"entries {self.first}..{self.through}, but {self.why}")
+
+
+def seals_query(d: Dialect) -> str:
+    return (f"SELECT seq, hash, {d.text('first_removed_seq')}, {d.text('through_seq')}, "
+            f"{d.text('removed_entries')} FROM audit_log WHERE kind = 'ledger.pruned' "
+            f"AND {sql.KIND_INDEXED} ORDER BY seq")
+
+
+def judge(rows: Sequence[Sequence[Any]], first_present: int) -> list[Seal]:
+    """The ``ledger.pruned`` entries among ``rows`` (seq, hash, first removed, through,
+    removed count; in seq order) that no prune wrote, in a ledger whose first entry
+    is ``first_present``.
+
+    A prune deletes ``first..through`` and appends its entry in one transaction, and
+    each prune starts where the one before it stopped; so an entry written by one
+    comes after what it seals, nothing it seals is left, and its range follows the
+    last such entry's (the first starts at 1). Any other is a forgery: one
+    ``INSERT`` of a chained entry, which the chain alone cannot tell from a prune's.
+    """
+    found: list[Seal] = []
+    expected = 1
+    for seq, digest, first, through, removed in rows:
+        if first is None or through is None or not removed or int(removed) <= 0:
+            continue  # a prune that removed nothing
+        seq, first, through = int(seq), int(first), int(through)
+        if seq <= through:
+            why = "it comes before the entries it says were removed"
+        elif first_present <= through:
+            why = (f"entries {max(first, first_present)}..{through} are still in the ledger "
+                   "(nothing of what it seals was removed with it)")
+        elif first != expected:
+            why = (f"the prune before it removed through entry {expected - 1}, so the next "
+                   f"one starts at {expected}")
+        else:
+            expected = through + 1
+            continue
+        found.append(Seal(seq, str(digest), first, through, why))
+    return found
+
+
+async def forged_seals(select: Callable[[str, Sequence[Any]], Any], d: Dialect) -> list[Seal]:
+    """The ``ledger.pruned`` entries in the ledger that no prune wrote (:func:`judge`)."""
+    bounds = await select("SELECT min(seq) FROM audit_log", ())
+    first = int(bounds[0][0]) if bounds and bounds[0][0] is not None else 1
+    return judge(await select(seals_query(d), ()), first)

@@ -15,7 +15,29 @@ What is stored
       (:func:`prune_rows`).
 
     The table is append-only (triggers) and never pruned; rows are never
-    updated, and a row written twice holds the same hash.
+    updated. It is derived data, and whoever can write the database can add a row
+    (a second hash for a subtree, or a wrong one for a subtree not stored yet).
+
+What is trusted
+    Nothing stored, where the leaves are still there. Signing a checkpoint
+    (:func:`fill`), a prune's stand-ins (:func:`prune_rows`) and ``verify
+    --checkpoints`` (:mod:`.audit`) compute every subtree that holds an entry still
+    in the chain from the entries' chain hashes; a stored row for it is only
+    compared, and one that differs (or a subtree stored with two hashes) is named,
+    ``(level, first leaf)``, and never used. Making a proof (:func:`open_tree`)
+    uses the stored tiles as a cache, but only where the root they give is the
+    signed one; else it recomputes from the entries.
+
+    Where the leaves are gone (a pruned prefix), the subtrees that stand in for
+    them cannot be recomputed. They are trusted because of how they came to be:
+    the prune computes them from the leaves, in its own transaction, refusing
+    to run if a row already stored for one of them disagrees (:func:`prune_rows`),
+    and ``overt ledger prune`` signs a checkpoint right after, whose root is built
+    from them and from the entries after them. Every later root is built from the
+    same stand-ins (a second row for one makes it unusable, not different), so a
+    stand-in changed afterwards makes every later root differ from the signed ones:
+    ``verify --checkpoints`` fails. A stored row for a subtree wholly inside the
+    pruned prefix that is not one of the stand-ins is never asked for.
 
 A pruned prefix
     The tree always starts at entry 1: checkpoints keep counting the tree from
@@ -44,6 +66,10 @@ TILE = 1 << TILE_LEVEL
 BATCH = 1 << 16
 """Leaves read in one query while filling the tiles of an old ledger."""
 
+BOUNDS = "SELECT (SELECT min(seq) FROM audit_log), (SELECT max(seq) FROM audit_log)"
+"""The first and last seq (two subqueries: SQLite reads ``min`` and ``max`` together
+by scanning the table, each alone from the index)."""
+
 Rows = list[Any]
 SyncSelect = Callable[[str, Sequence[Any]], Rows]
 AsyncSelect = Callable[[str, Sequence[Any]], Awaitable[Rows]]
@@ -60,28 +86,58 @@ def head_size(rows: Rows) -> int:
 
 
 class Tree:
-    """The tree as far as ``size`` leaves, over stored nodes and the leaves still in
-    the chain. Build with :meth:`load` (async) or :meth:`load_sync`; ask for
-    ``perfect`` subtrees, roots and proofs; :attr:`new_nodes` are those computed
-    here that are worth storing (tiles, leaf 0)."""
+    """The tree as far as ``size`` leaves, over the leaves still in the chain and, for
+    the pruned prefix, the stored subtrees that stand in for it. Build with
+    :meth:`load` (async) or :meth:`load_sync`; ask for ``perfect`` subtrees, roots
+    and proofs; :attr:`new_nodes` are those computed here that are worth storing
+    (tiles, leaf 0).
 
-    def __init__(self, d: Dialect, size: int, nodes: Iterable[Sequence[Any]]) -> None:
+    Two ways to use the stored nodes:
+
+    - *recomputed* (``cached=False``, what signing and ``verify --checkpoints``
+      use): every subtree that holds a leaf still in the chain is computed from the
+      leaves (all of them must have been read); a stored row for it is only
+      compared, and one that differs is listed in :attr:`bad` (never used). Only a
+      subtree wholly inside the pruned prefix is taken from storage: nothing else
+      can stand in for leaves that are gone, and the signed checkpoint made at
+      prune time covers it (see the module docstring).
+    - *cached* (``cached=True``, what making a proof uses): stored tiles stand in
+      for leaves not read, except around the leaves read for the proof, which are
+      computed; the caller checks the root against a signed one before trusting
+      anything (:func:`open_tree`'s callers fall back to :func:`fill` when it
+      differs).
+    """
+
+    def __init__(self, d: Dialect, size: int, nodes: Iterable[Sequence[Any]], *,
+                 floor: int = 0, cached: bool = False) -> None:
         self.d = d
         self.size = size
+        self.floor = floor
+        """Leaves below this index were pruned: only stored subtrees stand in for them."""
+        self.cached = cached
         self.stored: dict[tuple[int, int], bytes] = {}
+        self.ambiguous: dict[tuple[int, int], set[bytes]] = {}
+        """Subtrees stored with more than one hash (one of them planted): never used."""
         for level, start, digest in nodes:
             key = (int(level), int(start))
             try:
                 value = bytes.fromhex(digest)
-            except (TypeError, ValueError) as exc:
-                raise LedgerIntegrityError(f"the stored Merkle tree's subtree of 2**{key[0]} "
-                                           f"leaves at {key[1]} is not a hash") from exc
-            if self.stored.setdefault(key, value) != value:
-                raise LedgerIntegrityError(f"the stored Merkle tree holds two hashes for the "
-                                           f"subtree of 2**{key[0]} leaves at {key[1]}")
+                if len(value) != 32:
+                    raise ValueError("not 32 bytes")
+            except (TypeError, ValueError):
+                self.ambiguous.setdefault(key, set()).add(b"")
+                continue
+            if key in self.ambiguous:
+                self.ambiguous[key].add(value)
+            elif self.stored.setdefault(key, value) != value:
+                self.ambiguous[key] = {self.stored.pop(key), value}
+        for key in self.ambiguous:
+            self.stored.pop(key, None)
         self.leaves: dict[int, bytes] = {}
         self.computed: dict[tuple[int, int], bytes] = {}
         self.new_nodes: list[NodeRow] = []
+        self.bad: list[tuple[int, int]] = []
+        """Stored subtrees (level, first leaf) that are not the hash of their leaves."""
 
     # -- reading --------------------------------------------------------------
 
@@ -95,27 +151,18 @@ class Tree:
                 "ORDER BY seq")
 
     @classmethod
-    async def load(cls, select: AsyncSelect, d: Dialect, size: int | None = None) -> Tree:
+    async def load(cls, select: AsyncSelect, d: Dialect, size: int | None = None, *,
+                   cached: bool = False) -> Tree:
         """The tree of ``size`` leaves (default: every entry there is)."""
-        if size is None:
-            size = head_size(await select("SELECT max(seq) FROM audit_log", ()))
-        return cls(d, size, await select(cls.nodes_query(d), ()))
+        rows = await select(BOUNDS, ())
+        first, head = _bounds(rows)
+        return cls(d, head if size is None else size, await select(cls.nodes_query(d), ()),
+                   floor=first - 1 if first else 0, cached=cached)
 
     @classmethod
     def load_sync(cls, select: SyncSelect, d: Dialect, size: int) -> Tree:
-        return cls(d, size, select(cls.nodes_query(d), ()))
-
-    def needs(self, lo: int, hi: int) -> bool:
-        """Whether leaves ``[lo, hi)`` must be read to answer for them (no stored
-        subtree holds them)."""
-        return any(self._cover(i) is None for i in range(lo, hi, TILE))
-
-    def _cover(self, leaf: int) -> tuple[int, int] | None:
-        for level in range(63, TILE_LEVEL - 1, -1):
-            start = leaf >> level << level
-            if (level, start) in self.stored:
-                return level, start
-        return None
+        first, _ = _bounds(select(BOUNDS, ()))
+        return cls(d, size, select(cls.nodes_query(d), ()), floor=first - 1 if first else 0)
 
     def add_leaves(self, rows: Iterable[Sequence[Any]]) -> None:
         """Leaves read from the chain: (seq, chain hash) rows."""
@@ -124,12 +171,12 @@ class Tree:
 
     async def read(self, select: AsyncSelect, lo: int, hi: int) -> None:
         """Read leaves ``[lo, hi)`` from the chain (as many as are still there)."""
-        for start in range(lo, hi, BATCH):
+        for start in range(max(lo, self.floor), hi, BATCH):
             self.add_leaves(await select(self.leaves_query(self.d),
                                          (start, min(start + BATCH, hi))))
 
     def read_sync(self, select: SyncSelect, lo: int, hi: int) -> None:
-        for start in range(lo, hi, BATCH):
+        for start in range(max(lo, self.floor), hi, BATCH):
             self.add_leaves(select(self.leaves_query(self.d), (start, min(start + BATCH, hi))))
 
     # -- the tree -------------------------------------------------------------
@@ -140,24 +187,55 @@ class Tree:
         Raises:
             NotFoundError: a leaf it needs was pruned (or not read) and nothing stored
                 stands in for it.
+            LedgerIntegrityError: the stored subtree standing in for pruned leaves is
+                stored with two hashes.
         """
         level = size.bit_length() - 1
         key = (level, lo)
-        found = self.stored.get(key) or self.computed.get(key)
+        found = self.computed.get(key)
         if found is not None:
             return found
+        if lo + size <= self.floor:  # wholly pruned: only a stored stand-in
+            if key in self.ambiguous:
+                raise LedgerIntegrityError(
+                    f"the stored Merkle tree holds two hashes for the subtree (level {level}, "
+                    f"first leaf {lo}) that stands in for pruned entries")
+            found = self.stored.get(key)
+            if found is not None:
+                return found
+            if size == 1:
+                raise NotFoundError(f"entry {lo + 1} is not in the ledger (pruned, or never "
+                                    "there) and no stored subtree stands in for it")
+        elif self.cached and key in self.stored and not self._read_whole(lo, size):
+            return self.stored[key]
         if size == 1:
             leaf = self.leaves.get(lo)
             if leaf is None:
                 raise NotFoundError(f"entry {lo + 1} is not in the ledger (pruned, or never "
-                                 "there) and no stored subtree stands in for it")
-            return leaf
-        half = size >> 1
-        found = merkle.node_hash(self.perfect(lo, half), self.perfect(lo + half, half))
+                                    "there) and no stored subtree stands in for it")
+            found = leaf
+        elif level == TILE_LEVEL and lo >= self.floor:
+            leaves = [self.leaves.get(i) for i in range(lo, lo + TILE)]
+            if None in leaves:
+                missing = lo + leaves.index(None)
+                raise NotFoundError(f"entry {missing + 1} is not in the ledger (pruned, or "
+                                    "never there) and no stored subtree stands in for it")
+            found = _tile(leaves)  # type: ignore[arg-type]
+        else:
+            half = size >> 1
+            found = merkle.node_hash(self.perfect(lo, half), self.perfect(lo + half, half))
         self.computed[key] = found
-        if level == TILE_LEVEL:
-            self.new_nodes.append(node_row(level, lo, found))
+        if lo + size > self.floor:  # computed from leaves: what is stored is compared
+            stored = self.stored.get(key)
+            if (stored is not None and stored != found) or key in self.ambiguous:
+                self.bad.append(key)
+            elif stored is None and (level == TILE_LEVEL or key == (0, 0)):
+                self.new_nodes.append(node_row(level, lo, found))
         return found
+
+    def _read_whole(self, lo: int, size: int) -> bool:
+        """Whether every leaf of ``[lo, lo + size)`` was read (a tile a proof reads)."""
+        return size <= TILE and lo in self.leaves and lo + size - 1 in self.leaves
 
     def root(self, size: int | None = None) -> bytes:
         return merkle.root(self.perfect, self.size if size is None else size)
@@ -177,42 +255,45 @@ class Tree:
         return merkle.consistency_proof(self.perfect, old, self.size if new is None else new)
 
     def tiles(self) -> None:
-        """Compute every complete tile up to :attr:`size` not stored yet (and leaf 0),
-        adding them to :attr:`new_nodes`; the leaves must have been read."""
-        if self.size and (0, 0) not in self.stored:
-            self.stored[(0, 0)] = leaf0 = self.perfect(0, 1)
-            self.new_nodes.append(node_row(0, 0, leaf0))
-        for lo in range(0, self.size - self.size % TILE, TILE):
-            if (TILE_LEVEL, lo) in self.stored or (TILE_LEVEL, lo) in self.computed:
-                continue
-            cover = self._cover(lo)
-            if cover is not None and cover[0] > TILE_LEVEL:
-                continue  # a larger stored subtree (a prune's) already holds it
-            leaves = [self.leaves.get(i) for i in range(lo, lo + TILE)]
-            if None in leaves:  # some went with a prune: its stored subtrees stand in
-                self.perfect(lo, TILE)
-                continue
-            digest = _tile(leaves)  # type: ignore[arg-type]
-            self.computed[(TILE_LEVEL, lo)] = digest
-            self.new_nodes.append(node_row(TILE_LEVEL, lo, digest))
+        """Compute every complete tile up to :attr:`size` that holds a leaf still in the
+        chain (and leaf 0), comparing what is stored (:attr:`bad`) and adding those not
+        stored to :attr:`new_nodes`; the leaves must have been read."""
+        if self.size:
+            self.perfect(0, 1)
+        for lo in range(self.floor - self.floor % TILE, self.size - self.size % TILE, TILE):
+            self.perfect(lo, TILE)
 
     def proof_leaves(self, indexes: Iterable[int]) -> list[tuple[int, int]]:
         """The leaf ranges an inclusion proof of ``indexes`` reads: each one's tile
-        (or the partial tile at the end); stored tiles cover the rest."""
+        (or the partial tile at the end); stored tiles cover the rest, where they are."""
         ranges = {(i - i % TILE, min(i - i % TILE + TILE, self.size)) for i in indexes}
         tail = self.size - self.size % TILE
         if tail < self.size:
             ranges.add((tail, self.size))
-        for lo in range(0, tail, TILE):  # a complete tile no checkpoint stored yet
-            if (TILE_LEVEL, lo) not in self.stored and self._cover(lo) is None:
+        for lo in range(self.floor - self.floor % TILE, tail, TILE):
+            if (TILE_LEVEL, lo) not in self.stored:  # no checkpoint stored it (or twice)
                 ranges.add((lo, lo + TILE))
         return sorted(ranges)
+
+    def bad_text(self) -> str:
+        """:attr:`bad`, in words."""
+        return "; ".join(f"the stored Merkle tile (level {level}, first leaf {lo}) is not the "
+                         f"hash of entries {lo + 1}..{lo + (1 << level)}"
+                         for level, lo in sorted(set(self.bad)))
+
+
+def _bounds(rows: Rows) -> tuple[int, int]:
+    if not rows or rows[0][0] is None:
+        return 0, 0
+    return int(rows[0][0]), int(rows[0][1])
 
 
 async def open_tree(select: AsyncSelect, d: Dialect, size: int | None = None, *,
                     leaves: Iterable[int] = ()) -> Tree:
-    """The tree of ``size`` leaves with what proving ``leaves`` (and its root) needs read."""
-    tree = await Tree.load(select, d, size)
+    """The tree of ``size`` leaves, stored tiles used as a cache, with what proving
+    ``leaves`` (and its root) needs read. Check its root against a signed one before
+    trusting a proof made from it; where it differs, :func:`fill` recomputes."""
+    tree = await Tree.load(select, d, size, cached=True)
     for lo, hi in _merged(tree.proof_leaves(leaves)):
         await tree.read(select, lo, hi)
     return tree
@@ -229,17 +310,13 @@ def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 async def fill(select: AsyncSelect, d: Dialect, size: int | None = None) -> Tree:
-    """The tree of ``size`` leaves (default: the whole ledger) with every tile not
-    stored yet computed, ready to store (:attr:`Tree.new_nodes`), and the leaves
-    after the last tile read (its root needs them)."""
+    """The tree of ``size`` leaves (default: the whole ledger) recomputed from every
+    leaf still in the chain: its root, every tile not stored yet ready to store
+    (:attr:`Tree.new_nodes`), and the stored ones that differ (:attr:`Tree.bad`)."""
     tree = await Tree.load(select, d, size)
-    tail = tree.size - tree.size % TILE
-    for lo in range(0, tail, BATCH):
-        hi = min(lo + BATCH, tail)
-        if tree.needs(lo, hi):
-            await tree.read(select, lo, hi)
-    await tree.read(select, tail, tree.size)
+    await tree.read(select, 0, tree.size)
     tree.tiles()
+    tree.root()
     return tree
 
 
@@ -256,25 +333,31 @@ def _tile(leaves: list[bytes]) -> bytes:
 def prune_rows(select: SyncSelect, d: Dialect, through: int) -> list[NodeRow]:
     """Inside a prune's transaction, before it deletes through ``seq = through``: the
     nodes that stand in for leaves ``[0, through)`` once they are gone (tiles not
-    stored yet, leaf 0, and the complete subtrees making up the range).
+    stored yet, leaf 0, and the complete subtrees making up the range), every one
+    recomputed from the leaves (or from the stand-ins of an earlier prune).
 
     A ledger whose prefix was pruned before the tree was kept gets none: its tree
-    cannot be built (see the module docstring)."""
+    cannot be built (see the module docstring).
+
+    Raises:
+        LedgerIntegrityError: a subtree that would stand in for the removed entries is
+            stored with a hash that is not theirs (planted): once they are gone, nothing
+            could tell; the prune must not run.
+    """
     tree = Tree.load_sync(select, d, through)
-    first = select("SELECT min(seq) FROM audit_log", ())
-    if first and first[0][0] is not None and int(first[0][0]) > 1 \
-            and (0, 0) not in tree.stored:
+    if tree.floor > 0 and (0, 0) not in tree.stored:
         return []
-    tail = through - through % TILE
-    for lo in range(0, through, BATCH):
-        hi = min(lo + BATCH, through)
-        if lo >= tail or tree.needs(lo, hi):
-            tree.read_sync(select, lo, hi)
+    tree.read_sync(select, 0, through)
     tree.tiles()
     rows = list(tree.new_nodes)
     for lo, n in merkle.decomposition(0, through):
         level = n.bit_length() - 1
-        if (level, lo) not in tree.stored and level != TILE_LEVEL:
+        tree.perfect(lo, n)
+        if (level, lo) in tree.bad:
+            raise LedgerIntegrityError(
+                f"{tree.bad_text()}: it would stand in for entries this prune removes, so "
+                "nothing was pruned; run `overt ledger verify --checkpoints`")
+        if (level, lo) not in tree.stored and level != TILE_LEVEL and (level, lo) != (0, 0):
             rows.append(node_row(level, lo, tree.perfect(lo, n)))
     return rows
 

@@ -12,11 +12,24 @@ the rest and its error reaches the model as an ``is_error`` result.
 Each server gets one client session (:class:`McpConnection`; a stdio server is
 one process), opened when the runtime starts and kept for its lifetime: a call
 costs a round trip, not a process start. A session that broke (the server
-exited, the connection dropped or a call timed out) fails the call that found
-it; the next call opens a new one, and that is recorded (``hook.error``,
-consequence ``reopened``). :meth:`McpSessions.close` (``Runtime.close``) ends
-them. A session belongs to the event loop it was opened on; a runtime used from
-another loop (``run_sync`` twice) opens its own there.
+exited, the connection dropped, a call timed out, or an HTTP server answered
+404 to the session's ``Mcp-Session-Id``: it was restarted or forgot the
+session) is replaced by a new one, and that is recorded (``hook.error``,
+consequence ``reopened``) and logged. What becomes of the call that found it
+depends on whether the server can have run it:
+
+- it never reached the server (the stdio server had exited before the call was
+  handed to it, or the HTTP server answered 404 for the session id, which the
+  MCP specification makes a refusal of the request): the call is sent again,
+  once, on the new session, and the model sees its result;
+- it may have reached it (the server died or stopped answering after the
+  request was written): the call fails with an error the model sees, and is
+  not sent again, since running a tool twice (a note written twice, a payment
+  made twice) is worse than saying it may not have run.
+
+:meth:`McpSessions.close` (``Runtime.close``) ends the sessions. A session
+belongs to the event loop it was opened on; a runtime used from another loop
+(``run_sync`` twice) opens its own there.
 
 An HTTP server is sent ``headers`` (``[mcp_servers.NAME] headers``, and
 ``Authorization: Bearer ...`` from the environment variable ``bearer_token_env``
@@ -78,37 +91,137 @@ class McpServerSpec:
                 f"url={self.url!r}, headers={sorted(self.headers)!r})")
 
 
-def _open(spec: McpServerSpec, stack: contextlib.AsyncExitStack) -> Any:
+class _Link:
+    """What one session's transport saw: the requests handed to it, whether the
+    server's side ended (a stdio server's stdout closed: it exited), and whether an
+    HTTP server answered 404 to the session's id (it no longer knows the session)."""
+
+    def __init__(self) -> None:
+        self.requests_handed = 0
+        self.ended = asyncio.Event()
+        self.session_unknown = False
+
+    async def on_response(self, response: Any) -> None:
+        """httpx's response hook: a 404 to a request that carried the session id."""
+        if response.status_code == 404 and response.request.headers.get("mcp-session-id"):
+            self.session_unknown = True
+
+
+class _WatchedRead:
+    """A transport's read stream that notes in ``link`` when it ends."""
+
+    def __init__(self, inner: Any, link: _Link) -> None:
+        self._inner, self._link = inner, link
+
+    def __getattr__(self, name: str) -> Any:  # last_context and the like, as the SDK reads them
+        return getattr(self._inner, name)
+
+    async def receive(self) -> Any:
+        import anyio
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._link.ended.set()
+            raise
+
+    def __aiter__(self) -> _WatchedRead:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedRead:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return bool(await self._inner.__aexit__(*exc))
+
+
+class _CountingWrite:
+    """A transport's write stream that counts the requests it accepted: a request it
+    refused (the stream closed, as when the stdio server exited) never reached
+    the server. One whose send was interrupted counts as accepted."""
+
+    def __init__(self, inner: Any, link: _Link) -> None:
+        self._inner, self._link = inner, link
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def send(self, item: Any, /) -> None:
+        import anyio
+        from mcp_types import JSONRPCRequest
+
+        counts = isinstance(getattr(item, "message", None), JSONRPCRequest)
+        try:
+            await self._inner.send(item)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise  # not handed over: the server never saw it
+        except BaseException:
+            self._link.requests_handed += counts  # interrupted: it may have been taken
+            raise
+        self._link.requests_handed += counts
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _CountingWrite:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return bool(await self._inner.__aexit__(*exc))
+
+
+@contextlib.asynccontextmanager
+async def _watched(transport: Any, link: _Link) -> Any:
+    """``transport`` (an SDK transport) with its streams reporting to ``link``."""
+    async with transport as (read, write):
+        yield _WatchedRead(read, link), _CountingWrite(write, link)
+
+
+def _open(spec: McpServerSpec, stack: contextlib.AsyncExitStack, link: _Link) -> Any:
     """The SDK's client for ``spec`` (entered on ``stack`` by the caller)."""
     try:
         from mcp import Client
-        from mcp.client.stdio import StdioServerParameters
+        from mcp.client.stdio import StdioServerParameters, stdio_client
     except ImportError as exc:
         raise ExtraMissingError("mcp", "mcp") from exc
     if spec.url is None:
-        return Client(StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]),
-                                            env=dict(spec.env) or None),
-                      read_timeout_seconds=spec.timeout_s)
-    if not spec.headers:
-        return Client(spec.url, read_timeout_seconds=spec.timeout_s)
+        params = StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]),
+                                       env=dict(spec.env) or None)
+        return Client(_watched(stdio_client(params), link), read_timeout_seconds=spec.timeout_s)
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
-    http = create_mcp_http_client(headers=dict(spec.headers))
+    http = create_mcp_http_client(headers=dict(spec.headers) or None)
+    http.event_hooks = {"response": [link.on_response]}
     stack.push_async_callback(http.aclose)
-    return Client(streamable_http_client(spec.url, http_client=http),
+    return Client(_watched(streamable_http_client(spec.url, http_client=http), link),
                   read_timeout_seconds=spec.timeout_s)
 
 
-def _breaks_session(exc: BaseException) -> bool:
+def _breaks_session(exc: BaseException, link: _Link | None = None) -> bool:
     """Whether a call's failure means the session is gone (the server exited, the
-    connection dropped, it stopped answering), not that the call was refused."""
+    connection dropped, it stopped answering, or an HTTP server answered 404 to the
+    session's id), not that the call was refused."""
     try:
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
     except ImportError:  # pragma: no cover - the extra is there if a session was opened
         return True
     if isinstance(exc, MCPError):
-        return exc.error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
+        # the SDK turns a 404 into an error like any other (INVALID_REQUEST, with the
+        # server's own message): the status its transport saw tells them apart
+        return exc.error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT) or \
+            (link is not None and link.session_unknown)
     return True
 
 
@@ -121,39 +234,71 @@ class McpConnection:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
         self._client: Any = None
+        self._link = _Link()
         self._holder: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._broken: BaseException | None = None
         self.opened = 0
         """How many sessions were opened (one, unless some broke)."""
+        self.resent = 0
+        """How many calls were sent again on a new session (they never reached the old)."""
 
     async def list_tools(self) -> list[Any]:
-        """The server's tools.
+        """The server's tools (asked again on a new session, once, when the session
+        broke: listing changes nothing on the server).
 
         Raises:
             Exception: the server could not be started or reached, or failed.
         """
-        client = await self._session()
-        try:
-            return list((await client.list_tools()).tools)
-        except Exception as exc:
-            await self._lost(exc)
-            raise
+        for last in (False, True):
+            client, link = await self._session()
+            try:
+                return list((await client.list_tools()).tools)
+            except Exception as exc:
+                await self._lost(exc)
+                if last or not _breaks_session(exc, link):
+                    raise
+                log.warning("MCP server %s: tools asked again on a new session",
+                            self.spec.name)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> Any:
         """The server's result of ``name`` (``CallToolResult``).
 
+        A session that broke before the call reached the server is replaced and the
+        call sent again, once (see the module docstring); one that broke after is
+        replaced for the next call, and this one fails.
+
         Raises:
-            Exception: the session could not be opened, or broke during the call (the
-                next call opens a new one).
+            Exception: the session could not be opened, or broke during the call, or
+                the call failed again on a new session.
         """
-        client = await self._session()
-        try:
-            return await client.call_tool(name, dict(arguments))
-        except Exception as exc:
-            if _breaks_session(exc):
+        for last in (False, True):
+            client, link = await self._session()
+            handed, ended = link.requests_handed, link.ended.is_set()
+            try:
+                return await client.call_tool(name, dict(arguments))
+            except Exception as exc:
+                if not _breaks_session(exc, link):
+                    raise
                 await self._lost(exc)
-            raise
+                # the server had gone before the call was handed over, or refused the
+                # session: it cannot have run it
+                unsent = ended or link.session_unknown or link.requests_handed == handed
+                if last or not unsent:
+                    raise
+                self.resent += 1
+                log.warning("MCP server %s: the call to %s never reached it (%s); "
+                            "sending it again on a new session", self.spec.name, name,
+                            "it answered 404 to the session id" if link.session_unknown
+                            else "the session had ended")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @property
+    def ended(self) -> asyncio.Event:
+        """Set once the server's side of the current session ended (a stdio server's
+        output closed, as it does when the server exits)."""
+        return self._link.ended
 
     async def close(self) -> None:
         """End the session (its server process exits); the next call opens a new one."""
@@ -165,7 +310,7 @@ class McpConnection:
         with contextlib.suppress(Exception):  # a session that broke: nothing to end
             await holder
 
-    async def _session(self) -> Any:
+    async def _session(self) -> tuple[Any, _Link]:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # first use, or another event loop than before
             self._loop, self._lock = loop, asyncio.Lock()
@@ -174,25 +319,27 @@ class McpConnection:
         async with self._lock:
             if self._client is not None and self._holder is not None \
                     and not self._holder.done() and self._broken is None:
-                return self._client
+                return self._client, self._link
             if self._broken is not None:
                 await self._reopening(self._broken)
             await self.close()
             ready: asyncio.Future[Any] = loop.create_future()
             self._stop = asyncio.Event()
-            self._holder = loop.create_task(self._hold(ready, self._stop),
+            link = _Link()
+            self._holder = loop.create_task(self._hold(ready, self._stop, link),
                                             name=f"overt-mcp-session:{self.spec.name}")
             self._client = await ready
+            self._link = link
             self._broken = None
             self.opened += 1
-            return self._client
+            return self._client, link
 
-    async def _hold(self, ready: asyncio.Future[Any], stop: asyncio.Event) -> None:
+    async def _hold(self, ready: asyncio.Future[Any], stop: asyncio.Event, link: _Link) -> None:
         """Open the session, hand it over, keep it until ``stop`` (in its own task, as the
         SDK's task groups must be left by the task that entered them)."""
         try:
             async with contextlib.AsyncExitStack() as stack:
-                client = await stack.enter_async_context(_open(self.spec, stack))
+                client = await stack.enter_async_context(_open(self.spec, stack, link))
                 ready.set_result(client)
                 await stop.wait()
         except Exception as exc:  # noqa: BLE001  any failure: to the opener, or the next call
@@ -210,6 +357,7 @@ class McpConnection:
 
     async def _reopening(self, cause: BaseException) -> None:
         """Record that the session broke and a new one is opened."""
+        log.warning("MCP server %s: opening a new session", self.spec.name)
         if self._record is None:
             return
         message = f"{type(cause).__name__}: {cause}"
