@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 
-.PHONY: demo test bench eval install install-dev lint typecheck clean docs docs-build
+.PHONY: demo test check bench eval install install-dev lint typecheck clean docs docs-build
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,15 @@ test: install-dev
 	$(BIN)/overt model prepare local
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/site
 	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+# The contributor's loop, under two minutes: lint, types, and the tests that need no
+# PostgreSQL, embedded model, browser or mail server (SQLite only). `make test` is the
+# full matrix; tests/conftest.py says how each test is marked.
+CHECK_TESTS ?= not postgres and not real_model and not browser and not email
+check: install-dev
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -n 2 --dist loadfile -q -m "$(CHECK_TESTS)"
 
 # bench_ledger and bench_load need the PostgreSQL driver, overt serve and an HTTP client;
 # bench_cockpit an ASGI client (httpx2, as the tests use); bench_proofs the signing keys.

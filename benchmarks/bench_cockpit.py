@@ -1,4 +1,4 @@
-"""Issue 22: the cockpit's two figures, on SQLite.
+"""The cockpit's two figures, on SQLite.
 
 1. The server time to render a 1,000-turn session page (target < 300 ms): a
    session of 1,000 turns (each with its thinking and plan steps, one in four

@@ -1,4 +1,4 @@
-"""Issue 4: what the hook machinery costs per tool call.
+"""What the hook machinery costs per tool call.
 
 A ledger that keeps nothing and a function model (no inference cost), so what
 is measured is the engine and its hooks. Per tool call: the engine's own

@@ -2,7 +2,7 @@
 
 - audit records appended per second by one writer (4 entries per transaction,
   each transaction committed: the shape of one turn step);
-- ``verify`` entries per second, the chain (target, issue 20: at least 150,000/s
+- ``verify`` entries per second, the chain (target: at least 150,000/s
   on both backends), and the chain with its trail index checked against it
   (every entry here is a ``tool_call.completed``, all of them in the index: the
   check's worst case);

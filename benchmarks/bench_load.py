@@ -1,4 +1,4 @@
-"""Issue 20: ``overt serve`` under load, as its clients feel it.
+"""``overt serve`` under load, as its clients feel it.
 
 Starts a real ``overt serve`` (a subprocess on 127.0.0.1, a fresh ledger, the
 transcript on as by default) whose model answers at once (a plugin's function
@@ -297,7 +297,7 @@ def _met(ok: bool) -> str:
 
 def main(clients: int = 50, seconds: float = MAKE_BENCH_SECONDS,
          backends: tuple[str, ...] = ("sqlite", "postgres")) -> dict[str, dict[str, float]]:
-    print(f"overt serve under load (issue 20): {clients} keep-alive clients, instant model, "
+    print(f"overt serve under load: {clients} keep-alive clients, instant model, "
           f"{seconds:g} s per backend"
           + (" (a short run, as make bench's; `python -m benchmarks.bench_load` runs the "
              "full 60 s)" if seconds < 60 else ""))

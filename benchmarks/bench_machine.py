@@ -1,15 +1,15 @@
 """How fast this machine is, so figures from different machines can be compared.
 
-The targets were set on one 2-core VM; machines of the same kind differ by two
-times or more from one day to the next (a session measured the same commit's
-turn at 638 µs on one and 1,790 µs on another). Four figures owe nothing to
+Small shared virtual machines of one kind differ by two times or more from one
+day to the next, so a figure compares only beside these. Four figures owe nothing to
 overt: a bare Python loop, a one-row SQLite commit in WAL mode (the ledger's
 settings), an fsync, and an event loop handing an empty batch to a thread and
 getting its answer back (the floor of each ledger commit: the writer thread's
 queue, :func:`~overt.ledger.groups.next_group` and future, with no work between).
 A figure elsewhere in this run reads against them: ``bench_turn`` pays that
-hand-off once for each of its four commits; on a VM that halts an idle vCPU at
-once it measured 85-104 µs, and 20 µs pinned to one core (``taskset -c 0``).
+hand-off once for each of its commits, and a virtual machine that halts an idle
+virtual CPU at once makes it several times dearer than one pinned to one core
+(``taskset -c 0``).
 """
 
 from __future__ import annotations

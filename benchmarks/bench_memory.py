@@ -1,4 +1,4 @@
-"""Issue 8: ``node_search`` latency over 100,000 memory nodes, on each backend.
+"""``node_search`` latency over 100,000 memory nodes, on each backend.
 
 Targets: p95 under 5 ms on SQLite, under 10 ms on PostgreSQL.
 

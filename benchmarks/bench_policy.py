@@ -1,4 +1,4 @@
-"""Issue 6: what the gate costs per tool call, with a 50-rule policy.
+"""What the gate costs per tool call, with a 50-rule policy.
 
 The rule table is built so that every rule has to be looked at: 40 rules match
 every tool and carry argument conditions that do not hold for the call (so each

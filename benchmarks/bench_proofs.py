@@ -1,4 +1,4 @@
-"""Issue 21: signed checkpoints and Merkle proofs on a ledger of 1,000,000 entries (SQLite).
+"""Signed checkpoints and Merkle proofs on a ledger of 1,000,000 entries (SQLite).
 
 - checkpoint cost: the first checkpoint of an old ledger (every tile of its tree
   computed and stored), then one after 10,000 more entries (what ``overt serve``
@@ -127,7 +127,7 @@ async def _bench(ledger: Any, work: Path) -> None:
 
 
 def main() -> None:
-    print(f"proofs (issue 21): checkpoints and Merkle proofs, SQLite, {ENTRIES:,} entries")
+    print(f"proofs: checkpoints and Merkle proofs, SQLite, {ENTRIES:,} entries")
     cached = _cached_ledger()
     with tempfile.TemporaryDirectory(prefix="overt-bench-proofs-") as tmp:
         work = Path(tmp)

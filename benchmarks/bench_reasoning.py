@@ -1,10 +1,9 @@
-"""Reasoning steps (issue 7) and the trail (issue 20).
+"""Reasoning steps, and the trail of a long session.
 
 - steps recorded per second through the ledger: a turn's steps added by
   ``TurnSteps`` (text to the content tier) and committed by the engine's
   ``Recorder``, five steps per commit, on SQLite (and PostgreSQL when one
-  answers); the quietest of 8 blocks. Seed 004's design expected about 0.5 ms per step; target: at
-  least 10 times faster (<= 50 µs per step);
+  answers); the quietest of 8 blocks (target: at most 50 µs per step);
 - the audit trail of one session of 10,000 turns and 50,000 steps, on SQLite
   and on PostgreSQL: the one trail query (through the trail index) and its
   assembly into turns, the median of 5 runs (target: under 300 ms on both).

@@ -1,4 +1,4 @@
-"""Issue 5: what the cheap-first router costs per escalated turn, beyond the two model calls.
+"""What the cheap-first router costs per escalated turn, beyond the two model calls.
 
 Function models (no inference cost) and a ledger that keeps nothing, so what
 is measured is the engine and the router. An escalated turn: the cheap model

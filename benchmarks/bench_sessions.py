@@ -1,4 +1,4 @@
-"""Issue 18: building a turn's request from a 200-turn session, on each backend.
+"""Building a turn's request from a 200-turn session, on each backend.
 
 Target: under 5 ms on SQLite and on PostgreSQL.
 

@@ -1,4 +1,4 @@
-"""Issue 19: how soon the first piece of a streamed answer reaches its sink.
+"""How soon the first piece of a streamed answer reaches its sink.
 
 ``python -m benchmarks.bench_stream`` (also in ``make bench``). Two figures:
 

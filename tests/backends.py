@@ -16,12 +16,31 @@ BACKENDS = ("sqlite", "postgres")
 PG_BASE = os.environ.get("OVERT_TEST_PG", "postgresql://127.0.0.1:5432/test")
 
 
+_reachable: list[bool] = []
+
+
 def pg_available() -> bool:
-    try:
-        with psycopg.connect(PG_BASE, connect_timeout=3):
-            return True
-    except psycopg.Error:
-        return False
+    """Whether the test server at :data:`PG_BASE` answers (asked once per process)."""
+    if not _reachable:
+        try:
+            with psycopg.connect(PG_BASE, connect_timeout=3):
+                _reachable.append(True)
+        except psycopg.Error:
+            _reachable.append(False)
+    return _reachable[0]
+
+
+def require_pg() -> None:
+    """Skip the calling test when no PostgreSQL answers at :data:`PG_BASE`, saying so;
+    in CI (env ``CI`` set), where one must, fail it instead."""
+    if pg_available():
+        return
+    import pytest
+
+    if os.environ.get("CI"):
+        pytest.fail(f"PostgreSQL is not reachable at {PG_BASE} (CI must have it)",
+                    pytrace=False)
+    pytest.skip(f"PostgreSQL is not reachable at {PG_BASE}")
 
 
 def new_url(backend: str, tmp_path: Path, name: str = "ledger") -> str:
@@ -102,6 +121,7 @@ class Raw:
         self.execute("DROP INDEX IF EXISTS audit_log_reply_failures")
         self.execute("DROP INDEX IF EXISTS audit_log_direct_calls")
         self.execute("DROP INDEX IF EXISTS audit_log_paused_replies")
+        self.execute("DROP INDEX IF EXISTS audit_log_memory")
         return self
 
     @property

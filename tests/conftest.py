@@ -3,12 +3,18 @@
 Every test that takes ``ledger`` (or ``make_runtime``, ``raw``) runs once on a
 SQLite file and once on a fresh PostgreSQL schema (dropped afterwards). Outside
 CI, the PostgreSQL half is skipped when no server answers; in CI it fails.
+
+What a test needs beyond Python is a marker, set here from the fixtures it takes
+(or by its module): ``postgres`` (a PostgreSQL server: the ``backend`` fixture's
+PostgreSQL half, ``pg_url``, a private cluster), ``browser`` (Debian's chromium:
+``chromium``), ``email`` (a Dovecot IMAP server: ``dovecot``) and ``real_model``
+(the embedded model's weights). ``make check`` runs the tests that need none of
+them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,22 +32,48 @@ from overt.policy.rules import Rule
 from overt.runtime import Runtime
 from overt.tools.base import Tool
 from overt.types import IncomingMessage
-from tests import backends
+from tests import backends, pg_cluster
+from tests.pg_cluster import Cluster
 
-_pg_checked: list[bool] = []
+_NEEDS = {"pg_url": "postgres", "private_pg": "postgres", "chromium": "browser",
+          "dovecot": "email"}
+"""The fixtures that need a service, and the marker each gives a test that takes it."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("backend") == "postgres":
+            item.add_marker(pytest.mark.postgres)
+        for fixture in getattr(item, "fixturenames", ()):
+            if fixture in _NEEDS:
+                item.add_marker(_NEEDS[fixture])
 
 
 @pytest.fixture(params=backends.BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     name: str = request.param
     if name == "postgres":
-        if not _pg_checked:
-            _pg_checked.append(backends.pg_available())
-        if not _pg_checked[0]:
-            if os.environ.get("CI"):
-                pytest.fail(f"PostgreSQL is not reachable at {backends.PG_BASE}")
-            pytest.skip(f"PostgreSQL is not reachable at {backends.PG_BASE}")
+        backends.require_pg()
     return name
+
+
+@pytest.fixture
+def pg_url(tmp_path: Path) -> Iterator[str]:
+    """A fresh PostgreSQL schema's ledger URL (dropped afterwards), for a test of
+    PostgreSQL alone."""
+    backends.require_pg()
+    url = backends.new_url("postgres", tmp_path)
+    yield url
+    backends.drop(url)
+
+
+@pytest.fixture
+def private_pg() -> Iterator[Cluster]:
+    """A PostgreSQL cluster of the test's own, to stop and start (skipped, saying why,
+    where one cannot be made; failed in CI)."""
+    with pg_cluster.private_cluster_or_skip() as made:
+        yield made
 
 
 @pytest.fixture

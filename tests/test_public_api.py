@@ -24,8 +24,8 @@ def test_what_the_readme_imports_comes_from_overt_itself() -> None:
         "FunctionModel", "IncomingMessage",
         "LedgerError", "LedgerIntegrityError", "Message", "ModelError", "OvertError",
         "ResponseResult", "Runtime", "ScriptedModel", "ToolCall", "ToolContext", "ToolError",
-        "Usage", "UsageError", "__version__", "open_ledger", "tool"]
-    from overt import (  # noqa: F401  the README's own import line
+        "TurnError", "Usage", "UsageError", "__version__", "open_ledger", "tool"]
+    from overt import (  # noqa: F401  the README's own import line (and the docs')
         Config,
         FunctionModel,
         IncomingMessage,

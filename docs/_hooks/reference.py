@@ -209,7 +209,10 @@ def _default(field: Any) -> str:
         return "(table)"
     if value in ([], {}):
         return "empty"
-    return f"`{json.dumps(value, ensure_ascii=False)}`"
+    shown = json.dumps(value, ensure_ascii=False)
+    if len(shown) > 60:
+        return f"the built-in list ({len(value)})" if isinstance(value, list) else "built in"
+    return f"`{shown}`".replace("|", "\\|")
 
 
 def config_keys() -> Iterator[tuple[str, Any, type]]:

@@ -1,7 +1,5 @@
 """overt: an agent runtime that keeps its agent on the record."""
 
-__version__ = "0.1.0"  # before the imports below: overt.runtime reads it
-
 from overt.config import Config
 from overt.engine.answer_stream import AnswerDelta, AnswerReset
 from overt.errors import (
@@ -18,7 +16,8 @@ from overt.ledger import open_ledger
 from overt.models.fake import FunctionModel, ScriptedModel
 from overt.runtime import Runtime
 from overt.tools.base import ToolContext, tool
-from overt.types import IncomingMessage, Message, ResponseResult, ToolCall, Usage
+from overt.types import IncomingMessage, Message, ResponseResult, ToolCall, TurnError, Usage
+from overt.version import __version__
 
 __all__ = [
     "AnswerDelta",
@@ -39,6 +38,7 @@ __all__ = [
     "ToolCall",
     "ToolContext",
     "ToolError",
+    "TurnError",
     "Usage",
     "UsageError",
     "__version__",

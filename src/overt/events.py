@@ -24,6 +24,11 @@ TOOL_STATUSES: tuple[str, ...] = ("ok", "not_allowed", "execution_error", "timeo
 TurnStatus = Literal["completed", "tool_error_streak", "model_error", "ledger_error",
                      "budget_exceeded", "interrupted"]
 
+TurnErrorKind = Literal["model_error", "budget_exceeded", "ledger_error"]
+"""Why a turn ended without its answer (:class:`overt.types.TurnError`): each is also
+the ``status`` its ``turn.completed`` records (a ``ledger_error`` turn may have none)."""
+TURN_ERROR_KINDS: tuple[str, ...] = get_args(TurnErrorKind)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
@@ -93,6 +98,11 @@ class InferenceRecorded(Event):
     context window (turn ids, oldest first)."""
     history_omitted_tokens: int = 0
     """The tokens those turns would have taken (the count the fit used)."""
+    request_digest: str | None = None
+    """The request as sent, in the content tier (:mod:`overt.engine.request_body`);
+    ``None`` on inferences recorded before requests were."""
+    adapter_decisions: list[str] = field(default_factory=list)
+    """What the adapter decided on its own (:data:`overt.models.base.ADAPTER_DECISIONS`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,6 +151,14 @@ class TurnCompleted(Event):
     cost_usd: float
     duration_ms: float
     error_type: str | None = None
+    """What failed, more precisely than ``error_kind``: the exception's type (a
+    model's), or the spending limit that refused (``budget_exceeded``)."""
+    error_kind: TurnErrorKind | None = None
+    """Why the turn ended without its answer (:class:`overt.types.TurnError`); ``None``
+    when it answered. Entries written before this field lack it: their ``status``
+    says the same (:func:`overt.channels.turns.turn_error`)."""
+    error_digest: str | None = None
+    """The error's message, in the content tier."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -218,6 +236,9 @@ class PolicyDecided(Event):
     path: GatePath = "loop"
     approval_request_id: str | None = None
     """The approval that let this call through (a resumed or released call)."""
+    policy_digest: str | None = None
+    """The policy in force (its rules, canonical: ``Policy.text``), in the content
+    tier; ``None`` on decisions recorded before policies were."""
 
 
 ApprovalMode = Literal["approval", "quarantine"]
@@ -569,6 +590,21 @@ class EvalCompleted(Event):
     errors: int = 0
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayCompleted(Event):
+    """Recorded turns were replayed (``overt replay --record``): how many, how many
+    diverged, under which policy (``policy_digest``; ``None``: the one in force) and
+    over which turns (``scope_digest``: the selection, canonical)."""
+
+    kind: ClassVar[str] = "replay.completed"
+    turns: int
+    divergent_turns: int
+    divergences: int
+    policy_digest: str | None
+    scope_digest: str
+    duration_ms: float
+
+
 _GETTERS: dict[type[Event], tuple[tuple[str, ...], Callable[[Event], tuple[Any, ...]]]] = {}
 
 
@@ -594,7 +630,7 @@ AnyEvent = (
     | PolicyDecided | ApprovalRequested | ApprovalDecided | TurnPaused | TurnResumed
     | CapabilityChecked | ReasoningStepRecorded | NodeCreated | NodeSuperseded | LinkCreated
     | LinkRetracted | ChannelReceived | ChannelReplied | ChannelReplyStarted | ChannelReplyFailed
-    | EvalCompleted
+    | EvalCompleted | ReplayCompleted
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in get_args(AnyEvent)}

@@ -12,6 +12,7 @@ import os
 import socket
 import weakref
 from collections.abc import (
+    AsyncIterator,
     Awaitable,
     Callable,
     Collection,
@@ -20,9 +21,8 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from overt import __version__
 from overt.channels.transcript import Transcript, transcript_line
 from overt.clock import iso_after, now_iso
 from overt.config import Budget, Config, routing
@@ -55,7 +55,11 @@ from overt.sessions.book import HistoryReader
 from overt.tools.base import Tool
 from overt.tools.mcp_toolset import McpServerSpec, McpSessions, load_toolset
 from overt.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from overt.replay import TurnReplay
 from overt.types import IncomingMessage, Message, ModelRequest, ResponseResult, ToolSpec
+from overt.version import __version__
 
 log = logging.getLogger("overt.runtime")
 T = TypeVar("T")
@@ -200,9 +204,9 @@ class Runtime:
 
     def preload(self) -> asyncio.Future[None] | None:
         """Start loading the default model's weights on a worker thread, when it has
-        any (the embedded model: 1-2 s), and preparing what every request begins with
+        any (the embedded model), and preparing what every request begins with
         (its system turn's KV state: a read from disk, or after a change of prompt or
-        tools a prefill of about 16 s), so that the first answer of ``overt chat`` or
+        tools a prefill), so that the first answer of ``overt chat`` or
         ``overt serve`` does not wait for them; None when there is nothing to load.
         Returns at once. A failure is logged here, and the first request meets the
         same error from the model."""
@@ -457,6 +461,25 @@ class Runtime:
         await self.start()
         return await run_direct(self.engine, name, arguments, actor=actor or self.operator,
                                 source=source, caller_session_id=caller_session_id)
+
+    async def replay(self, *, turn_id: str | None = None, session_id: str | None = None,
+                     since: str | None = None) -> AsyncIterator[TurnReplay]:
+        """Replay recorded turns of this runtime's ledger (one turn, a session's, or
+        those started since ``since``, an ISO time) through this runtime's engine,
+        gate, hooks and history window, answered from the record: no model is asked,
+        no tool runs, nothing is written to the ledger. Yields each turn's
+        :class:`~overt.replay.TurnReplay` (its divergences, in order).
+
+        Raises:
+            ReplayRefused: the ledger does not verify; nothing was replayed.
+        """
+        from overt.replay import Replayer, select_turns, verified
+
+        await verified(self.ledger)
+        turns = await select_turns(self.ledger, turn_id=turn_id, session_id=session_id,
+                                   since=since)
+        async for result in Replayer(self.engine, self.ledger).run(turns):
+            yield result
 
     async def close(self) -> None:
         await self.mcp.close()

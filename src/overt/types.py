@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from overt.events import TurnErrorKind
+
 Source = Literal["cli", "http", "slack_dm", "email", "mcp"]
 SOURCES: tuple[str, ...] = get_args(Source)
 
@@ -188,6 +190,40 @@ class ModelResponse:
     stop_reason: str = "end_turn"
     reasoning: str = ""
     info: Mapping[str, Any] = field(default_factory=dict)
+    sent: Mapping[str, Any] | None = None
+    """The payload the adapter sent for this reply, after its own transformations (a
+    provider's request body; the embedded model's rendered prompt, grammar, seed),
+    when it has one of its own; ``None`` for a model that is sent the request as it
+    is (the fakes). Recorded in the content tier (:mod:`overt.engine.request_body`)."""
+    decisions: tuple[str, ...] = ()
+    """What the adapter decided on its own for this reply, as identifiers from
+    :data:`overt.models.base.ADAPTER_DECISIONS` (recorded in the audit tier)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnError:
+    """Why a turn ended without its answer. Branch on ``kind``; ``message`` is for people.
+
+    ``kind`` is one of a closed set (:data:`overt.events.TURN_ERROR_KINDS`):
+
+    - ``model_error``: the model could not answer: its adapter failed (``type``: the
+      exception's type), or the conversation does not fit its window (``type``:
+      ``ContextWindowExceeded``).
+    - ``budget_exceeded``: a spending limit refused the next model call (``type``: the
+      limit, such as ``session_tokens``).
+    - ``ledger_error``: the ledger could not record the turn, so it stopped before its
+      next effect (``type``: ``LedgerUnavailable`` when the server is out of reach).
+    """
+
+    kind: TurnErrorKind
+    message: str
+    type: str | None = None
+
+    def __str__(self) -> str:
+        return ": ".join(part for part in (self.kind, self.type, self.message) if part)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, "type": self.type}
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +238,8 @@ class ResponseResult:
     text: str
     tools_used: list[str] | None
     usage: Usage
-    error: str | None
+    error: TurnError | None
+    """Why the turn ended without its answer; ``None`` when it answered."""
     session_id: str
     turn_id: str
     awaiting_approval: str | None = None
@@ -213,7 +250,7 @@ class ResponseResult:
             "text": self.text,
             "tools_used": self.tools_used,
             "usage": self.usage.to_dict(),
-            "error": self.error,
+            "error": self.error.to_dict() if self.error is not None else None,
             "session_id": self.session_id,
             "turn_id": self.turn_id,
             "awaiting_approval": self.awaiting_approval,

@@ -31,6 +31,8 @@ from tests.channels.helpers import echo_model, payroll_runtime, said
 from tests.channels.mail_servers import Imap, SmtpSink, dovecot, smtp_server
 from tests.conftest import RuntimeFactory, run
 
+pytestmark = pytest.mark.email  # a real Dovecot IMAP server (mail_servers.py)
+
 OWNER = "owner@example.org"
 AGENT = "agent@overt.example"
 

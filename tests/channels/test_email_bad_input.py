@@ -6,6 +6,8 @@ from __future__ import annotations
 import imaplib
 from dataclasses import replace
 
+import pytest
+
 from overt.channels.email import EmailChannel
 from overt.channels.settings import EmailSettings
 from overt.ledger.base import Ledger
@@ -14,6 +16,8 @@ from tests.channels.helpers import echo_model
 from tests.channels.mail_servers import Imap, SmtpSink
 from tests.channels.test_email import AGENT, OWNER, data, servers, unseen
 from tests.conftest import RuntimeFactory, run
+
+pytestmark = pytest.mark.email  # a real Dovecot IMAP server (mail_servers.py)
 
 __all__ = ["servers"]  # the fixture, used by name
 

@@ -6,35 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 
 from overt.ledger import open_ledger
-from tests import backends, pg_cluster
 from tests.channels.fake_slack import fake_slack_api
 from tests.channels.test_slack import DM, OWNER, SECRET, TOKEN, event, signed
 from tests.channels.workers import Setup, Worker, setup, spread, workers
 from tests.conftest import run
 from tests.pg_cluster import Cluster
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    if not backends.pg_available():
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is not reachable at {backends.PG_BASE}")
-        pytest.skip(f"PostgreSQL is not reachable at {backends.PG_BASE}")
-    url = backends.new_url("postgres", Path())
-    yield url
-    backends.drop(url)
 
 
 def auth(made: Setup) -> dict[str, str]:
@@ -238,12 +223,6 @@ def test_a_worker_starting_beside_one_running_an_approved_call_does_not_run_it_a
         finally:
             await ledger.close()
     run(main())
-
-
-@pytest.fixture
-def private_pg() -> Iterator[Cluster]:
-    with pg_cluster.private_cluster_or_skip() as made:
-        yield made
 
 
 @dataclass

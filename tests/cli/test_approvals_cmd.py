@@ -1,4 +1,5 @@
-"""``overt approvals``: the README walkthrough, each step its own process, as a user runs it."""
+"""``overt approvals``: the walkthrough of docs/guides/policy.md, each step its own
+process, as a user runs it."""
 
 from __future__ import annotations
 

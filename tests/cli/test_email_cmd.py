@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.channels.mail_servers import dovecot, smtp_server
 from tests.channels.test_email import AGENT, OWNER, deliver, unseen
+
+pytestmark = pytest.mark.email  # a real Dovecot IMAP server (mail_servers.py)
 
 
 def test_email_poll_once_answers_the_mailbox_named_in_overt_toml(tmp_path: Path) -> None:

@@ -50,7 +50,8 @@ def test_ask_exits_1_when_the_turn_ends_in_a_model_error(
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert _ask(tmp_path / "l.db", empty, "--json") == 1
-    assert "no scripted reply left" in json.loads(capsys.readouterr().out)["error"]
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["kind"] == "model_error" and "no scripted reply left" in error["message"]
 
 
 def test_a_malformed_scripted_file_is_a_usage_error_naming_the_line(

@@ -25,7 +25,12 @@ a block whose title is a file name (```` ```toml title="overt.toml" ````)
 
 Where a model answers, it is a scripted one: ``<!-- examples: model [REPLY, ...] -->``
 (JSON: each reply a string or ``{"text", "tool_calls"}``, as ``--model scripted:FILE``
-reads them) sets the replies for what follows; without one, the model answers "OK.".
+reads them) sets the replies for what follows, through ``OVERT_MODEL``; before one, the
+model is the page's own (its ``overt.toml``, else the embedded model, which the tests do
+not load: a page that asks before it sets replies fails).
+``<!-- examples: postgres SCHEMA -->``: the page uses PostgreSQL at
+``127.0.0.1:5432/test`` (as such a page says) in ``SCHEMA``, which is dropped before
+and after; with no server there, outside CI, the rest of the page is skipped.
 ``<!-- examples: skip REASON -->`` skips the next block, which must be one that cannot
 run here (Slack's servers, a long build); keep them few. A block of another language
 (``toml``, ``json``, ``text``) is data, not an example. A block with no language fails:
@@ -57,6 +62,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 RUN = {"python", "console", "bash", "sh"}
 TIMEOUT_S = 120
+WORD = r"[^\s,;.()`'\"+]+(?:\.[^\s,;.()`'\"+]+)*"
+"""What ``<NAME>`` stands for in an expected output: one word (dots inside it, as in a
+host name, but not at its end)."""
 
 
 @dataclass
@@ -70,6 +78,8 @@ class Page:
     exported: dict[str, str] = field(default_factory=dict)
     background: list[subprocess.Popen[bytes]] = field(default_factory=list)
     skip_next: str | None = None
+    skip_rest: str | None = None
+    drop_schemas: list[str] = field(default_factory=list)
     wait_port: int | None = None
 
 
@@ -142,7 +152,6 @@ def new_page(folder: Path) -> Page:
                COLUMNS="200", NO_COLOR="1")
     page = Page(folder, env)
     (folder / "examples").symlink_to(ROOT / "examples")  # what pages run "from the root"
-    _set_model(page, ["OK."])
     return page
 
 
@@ -181,6 +190,7 @@ def run_page(path: Path, folder: Path) -> int:
                 os.killpg(proc.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=30)
+        _drop_schemas(page)
     return ran
 
 
@@ -188,6 +198,8 @@ def _directive(page: Page, item: Directive, where: str) -> None:
     if item.name == "skip":
         assert item.argument, f"{where}: say why the next block cannot run"
         page.skip_next = item.argument
+    elif item.name == "postgres":
+        _postgres(page, item.argument, where)
     elif item.name == "model":
         try:
             replies = json.loads(item.argument)
@@ -199,7 +211,40 @@ def _directive(page: Page, item: Directive, where: str) -> None:
         raise AssertionError(f"{where}: unknown examples directive {item.name!r}")
 
 
+PG_SERVER = "postgresql://127.0.0.1:5432/test"
+
+
+def _postgres(page: Page, schema: str, where: str) -> None:
+    """The page's examples from here on use PostgreSQL at :data:`PG_SERVER` (as the page
+    says), in ``schema``, dropped before and after; without a server, outside CI, the
+    rest of the page is skipped."""
+    import psycopg
+
+    assert re.fullmatch(r"[a-z_]+", schema), f"{where}: postgres SCHEMA"
+    try:
+        with psycopg.connect(PG_SERVER, connect_timeout=3, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    except psycopg.Error:
+        if os.environ.get("CI"):
+            raise AssertionError(f"{where}: no PostgreSQL at {PG_SERVER}") from None
+        page.skip_rest = f"no PostgreSQL at {PG_SERVER}"
+        return
+    page.drop_schemas.append(schema)
+
+
+def _drop_schemas(page: Page) -> None:
+    if not page.drop_schemas:
+        return
+    import psycopg
+
+    with psycopg.connect(PG_SERVER, connect_timeout=3, autocommit=True) as conn:
+        for schema in page.drop_schemas:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
 def _block(page: Page, block: Block, where: str) -> int:
+    if page.skip_rest is not None:
+        return 0
     if page.skip_next is not None:
         page.skip_next = None
         return 0
@@ -218,7 +263,7 @@ def _block(page: Page, block: Block, where: str) -> int:
         saved = {k: os.environ.get(k) for k in page.exported}
         os.environ.update(page.exported)  # what the page exported, as its shell has it
         try:
-            exec(code, page.namespace)  # noqa: S102  the docs' own example, as written
+            exec(code, page.namespace)  # the docs' own example, as written
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -314,7 +359,7 @@ def _match(page: Page, expected: str, stdout: str, stderr: str, shown: str) -> N
                 pattern.append(f"(?P={name})")
             else:
                 names.append(name)
-                pattern.append(rf"(?P<{name}>[^\s,;.()`'\"]+(?:\.[^\s,;.()`'\"]+)*)")
+                pattern.append(rf"(?P<{name}>{WORD})")
         elif token.isspace():
             pattern.append(r"\s+")
         elif token:

@@ -98,7 +98,8 @@ def test_an_error_mid_stream_ends_the_turn_with_its_record_and_the_screen_says_s
 ) -> None:
     events: list[AnswerEvent] = []
     result = run(make_runtime(Breaks()).respond(cli_message(), on_answer=events.append))
-    assert result.error is not None and "the connection dropped" in result.error
+    assert result.error is not None and result.error.kind == "model_error"
+    assert result.error.message == "the connection dropped"
     assert events[:2] == [AnswerDelta("The answer "), AnswerDelta("is ")]
     assert AnswerReset("replaced") in events
     assert shown(events) == result.text

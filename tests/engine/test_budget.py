@@ -34,7 +34,8 @@ def test_a_session_token_budget_stops_the_turn_before_the_call_that_would_exceed
     runtime = _runtime(ledger, model, Budget(session_tokens=2000))
     result = run(runtime.respond(cli_message("check the state")))
     assert len(model.requests) == 1  # the second call was never made
-    assert result.error == "budget_exceeded: session_tokens"
+    assert result.error is not None and result.error.kind == "budget_exceeded"
+    assert result.error.type == "session_tokens" and result.error.message == result.text
     assert result.tools_used is None
     assert "this session's token budget" in result.text and "1,500 of 2,000" in result.text
     completed = run(ledger.entries(kinds=["turn.completed"]))[0].data
@@ -48,7 +49,8 @@ def test_a_day_budget_counts_every_session_of_the_day(ledger: Any) -> None:
     runtime = _runtime(ledger, model, Budget(day_tokens=2000))
     assert run(runtime.respond(cli_message("a", session="one"))).error is None
     refused = run(runtime.respond(cli_message("b", session="two")))
-    assert refused.error == "budget_exceeded: day_tokens" and len(model.requests) == 1
+    assert refused.error is not None and len(model.requests) == 1
+    assert (refused.error.kind, refused.error.type) == ("budget_exceeded", "day_tokens")
 
 
 def test_a_dollar_budget_uses_the_price_table(ledger: Any) -> None:
@@ -58,7 +60,8 @@ def test_a_dollar_budget_uses_the_price_table(ledger: Any) -> None:
     refused = run(_runtime(ledger, tight, Budget(session_usd=0.401), prices).respond(
         cli_message(session="tight")))
     assert run(ledger.entries(kinds=["inference"]))[0].data["cost_usd"] == 0.4
-    assert refused.error == "budget_exceeded: session_usd" and len(tight.requests) == 1
+    assert refused.error is not None and len(tight.requests) == 1
+    assert (refused.error.kind, refused.error.type) == ("budget_exceeded", "session_usd")
     roomy = ScriptedModel(_calls_then_answer(100_000, model="priced-model"))
     done = run(_runtime(ledger, roomy, Budget(session_usd=0.5), prices).respond(
         cli_message(session="roomy")))

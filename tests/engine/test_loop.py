@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 
 from overt.errors import LedgerError, ModelError
+from overt.events import TurnCompleted
 from overt.ledger import open_ledger
 from overt.ledger.canonical import digest_text
 from overt.models.fake import FunctionModel, ScriptedModel
 from overt.tools.base import ToolContext, tool
 from overt.tools.builtin import builtin_tools
-from overt.types import ModelRequest
+from overt.types import ModelRequest, TurnError
 from tests.backends import Raw
 from tests.conftest import RuntimeFactory, cli_message, run
 
@@ -200,11 +201,16 @@ def test_a_model_error_ends_the_turn_with_error_set_and_tools_used_absent(
     model = ScriptedModel([{"tool_calls": [call("echo", text="a")]},
                            ModelError("provider unavailable")])
     result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
-    assert result.error is not None and "provider unavailable" in result.error
+    assert result.error == TurnError("model_error", "provider unavailable", "ModelError")
     assert result.tools_used is None
     failed = run(ledger.entries(kinds=["inference"]))[-1].data
     assert failed["error_type"] == "ModelError"
-    assert run(ledger.entries(kinds=["turn.completed"]))[0].data["status"] == "model_error"
+    [entry] = run(ledger.entries(kinds=["turn.completed"]))
+    completed = entry.event(TurnCompleted)
+    assert (completed.status, completed.error_kind, completed.error_type) == (
+        "model_error", "model_error", "ModelError")
+    assert completed.error_digest is not None
+    assert run(ledger.content(completed.error_digest)) == "provider unavailable"
     assert run(ledger.verify()).ok
 
 
@@ -215,7 +221,8 @@ def test_an_adapter_bug_is_recorded_as_a_model_error_not_a_crash(
         raise KeyError("choices")
 
     result = run(make_runtime(FunctionModel(broken)).respond(cli_message()))
-    assert result.error is not None and "KeyError" in result.error
+    assert result.error is not None and result.error.kind == "model_error"
+    assert result.error.type == "KeyError" and "choices" in result.error.message
 
 
 def test_tools_used_is_empty_when_the_model_chose_no_tool(make_runtime: RuntimeFactory) -> None:
@@ -262,7 +269,7 @@ def test_no_tool_runs_when_its_intent_cannot_be_recorded(
     monkeypatch.setattr(ledger, "record", failing)
     model = ScriptedModel([{"tool_calls": [call("effect")]}, "done"])
     result = run(make_runtime(model, tools=[effect]).respond(cli_message()))
-    assert ran == [] and result.error is not None and result.error.startswith("ledger_error")
+    assert ran == [] and result.error == TurnError("ledger_error", "disk full", "LedgerError")
     assert result.tools_used is None
 
 

@@ -46,7 +46,8 @@ MALFORMED = {
 def test_a_malformed_response_ends_the_turn_as_a_model_error_on_the_record(
         ledger: Ledger, make_runtime: RuntimeFactory, reply: object) -> None:
     result = run(make_runtime(_RawModel(reply)).respond(cli_message()))
-    assert result.error is not None and result.error.startswith("model_error: TypeError: ")
+    assert result.error is not None
+    assert (result.error.kind, result.error.type) == ("model_error", "TypeError")
     assert result.tools_used is None
     [completed] = run(ledger.entries(turn_id=result.turn_id, kinds=["turn.completed"]))
     assert completed.data["status"] == "model_error"

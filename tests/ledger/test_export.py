@@ -3,7 +3,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 import sys
 import threading
 from collections.abc import Sequence
@@ -17,9 +16,7 @@ from overt.ledger.canonical import canonical_json, digest_text
 from overt.ledger.export import export_jsonl
 from overt.ledger.sqlite import SqliteLedger
 from overt.models.fake import ScriptedModel
-from overt.runtime import Runtime
 from overt.telemetry.exporters import make_span_exporter, span_json
-from overt.telemetry.live import OtelEventExporter
 from overt.telemetry.spans import at_ns, export_otel, otel_spans, spans_from_entries
 from overt.tools.base import tool
 from overt.types import ModelResponse, ToolCall, Usage
@@ -391,98 +388,6 @@ def test_spans_are_sent_as_otlp_protobuf_to_the_given_endpoint(
     [resource_spans] = request.resource_spans
     names = [span.name for scope in resource_spans.scope_spans for span in scope.spans]
     assert path == "/v1/traces" and names[0] == "invoke_agent overt" and len(names) == 4
-
-
-# -- the live bridge ------------------------------------------------------------
-
-def test_the_live_bridge_exports_the_same_spans_as_the_ledger_export(
-    ledger: SqliteLedger, make_runtime: RuntimeFactory, memory: Any
-) -> None:
-    bridge = OtelEventExporter(memory)
-    runtime: Runtime = make_runtime(ScriptedModel(tool_turn()))
-    runtime.engine.observers.append(bridge)
-    run(runtime.respond(cli_message()))
-    assert bridge.force_flush()
-    live = sorted(memory.get_finished_spans(), key=lambda s: s.context.span_id)
-    bridge.shutdown()
-    replayed = sorted(run(otel_spans(ledger)), key=lambda s: s.context.span_id)
-    assert [(s.name, s.context.span_id, s.parent and s.parent.span_id) for s in live] == \
-        [(s.name, s.context.span_id, s.parent and s.parent.span_id) for s in replayed]
-    for span in live:
-        assert span.start_time <= span.end_time
-        assert "overt.ledger.seq" not in span.attributes  # events are not yet entries
-    assert bridge.dropped == 0 and bridge.failed == 0
-
-
-class _BlockingExporter:
-    """A span exporter stuck until released, to fill the bridge's queue."""
-
-    def __init__(self) -> None:
-        self.release = threading.Event()
-        self.entered = threading.Event()
-        self.spans: list[Any] = []
-
-    def export(self, spans: Sequence[Any]) -> Any:
-        from opentelemetry.sdk.trace.export import SpanExportResult
-
-        self.entered.set()
-        self.release.wait(10)
-        self.spans += spans
-        return SpanExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
-
-    def shutdown(self) -> None:
-        self.release.set()
-
-
-def _chat_event(n: int) -> Any:
-    from overt.events import InferenceRecorded
-
-    return InferenceRecorded(
-        turn_id=f"turn-{n}", session_id="s", inference_id=f"inf-{n}", iteration=0,
-        model="scripted", route="default", input_tokens=1, output_tokens=1, cost_usd=0.0,
-        duration_ms=1.0, tools_offered=[], tool_calls_requested=0, stop_reason="end_turn",
-        response_digest=None)
-
-
-def test_the_live_bridge_never_blocks_a_turn_and_counts_what_a_full_queue_drops(
-    caplog: pytest.LogCaptureFixture, memory: Any
-) -> None:
-    exporter = _BlockingExporter()
-    bridge = OtelEventExporter(exporter, max_queue=4, max_batch=1)  # type: ignore[arg-type]
-    bridge(_chat_event(0))
-    assert exporter.entered.wait(5)  # the worker is now stuck inside export
-    with caplog.at_level(logging.WARNING, logger="overt.export"):
-        for n in range(1, 11):
-            bridge(_chat_event(n))  # returns at once though nothing is being exported
-    assert bridge.dropped == 6
-    assert [r.levelno for r in caplog.records] == [logging.WARNING]  # once per drop streak
-    exporter.release.set()
-    assert bridge.force_flush()
-    assert len(exporter.spans) == 5
-    bridge.shutdown()
-    bridge(_chat_event(99))  # after shutdown: dropped, never raised
-    assert bridge.dropped == 7
-
-
-def test_the_live_bridge_survives_an_exporter_that_raises(
-    caplog: pytest.LogCaptureFixture, memory: Any
-) -> None:
-    class Broken(_BlockingExporter):
-        def export(self, spans: Sequence[Any]) -> Any:
-            raise ConnectionError("collector down")
-
-    bridge = OtelEventExporter(Broken())  # type: ignore[arg-type]
-    with caplog.at_level(logging.WARNING, logger="overt.export"):
-        bridge(_chat_event(1))
-        assert bridge.force_flush()
-        bridge(_chat_event(2))
-        assert bridge.force_flush()
-    bridge.shutdown()
-    assert bridge.failed == 2
-    assert any("collector down" in r.getMessage() for r in caplog.records)
 
 
 def test_what_a_plugin_did_is_an_event_on_its_turns_span_without_digests(

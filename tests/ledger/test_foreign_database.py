@@ -65,10 +65,10 @@ def test_an_empty_file_and_an_overt_ledger_still_open(tmp_path: Path) -> None:
         run(ledger.close())
 
 
+@pytest.mark.postgres
 def test_a_postgres_schema_holding_another_applications_audit_log_is_left_as_it_was(
         tmp_path: Path) -> None:
-    if not backends.pg_available():
-        pytest.skip(f"PostgreSQL is not reachable at {backends.PG_BASE}")
+    backends.require_pg()
     url = backends.new_url("postgres", tmp_path)
     schema = url.rsplit("schema=", 1)[1]
     try:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import asyncio
+import threading
+import time
+import uuid
 from typing import Any
 
 import pytest
@@ -58,32 +61,51 @@ def test_an_unreachable_server_is_a_clear_ledger_error_without_the_password() ->
 
 
 def test_a_ledger_opened_with_a_pool_size_reads_on_at_most_that_many_connections(
-        tmp_path: Path) -> None:
+        pg_url: str) -> None:
+    """Six slow reads at once on a ledger of ``pool_size=2``: the server sees two of
+    its connections reading at most (counted in ``pg_stat_activity``), and every
+    read is answered."""
+    import psycopg
+
     from tests import backends
-    if not backends.pg_available():
-        pytest.skip(f"PostgreSQL is not reachable at {backends.PG_BASE}")
-    url = backends.new_url("postgres", tmp_path)
-    ledger: Any = open_ledger(f"{url}&pool_size=2")
+
+    name = f"overt-pool-{uuid.uuid4().hex[:12]}"
+    ledger: Any = open_ledger(f"{pg_url}&pool_size=2&application_name={name}")
+    seen: list[int] = []
+    done = threading.Event()
+
+    def count() -> None:
+        with psycopg.connect(backends.PG_BASE, autocommit=True) as watch:
+            while not done.is_set():
+                seen.append(watch.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                    (name,)).fetchone()[0])
+                time.sleep(0.02)
+
+    async def reads() -> list[Any]:
+        return await asyncio.gather(*[ledger.select("SELECT pg_sleep(0.3)")
+                                      for _ in range(6)])
+
+    watcher = threading.Thread(target=count)
+    watcher.start()
     try:
-        assert ledger._pool.max_size == 2
-        assert run(ledger.entries()) == []
+        assert len(run(reads())) == 6
     finally:
+        done.set()
+        watcher.join()
         ledger.close_sync()
-        backends.drop(url)
+    assert max(seen) == 2, seen  # the writer's connection opens with the first append
 
 
 def test_a_statement_the_server_cancels_is_a_ledger_error_not_an_outage(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        pg_url: str, caplog: pytest.LogCaptureFixture) -> None:
     """``statement_timeout`` (here: a read waiting on a lock another session holds) is
     the server answering: a clear error that says so, not "out of reach"."""
     import psycopg
 
     from overt.errors import LedgerError, LedgerUnavailable
     from overt.ledger.pg_url import parse_url
-    from tests import backends
-    if not backends.pg_available():
-        pytest.skip(f"PostgreSQL is not reachable at {backends.PG_BASE}")
-    url = backends.new_url("postgres", tmp_path)
+    url = pg_url
     open_ledger(url).close_sync()  # type: ignore[attr-defined]
     ledger: Any = open_ledger(f"{url}&options=-c%20statement_timeout%3D300")
     conninfo, schema = parse_url(url)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,15 +15,8 @@ from overt.events import ChannelReceived
 from overt.ledger import open_ledger
 from overt.models.fake import ScriptedModel
 from overt.runtime import Runtime
-from tests import pg_cluster
 from tests.conftest import ALLOW_ALL, cli_message, run
 from tests.pg_cluster import Cluster
-
-
-@pytest.fixture
-def private_pg() -> Iterator[Cluster]:
-    with pg_cluster.private_cluster_or_skip() as made:
-        yield made
 
 
 def received(n: int) -> ChannelReceived:
@@ -98,7 +90,8 @@ def test_an_outage_is_logged_in_proportion_and_every_failure_is_counted(
                 with pytest.raises(LedgerUnavailable, match="cannot read ledger"):
                     run(ledger.count("channel.received"))
             result = run(runtime.respond(cli_message("hi"), history=()))
-            assert result.error is not None and result.error.startswith("ledger_error:")
+            assert result.error is not None and result.error.kind == "ledger_error"
+            assert result.error.type == "LedgerUnavailable"
         finally:
             private_pg.pg_ctl("start")
         run(ledger.record([received(11)]))

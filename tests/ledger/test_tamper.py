@@ -1,6 +1,6 @@
 """The tamper matrix: what someone with database access may try, on both backends,
 and how each attempt is prevented (the database refuses it) or detected
-(``overt ledger verify`` exits 3). The README's "Tamper matrix" table is this file.
+(``overt ledger verify`` exits 3). The tamper matrix of docs/security.md is this file.
 
 Cases the chain cannot catch on its own (a truncated tail, a re-hashed chain, a
 forged prune) are detected against signed checkpoints kept outside the database

@@ -93,5 +93,39 @@ def test_a_ledger_of_a_newer_schema_is_refused_and_not_written(
             open_ledger(ledger_url, read_only=read_only)
     capsys.readouterr()
     assert main(["--db", ledger_url, "ask", "hi", "--model", f"scripted:{replies}"]) == 5
-    assert "upgrade overt" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # what to do either way: a later overt wrote it, or someone with write access did
+    # (on PostgreSQL not the writer role: tests/ledger/test_roles.py)
+    assert f"schema version {newer}" in err and "upgrade overt" in err
+    assert "remove that row" in err and "owner" in err
     assert raw.query("SELECT count(*), max(seq) FROM audit_log") == before
+
+
+REMOVE_PLANTED_VERSION = {
+    # README, "Migrations": a row no overt wrote, removed as the ledger's owner
+    "postgres": ["BEGIN",
+                 "ALTER TABLE overt_migrations DISABLE TRIGGER overt_migrations_append_only",
+                 "DELETE FROM overt_migrations WHERE version = 999",
+                 "ALTER TABLE overt_migrations ENABLE TRIGGER overt_migrations_append_only",
+                 "COMMIT"],
+    "sqlite": ["DROP TRIGGER overt_migrations_no_delete",
+               "DELETE FROM overt_migrations WHERE version = 999"],
+}
+
+
+def test_a_planted_version_row_is_removed_as_the_readme_says_and_the_ledger_opens(
+    make_runtime: RuntimeFactory, ledger: Ledger, raw: Raw, ledger_url: str
+) -> None:
+    one_turn(make_runtime)
+    raw.execute("INSERT INTO overt_migrations VALUES (999, 'planted', '2030-01-01')")
+    with pytest.raises(MigrationError, match="schema version 999"):
+        open_ledger(ledger_url)
+    for statement in REMOVE_PLANTED_VERSION["postgres" if raw.pg else "sqlite"]:
+        raw.execute(statement)
+    opened: Any = open_ledger(ledger_url)
+    try:
+        assert run(opened.verify()).ok
+        with pytest.raises(raw.append_only_error):  # the guard is back
+            raw.execute("DELETE FROM overt_migrations WHERE version = 1")
+    finally:
+        opened.close_sync()

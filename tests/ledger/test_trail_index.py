@@ -12,6 +12,7 @@ from overt.clock import now_iso
 from overt.errors import LedgerError
 from overt.ledger import open_ledger, pg_migrate, sqlite, trail_index
 from overt.ledger.base import TrailRows
+from overt.ledger.canonical import digest_text
 from overt.ledger.chain import entry_data
 from overt.ledger.trail_index import COLUMNS, TRAIL_FIELDS, check, index_row
 from overt.ledger.trail_read import row_of
@@ -181,3 +182,83 @@ def test_entry_data_that_is_not_a_json_object_is_a_ledger_error_naming_it() -> N
         entry_data("[1, 2]", 7)
     found = check([(7, "turn.completed", "at", "T", "s", "{", None, *COLUMNS)], 1, 0)
     assert found is not None and found[0] == 7 and "entry 7's data is not JSON" in found[1]
+
+
+class _Shaped:
+    """An entry of any kind with any data (an event's fields are not checked at run
+    time, and an older or newer overt may have written other shapes)."""
+
+    def __init__(self, kind: str, data: dict[str, Any], turn_id: str | None = "T",
+                 session_id: str | None = "S") -> None:
+        self.kind, self._data, self.turn_id, self.session_id = kind, data, turn_id, session_id
+
+    def data(self) -> dict[str, Any]:
+        return self._data
+
+
+_ODD_VALUES: list[Any] = [3, -0, 2**62, 2.5, 3.0, 1e20, True, False, None, "text",
+                          "é ✓ \n \"quoted\" \\ \u2028", {"b": [1, 2.5, None], "a": "x"}, [],
+                          {}, 0.1]
+
+
+def test_the_index_row_of_any_value_is_the_one_python_computes(ledger: Any) -> None:
+    """PostgreSQL derives the rows in SQL (the owner's trigger, migration 17), SQLite's
+    writer in Python: both must hold exactly what index_row says, whatever the types
+    of the fields, or verify would fail a ledger nobody touched."""
+    body = "the step's text"
+    digest = digest_text(body)
+    events: list[Any] = []
+    for i, value in enumerate(_ODD_VALUES):
+        for kind, fields in TRAIL_FIELDS.items():
+            data = {field: value for field in fields}
+            if kind == "reasoning.step" and i % 2:
+                data["content_digest"] = digest  # a body stored with it
+            if kind == "turn.started":
+                data["message_digest"] = value if i % 3 else digest
+            events.append(_Shaped(kind, data, session_id=None if i == 4 else f"S{i % 3}"))
+        events.append(_Shaped("reasoning.step", {"step_number": value}, turn_id=""))
+        events.append(_Shaped("turn.completed", {}))  # every field missing
+        events.append(_Shaped("tool_call.completed", {"tool_name": value}, turn_id=None))
+    for start in range(0, len(events), 40):
+        run(ledger.record(events[start:start + 40], {digest: body}))
+    entries = [e for e in run(ledger.entries()) if e.kind in TRAIL_FIELDS and e.turn_id is not None]
+    rows = {(r[0], r[3], r[1]): r for r in run(ledger.select(
+        f"SELECT {', '.join(COLUMNS)} FROM trail_index", ()))}
+    assert len(rows) == len(entries)
+    for e in entries:
+        row = tuple(rows[(e.session_id or "", e.kind, e.seq)])
+        assert row == index_row(e.seq, e.kind, e.at, e.turn_id, e.session_id, e.data,
+                                row[6]), (e.kind, e.data)
+        if e.data.get(trail_index.BODY_FIELDS.get(e.kind, "")) == digest:
+            assert row[6] is not None and row[6] <= e.seq  # the body stored with its batch
+    # the index checked against the chain (not the bodies: odd values name no body)
+    report = run(ledger.verify(check_bodies=False))
+    assert report.ok, report.problem
+
+
+def test_a_worker_of_an_earlier_overt_still_sending_index_rows_goes_on(
+    ledger: Any, raw: Raw
+) -> None:
+    """PostgreSQL: after migration 17 the owner's trigger writes the index; a worker
+    started before it still sends the rows itself, in the same transaction, after the
+    trigger made them. They are let through as the no-ops they are."""
+    if not raw.pg:
+        pytest.skip("SQLite's writer writes the index itself")
+    from overt.events import TurnStarted
+    from overt.ledger import sql
+    from overt.ledger.chain import chain, drafts
+
+    run(ledger.record([TurnStarted(turn_id="T0", session_id="S", source="cli",
+                                   caller_session_id="cli:S", message_digest="sha256:00",
+                                   model="m", route="r", max_tool_calls=1)]))
+    head = raw.query(sql.HEAD)[0]
+    rows, entries, _ = chain((int(head[0]), head[1]), now_iso(), drafts([TurnStarted(
+        turn_id="T1", session_id="S", source="cli", caller_session_id="cli:S",
+        message_digest="sha256:01", model="m", route="r", max_tool_calls=1)]))
+    raw.execute("BEGIN")
+    raw.execute(sql.insert_entries(sql.SQLITE), rows[0])
+    for indexed in trail_index.index_rows(entries, {}):  # as the earlier writer did
+        raw.execute(sql.insert_trail_index(sql.SQLITE), indexed)
+    raw.execute("COMMIT")
+    assert raw.query("SELECT seq FROM trail_index ORDER BY seq") == [(1,), (2,)]
+    assert run(ledger.verify(check_bodies=False)).ok

@@ -524,3 +524,23 @@ def test_an_overt_turn_on_anthropic_records_two_inferences_with_their_tokens(
     assert "get_usage" in [t["name"] for t in api.received[0]["tools"]]
     assert api.received[0]["system"]  # overt's system prompt went as the system parameter
     assert run(ledger.verify()).ok
+
+
+def test_the_recorded_request_of_each_inference_is_the_body_the_server_received(
+        api: FakeAnthropic, make_runtime: RuntimeFactory, ledger: Any) -> None:
+    from overt.engine.request_body import expand
+
+    api.script(
+        Reply(message(text("Let me look."), tool_use("toolu_u", "get_usage", period="today"),
+                      stop_reason="tool_use", input_tokens=100, output_tokens=20)),
+        Reply(message(text("You used 120 tokens."), input_tokens=180, output_tokens=9)),
+    )
+    runtime = make_runtime(model(api, temperature=0.3), tools=builtin_tools())
+    run(runtime.respond(cli_message("what's my burn?")))
+    entries = run(ledger.entries(kinds=["inference"]))
+    assert len(entries) == 2 == len(api.received)
+    for entry, received in zip(entries, api.received, strict=True):
+        body = run(ledger.content(entry.data["request_digest"], seq=entry.seq))
+        sent = run(expand(body, ledger.content))["sent"]
+        extra = sent.pop("extra_body")  # the SDK merges it into the body it sends
+        assert {**sent, **extra} == {k: v for k, v in received.items() if k != "path"}

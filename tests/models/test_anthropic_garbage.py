@@ -114,7 +114,8 @@ def test_a_turn_on_a_cut_stream_ends_recorded_with_the_error_and_the_ledger_veri
     api.script(Reply(cut(streamed_tool_call(), "event: message_delta")))
     runtime = make_runtime(model(api, stream=True, max_retries=0), tools=builtin_tools())
     result = run(runtime.respond(cli_message("what's my burn?")))
-    assert result.error is not None and "message_stop" in result.error
+    assert result.error is not None and result.error.kind == "model_error"
+    assert "message_stop" in result.error.message
     assert result.text != "Let me check."  # the partial text is not the answer
     [completed] = run(ledger.entries(kinds=["turn.completed"]))
     assert completed.data["status"] != "completed"

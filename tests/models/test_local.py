@@ -340,3 +340,30 @@ def test_a_streamed_tagged_call_and_thinking_stay_off_the_stream(
     assert [c.name for c in response.tool_calls] == ["get_operational_state"]
     assert "".join(pieces) == "Let me see."
     assert response.reasoning == "the user wants state"
+
+
+def test_the_reply_carries_the_rendered_prompt_grammar_digest_and_seed_it_was_sent(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    model = _model(tmp_path, calling('{"name": "get_usage", "arguments": {"period": "7d"}}'),
+                   seed=11)
+    response = _ask(model, QUESTION)
+    prompts = [p for p, _ in model._llm.calls]
+    assert response.sent["prompts"][0] == prompts[0]  # the text llama.cpp was given first
+    assert "get_usage" in response.sent["grammar_tools"]
+    assert response.sent["model_sha256"] == hashlib.sha256(b"not really a gguf").hexdigest()
+    assert response.sent["seed"] == 11
+    assert "grammar_applied" in response.decisions
+
+
+def test_an_answer_call_after_tool_results_is_recorded_as_one_without_tools(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    model = _model(tmp_path, lambda p, g: "You spent $0.00.")
+    call = ToolCall("c1", "get_usage", {"period": "7d"})
+    response = _ask(model, QUESTION, Message("assistant", "", tool_calls=(call,)),
+                    Message("tool", '{"total_cost_usd": 0.0}', tool_call_id="c1",
+                            name="get_usage"))
+    assert response.decisions == ("answer_without_tools",)
+    assert response.sent["grammar_tools"] is None
+    assert "get_usage returned" in response.sent["prompts"][0]

@@ -8,9 +8,8 @@ embedded model on 127.0.0.1 and started once for the module, checks the whole
 path: a plain answer, a tool call, an overt turn on both ledgers, and
 ``overt ask --model openai:NAME``, hence ``real_model``. Every request that
 offers tools starts with the same ~850 tokens (system prompt and tools) and
-the server keeps its states (``--cache``), so they are prefilled once: about
-70 s on the slow 2-core VM at load 2 (the memory tools too, and a prompt
-changed between requests, took 530 s and more there).
+the server keeps its states (``--cache``), so they are prefilled once (a prompt
+changed between requests would be prefilled again on each, many times slower).
 
 The server runs the GGUF's own chat template (no ``--chat_format``): the
 Qwen2.5 template lists the tools in the system turn, the model writes its call
@@ -690,3 +689,19 @@ def test_structured_calls_streamed_in_deltas_are_assembled(wire: Wire) -> None:
                                      tools=(WEATHER,))
     assert response.tool_calls == (ToolCall("call_a", "get_weather", {"city": "Oslo"}),)
     assert pieces == [] and response.stop_reason == "tool_use"
+
+
+def test_the_recorded_request_of_each_inference_is_the_body_the_server_received(
+        wire: Wire, make_runtime: RuntimeFactory, ledger: Any) -> None:
+    from overt.engine.request_body import expand
+
+    wire.reply(completion(None, tool_calls=[function_call("get_usage", '{"period": "today"}')],
+                          finish="tool_calls"))
+    wire.reply(completion("You used 120 tokens."))
+    runtime = make_runtime(model_for(wire, temperature=0.0, seed=3), tools=builtin_tools())
+    run(runtime.respond(cli_message("what's my burn?")))
+    entries = run(ledger.entries(kinds=["inference"]))
+    assert len(entries) == 2 == len(wire.requests)
+    for entry, received in zip(entries, wire.requests, strict=True):
+        body = run(ledger.content(entry.data["request_digest"], seq=entry.seq))
+        assert run(expand(body, ledger.content))["sent"] == received["body"]

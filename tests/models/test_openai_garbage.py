@@ -142,7 +142,8 @@ def test_a_turn_whose_stream_is_cut_records_a_model_error_not_the_partial_answer
     shown: list[AnswerEvent] = []
     model = OpenAICompatModel("m", base_url=url, max_retries=0, timeout_s=10)
     result = run(make_runtime(model).respond(cli_message(), on_answer=shown.append))
-    assert result.error is not None and "ended before the reply was complete" in result.error
+    assert result.error is not None and result.error.kind == "model_error"
+    assert "ended before the reply was complete" in result.error.message
     assert "The answer is 4" not in result.text  # was recorded as the whole answer
     [completed] = run(ledger.entries(turn_id=result.turn_id, kinds=["turn.completed"]))
     assert completed.data["status"] == "model_error"

@@ -138,26 +138,3 @@ def test_a_turn_whose_start_was_pruned_keeps_its_place_its_session_and_its_first
         assert [s.phase for s in cut.steps] == ["execute"] and cut.status == "completed"
     assert [t.turn_id for t in run(build_trail(ledger, session_id="s1")).turns] == [
         turn_id, after.turn_id]
-
-
-def test_the_garbage_collector_runs_while_the_trail_is_read(ledger: Any) -> None:
-    """Only the synchronous assembly pauses the collector: never the read, an await
-    during which the rest of the process runs."""
-    import gc
-
-    run(thinking_two_calls_a_denial_and_an_error(ledger))
-    seen: list[bool] = []
-
-    class Watched:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(ledger, name)
-
-        async def trail_rows(self, **scope: Any) -> Any:
-            seen.append(gc.isenabled())
-            rows = await ledger.trail_rows(**scope)
-            seen.append(gc.isenabled())
-            return rows
-
-    assert gc.isenabled()
-    trail = run(build_trail(Watched(), session_id="s1"))  # type: ignore[arg-type]
-    assert seen == [True, True] and gc.isenabled() and len(trail.turns) == 1

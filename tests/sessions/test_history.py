@@ -113,7 +113,8 @@ def test_a_message_too_long_for_any_window_fails_cleanly(
 ) -> None:
     model = FunctionModel(lambda r: "never", context_window=200)
     result = run(make_runtime(model).respond(cli_message("word " * 500)))
-    assert result.error is not None and "ContextWindowExceeded" in result.error
+    assert result.error is not None and result.error.kind == "model_error"
+    assert result.error.type == "ContextWindowExceeded"
     assert "context window is 200" in result.text
     assert model.requests == []
     completed = run(ledger.entries(kinds=["turn.completed"]))[0].data

@@ -37,13 +37,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from overt import __version__
 from overt.channels import openapi
 from overt.channels.answer_sse import Turns, answer_events
 from overt.channels.auth import Tokens
 from overt.channels.events_stream import DEFAULT_LIFETIME_S, last_event_id, turn_events
 from overt.channels.take_up import SETTLED_S, TAKE_UP_EVERY_S, taking_up
-from overt.channels.turns import turn_state, wait_for_answer
+from overt.channels.turns import answered, turn_state, wait_for_answer
+from overt.channels.views import MAX_WAIT_S, request_json, trail_json
 from overt.clock import period_start
 from overt.engine.answer_stream import AnswerSink
 from overt.errors import (
@@ -70,6 +70,7 @@ from overt.sessions import (
 )
 from overt.sessions.access import NO_SESSION, NO_TURN, Refused, SessionAccess
 from overt.types import IncomingMessage, ResponseResult
+from overt.version import __version__
 
 try:
     from starlette.applications import Starlette
@@ -89,12 +90,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 log = logging.getLogger("overt.channels.http")
 
 DEFAULT_MAX_BODY_BYTES = 1_000_000
-MAX_WAIT_S = 300.0
 DEFAULT_SESSIONS = 50
 MAX_SESSIONS = 1000
-LEDGER_FAILED = "ledger_error:"
-"""How a turn's ``error`` begins when the ledger refused its records (the engine's
-``ledger_failed``): answered 503, not as a reply."""
 
 CAPABILITIES: dict[tuple[str, str], str] = {
     ("POST", "/v1/messages"): "agent.ask",
@@ -375,21 +372,20 @@ class _Api:
                 channel_ids={"http_request_id": request_id}, on_answer=on_answer)
 
         async def finish(result: ResponseResult) -> dict[str, Any]:
-            if result.error is not None and result.error.startswith(LEDGER_FAILED):
+            if result.error is not None and result.error.kind == "ledger_error":
                 # the turn stopped before its next effect and the record may not hold
                 # its end: the client must not read this as an answer (a PostgreSQL
                 # restart: retry shortly)
                 raise ApiError(503, "ledger_unavailable",
                                f"turn {result.turn_id} stopped before its next step: "
-                               f"{result.error.removeprefix(LEDGER_FAILED).strip()}")
+                               f"{result.error.message}")
             reply: dict[str, Any] = {**result.to_dict(), "request_id": request_id,
                                      "caller_session_id": message.caller_session_id}
             if result.awaiting_approval is not None and wait_s:
                 state = await wait_for_answer(self.runtime.ledger, result.turn_id,
                                               timeout_s=float(wait_s))
-                if state is not None and state["completed_at"] is not None:
-                    reply.update(text=state["text"] or "", tools_used=state["tools_used"],
-                                 error=state["error"], awaiting_approval=None)
+                if state is not None and state.ended:
+                    reply.update(answered(state))
             return reply
 
         async def last_event(result: ResponseResult) -> tuple[str, dict[str, Any]]:
@@ -437,7 +433,7 @@ class _Api:
         state = await turn_state(self.runtime.ledger, turn_id)
         if state is None:  # pruned meanwhile
             raise Refused(NO_TURN)
-        return JSONResponse(state)
+        return JSONResponse(state.to_dict())
 
     async def turn_events(self, request: Request, actor: Actor) -> Response:
         turn_id = request.path_params["turn_id"]
@@ -531,27 +527,3 @@ def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *,
     if not isinstance(value, kind) or isinstance(value, bool):  # no field is a bool
         raise ApiError(422, "invalid", f"{name} has the wrong type")
     return value
-
-
-def request_json(r: Any) -> dict[str, Any]:
-    return {
-        "request_id": r.request_id, "status": r.status, "mode": r.mode,
-        "turn_id": r.turn_id, "session_id": r.session_id, "tool_name": r.tool_name,
-        "tool_call_id": r.tool_call_id, "actor": r.actor, "source": r.source,
-        "reason_code": r.reason_code, "requested_at": r.requested_at,
-        "expires_at": r.expires_at, "decided_by": r.decided_by, "decided_at": r.decided_at,
-        "resumed": r.resumed,
-    }
-
-
-def trail_json(trail: Any) -> dict[str, Any]:
-    """A trail as JSON: turns in order, each with its records in ledger order."""
-    return {
-        "session_id": trail.session_id,
-        "turns": [{
-            "turn_id": t.turn_id, "session_id": t.session_id, "started_at": t.started_at,
-            "source": t.source, "model": t.model, "message": t.message, "status": t.status,
-            "completed_at": t.completed_at, "paused_on": t.paused_on,
-            "records": [{"type": type(r).__name__, **r._asdict()} for r in t.records()],
-        } for t in trail.turns],
-    }

@@ -26,8 +26,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from overt.channels.http import MAX_WAIT_S, request_json, trail_json
-from overt.channels.turns import wait_for_answer
+from overt.channels.turns import answered, wait_for_answer
+from overt.channels.views import MAX_WAIT_S, request_json, trail_json
 from overt.errors import ExtraMissingError, NotFoundError, OvertError, UsageError
 from overt.events import CapabilityChecked
 from overt.ids import new_ulid
@@ -184,9 +184,8 @@ def create_server(runtime: Runtime, *, actor: Actor | None = None,
         if result.awaiting_approval is not None and wait_s > 0:
             state = await wait_for_answer(runtime.ledger, result.turn_id,
                                           timeout_s=wait_s)
-            if state is not None and state["completed_at"] is not None:
-                reply.update(text=state["text"] or "", tools_used=state["tools_used"],
-                             error=state["error"], awaiting_approval=None)
+            if state is not None and state.ended:
+                reply.update(answered(state))
         return reply
 
     @server.tool()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from overt.events import REASONING_PHASES
+from overt.events import REASONING_PHASES, TURN_ERROR_KINDS
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
 _ID = {"type": "string", "minLength": 1}
@@ -51,6 +51,14 @@ def _op(summary: str, capability: str | None, ok: dict[str, Any], *codes: int,
 _USAGE = {"type": "object", "properties": {
     "input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"},
     "cost_usd": {"type": "number"}}}
+_TURN_ERROR = {"type": ["object", "null"], "required": ["kind", "message"],
+               "description": "null: the turn answered; else why it ended without its "
+                              "answer (branch on kind)",
+               "properties": {"kind": {"enum": list(TURN_ERROR_KINDS)},
+                              "message": {"type": "string"},
+                              "type": {"type": ["string", "null"],
+                                       "description": "the exception's type, or the "
+                                                      "spending limit that refused"}}}
 _TOOLS_USED = {"type": ["array", "null"], "items": {"type": "string"},
                "description": "null: the engine was bypassed, refused or errored; []: no tool"}
 
@@ -108,7 +116,7 @@ SCHEMAS: dict[str, Any] = {
         "text", "tools_used", "usage", "error", "session_id", "turn_id", "awaiting_approval"],
         "properties": {
             "text": {"type": "string"}, "tools_used": _TOOLS_USED, "usage": _USAGE,
-            "error": {"type": ["string", "null"]}, "session_id": {"type": "string"},
+            "error": _TURN_ERROR, "session_id": {"type": "string"},
             "turn_id": {"type": "string"},
             "awaiting_approval": {"type": ["string", "null"]},
             "request_id": {"type": "string"},
@@ -121,7 +129,7 @@ SCHEMAS: dict[str, Any] = {
                    "description": "running, awaiting_approval, completed, model_error …"},
         "awaiting_approval": {"type": ["string", "null"]},
         "text": {"type": ["string", "null"]}, "tools_used": _TOOLS_USED,
-        "error": {"type": ["string", "null"]}, "usage": _USAGE,
+        "error": _TURN_ERROR, "usage": _USAGE,
         "started_at": {"type": "string"}, "completed_at": {"type": ["string", "null"]}}},
     "Session": {"type": "object", "required": [
         "session_id", "owner", "turns", "started_at", "last_at"], "properties": {

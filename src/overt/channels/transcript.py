@@ -37,7 +37,7 @@ def transcript_line(result: ResponseResult, *, source: str, caller_session_id: s
     if channel_ids:
         line["channel"] = dict(channel_ids)
     if result.error is not None:
-        line["error"] = result.error
+        line["error"] = result.error.to_dict()
     if result.tools_used is not None:
         line["tools_used"] = list(result.tools_used)
     return line

@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from overt import __version__
 from overt.channels.delivery import deliver_pending
 from overt.cli import (
     approvals_cmd,
@@ -36,6 +35,7 @@ from overt.cli import (
     memory_cmd,
     proofs_cmd,
     render,
+    replay_cmd,
     serve_cmd,
     sessions_cmd,
     trail_cmd,
@@ -63,6 +63,7 @@ from overt.policy.actors import Actor
 from overt.policy.capabilities import Capabilities
 from overt.runtime import Runtime, run_sync
 from overt.types import IncomingMessage, text_problem
+from overt.version import __version__
 
 EXIT_OK, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_VERIFY, EXIT_NOT_FOUND, EXIT_BACKEND = 0, 1, 2, 3, 4, 5
 
@@ -133,7 +134,8 @@ def _parser() -> argparse.ArgumentParser:
                             f"(default {retention.DEFAULT_OLDER_THAN})")
     prune.add_argument("--json", action="store_true")
     roles = lsub.add_parser("setup-roles", help="PostgreSQL: an owner role (DDL, prune) and a "
-                            "writer role (INSERT and SELECT only) for this ledger")
+                            "writer role (reads; appends to audit_log and content_blobs "
+                            "only) for this ledger")
     roles.add_argument("--owner", required=True, help="the role that owns and prunes")
     roles.add_argument("--writer", required=True, help="the role `overt serve` connects as")
 
@@ -151,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     trail_cmd.add_parsers(sub)
     memory_cmd.add_parser(sub)
     approvals_cmd.add_parser(sub)
+    replay_cmd.add_parser(sub)
     sessions_cmd.add_parser(sub)
     serve_cmd.add_parsers(sub)
     email_cmd.add_parser(sub)
@@ -269,6 +272,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return run_sync(_sessions(config, args))
     if command in trail_cmd.COMMANDS:
         return run_sync(_trail(config, args))
+    if command == "replay":
+        return run_sync(replay_cmd.run(args, config))
     raise UsageError(f"unknown command {command}")
 
 
@@ -444,6 +449,8 @@ async def _show(config: Config, turn_id: str, content: bool, as_json: bool) -> i
                 for key, value in e.data.items():
                     if key.endswith(("_digest", "_sha256")) and isinstance(value, str):
                         bodies[value] = await ledger.content(value, seq=e.seq)
+                    if key == "request_digest" and bodies.get(value) is not None:
+                        bodies[value] = await render.request_text(ledger, bodies[value])
     if as_json:
         print(json.dumps({"entries": [e.to_dict() for e in entries],
                           "content": bodies if content else None}, ensure_ascii=False, indent=2))
@@ -514,8 +521,9 @@ def _setup_roles(config: Config, owner: str, writer: str) -> int:
     from overt.ledger.roles import setup_roles
 
     done = setup_roles(str(config.db), owner, writer)
-    print(f"owner {owner} (DDL, prune) and writer {writer} (INSERT and SELECT only) set up "
-          f"in {len(done)} statements; run `overt serve` with --db as {writer}")
+    print(f"owner {owner} (DDL, prune) and writer {writer} (reads; appends to audit_log and "
+          f"content_blobs only) set up in {len(done)} statements; run `overt serve` with "
+          f"--db as {writer}")
     return EXIT_OK
 
 

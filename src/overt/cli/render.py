@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from overt.errors import EventDecodeError
@@ -27,7 +28,7 @@ from overt.events import (
     TurnStarted,
 )
 from overt.hooks.manager import PluginInfo
-from overt.ledger.base import Entry, TurnSummary, UsageRow, VerifyReport
+from overt.ledger.base import Entry, Ledger, TurnSummary, UsageRow, VerifyReport
 
 
 def _ms(value: Any) -> str:
@@ -83,6 +84,12 @@ def turn_record(entries: list[Entry], contents: dict[str, str | None]) -> str:
                 if d.info:
                     out.append("        " + "  ".join(f"{k}={v}"
                                                       for k, v in sorted(d.info.items())))
+                if d.adapter_decisions:
+                    out.append("        adapter decided: " + ", ".join(d.adapter_decisions))
+                if d.request_digest is None and contents:
+                    out.append("    request: (not recorded: this inference predates "
+                               "request recording)")
+                body("request", d.request_digest)
                 body("response", d.response_digest)
             case ToolCallStarted() as d:
                 out.append(f"  [{e.seq}] tool call {d.tool_call_id} {d.tool_name} started  "
@@ -209,3 +216,17 @@ def usage_table(rows: list[UsageRow], groups: tuple[str, ...], *, since: str | N
                  f"{sum(r.inferences for r in rows):>6}  {total_in:>10,}  {total_out:>10,}"
                  f"  {sum(r.cost_usd for r in rows):>12.6f}")
     return "\n".join(lines)
+
+
+async def request_text(ledger: Ledger, body: str | None) -> str | None:
+    """A stored request body as the request that was sent (its parts read back), as
+    indented JSON; the body as it is when a part is missing."""
+    from overt.engine.request_body import PartMissing, expand
+
+    if body is None:
+        return None
+    try:
+        request = await expand(body, ledger.content)
+    except (PartMissing, ValueError, KeyError) as exc:
+        return f"{body}\n    (parts not readable: {type(exc).__name__} {exc})"
+    return json.dumps(request, ensure_ascii=False, indent=2).replace("\n", "\n    ")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import os
 import signal
 import sys
@@ -157,12 +156,6 @@ def _run_server(config: Config, tokens: object, args: argparse.Namespace,
                               checkpoint_key=checkpoint_key)]
     app = create_app(runtime, tokens, max_body_bytes=args.max_body_bytes, mcp=mcp_app,
                      mcp_lifespan=mcp_lifespan, extra_routes=routes)
-    # What start-up built (modules, the runtime, its plugins) lives as long as the
-    # process: frozen, it is left out of the full collections that otherwise scan
-    # it every few hundred requests under load (20-60 ms each, a stall every
-    # request and /healthz waits out; benchmarks/bench_load.py shows it).
-    gc.collect()
-    gc.freeze()
     # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests finish
     # (a turn ends recorded, or paused and resumable) before the lifespan closes the
     # ledger; then SIGTERM exits 0 (_stop_on_sigterm), SIGINT 130.

@@ -47,6 +47,7 @@ def decide(turn: Turn, call: ToolCall, offered: frozenset[str], *,
         approved_request=approved, read_only=checked is None and _described_read_only(
             engine.tools, call.name))
     rec.add(verdict.event)
+    rec.part(engine.gate.policy.text)  # the rules that decided, once per engine
     if verdict.effect == "ask":
         return _hold(turn, call, verdict, "approval")
     if verdict.effect == "quarantine":

@@ -49,7 +49,7 @@ async def run_direct(engine: Engine, name: str, arguments: Mapping[str, Any], *,
         LedgerError: a record could not be written (the tool did not run if
             its intent was not recorded).
     """
-    rec = Recorder(engine.ledger, engine.observers, engine.hooks.on_event)
+    rec = Recorder(engine.ledger, engine.observers, engine.hooks.on_event, engine.parts)
     call = bounded_call(ToolCall(tool_call_id or f"direct_{new_ulid()}", name, dict(arguments)))
     call_id = call.id
     site = CallSite(turn_id, session_id, source, caller_session_id or f"direct:{actor}")
@@ -69,6 +69,7 @@ async def run_direct(engine: Engine, name: str, arguments: Mapping[str, Any], *,
             turn_id=turn_id, session_id=session_id, path=path,
             approved_request=approved_request)
         rec.add(verdict.event)
+        rec.part(engine.gate.policy.text)
         if verdict.effect in ("ask", "quarantine"):
             request = verdict.hold("quarantine" if verdict.effect == "quarantine"
                                    else "approval", ttl_s=engine.gate.approval_ttl_s)

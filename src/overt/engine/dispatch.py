@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,17 @@ class ToolOutcome:
     exc_type: str | None = None
     reason_code: str | None = None
     executed: bool = False
+
+    @property
+    def code(self) -> str:
+        """What the call's failure was, as the model reads it first: why it was not
+        run (its reason code), else ``tool_timeout`` or ``tool_execution_error``
+        (``ok`` for a call that did not fail)."""
+        if self.reason_code is not None:
+            return self.reason_code
+        if not self.is_error:
+            return "ok"
+        return "tool_timeout" if self.status == "timeout" else "tool_execution_error"
 
 
 def exc_type_name(exc: BaseException) -> str:
@@ -101,6 +113,10 @@ def unknown_tool(call: ToolCall, offered: frozenset[str], *,
     available = ", ".join(sorted(offered)) or "none"
     return refuse("not_allowed", f"unknown tool {call.name!r}; available tools: {available}",
                   "not_allowed" if registered else "unknown_tool")
+
+
+Executor = Callable[[Tool, ToolCall, ToolContext, "float | None"], Awaitable["ToolOutcome"]]
+"""What runs an allowed call's tool: :func:`execute`, or replay's recorded results."""
 
 
 async def execute(tool: Tool, call: ToolCall, context: ToolContext,

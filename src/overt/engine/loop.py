@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from overt.clock import ms_since
@@ -39,7 +39,7 @@ from overt.engine.answer_stream import AnswerSink, AnswerStream
 from overt.engine.budget import BudgetGuard
 from overt.engine.checkpoint import Checkpoint, resume_model
 from overt.engine.decide import decide
-from overt.engine.dispatch import ToolOutcome, execute, refuse
+from overt.engine.dispatch import Executor, ToolOutcome, execute, refuse
 from overt.engine.hooked import TurnHooks
 from overt.engine.limits import bounded, bounded_result
 from overt.engine.record import (
@@ -51,6 +51,7 @@ from overt.engine.record import (
     response_body,
     resumption,
 )
+from overt.engine.request_body import Chain, PartStore, request_body
 from overt.engine.shape import well_formed
 from overt.engine.values import Allowed, EngineSettings, Held, TurnOutcome
 from overt.errors import LedgerError, LedgerUnavailable
@@ -67,7 +68,7 @@ from overt.hooks.calls import NO_HOOKS, HookSet
 from overt.ids import new_ulid
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import canonical_json
-from overt.models.base import Model, complete_streaming
+from overt.models.base import ADAPTER_DECISIONS, Model, complete_streaming
 from overt.models.pricing import PriceTable
 from overt.policy.actors import Actor
 from overt.policy.gate import Gate
@@ -84,6 +85,7 @@ from overt.types import (
     ResponseResult,
     ToolCall,
     ToolSpec,
+    TurnError,
     Usage,
 )
 
@@ -119,6 +121,12 @@ class Engine:
         self.prices = prices or PriceTable()
         self.budget = budget
         self.gate = gate or Gate()
+        self.parts = PartStore()  # request parts this engine committed (stored once)
+        self.execute: Executor = execute
+        """Runs an allowed call's tool; replay puts the recorded results in its place."""
+        self.record_requests = True
+        """Whether each inference's request is recorded (replay, which compares each
+        with the recorded one itself, records nothing it keeps)."""
 
     async def run_turn(self, message: IncomingMessage, *, session_id: str | None = None,
                        history: Sequence[Message] = (), earlier: Sequence[HistoryTurn] = (),
@@ -197,7 +205,9 @@ class Turn:
         self.started = time.perf_counter()
         self.earlier_ms = 0.0  # time spent before a pause, for a resumed turn
         self.usage = Usage()
-        self.recorder = Recorder(engine.ledger, engine.observers, engine.hooks.on_event)
+        self.recorder = Recorder(engine.ledger, engine.observers, engine.hooks.on_event,
+                                 engine.parts)
+        self.chain = Chain()  # the request's message chain so far (request_body)
         self.hooks = TurnHooks(engine.hooks, self.recorder, self.turn_id, session_id,
                                self.route) if engine.hooks.per_turn else None
         self.can_provide = bool(engine.hooks.pre_tool_call_can_provide_result)
@@ -207,7 +217,7 @@ class Turn:
         self.tool_calls = 0
         self.response_calls = 0  # calls answered of the model's latest response
         self.model_calls = 0
-        self.error: str | None = None
+        self.error: TurnError | None = None
         # The loop's state: what a checkpoint saves when the turn pauses.
         self.messages: list[Message] = []
         self.specs: tuple[ToolSpec, ...] = ()
@@ -242,7 +252,7 @@ class Turn:
         turn.steps.next_number = cp.next_step
         return turn
 
-    def result(self, text: str, tools_used: list[str] | None, error: str | None,
+    def result(self, text: str, tools_used: list[str] | None, error: TurnError | None,
                awaiting_approval: str | None = None) -> ResponseResult:
         return ResponseResult(text, tools_used, self.usage, error, self.session_id,
                               self.turn_id, awaiting_approval)
@@ -255,7 +265,8 @@ class Turn:
         text = "I could not record this turn, so I stopped before acting."
         if self.stream is not None:
             self.stream.settle(text)
-        return TurnOutcome(self.result(text, None, f"ledger_error: {exc}"))
+        return TurnOutcome(self.result(
+            text, None, TurnError("ledger_error", str(exc), type(exc).__name__)))
 
     async def run(self, text: str, history: Sequence[Message],
                   earlier: Sequence[HistoryTurn] = (), actor: str = "") -> TurnOutcome:
@@ -321,8 +332,8 @@ class Turn:
             too_long = self.window.trim(self.messages,
                                         self.specs if self.tools_allowed else ())
             if too_long is not None:
-                self.error = f"model_error: ContextWindowExceeded: {too_long}"
-                self.steps.failed(self.error)
+                self.error = TurnError("model_error", too_long, "ContextWindowExceeded")
+                self.steps.failed(str(self.error))
                 return await self._finish("model_error", "I cannot answer this: " + too_long)
             request = ModelRequest(tuple(self.messages),
                                    self.specs if self.tools_allowed else (),
@@ -331,7 +342,7 @@ class Turn:
                 await rec.flush()  # what was spent so far is on the record first
                 refusal = await engine.budget.check(self.session_id, request, self.model.name)
                 if refusal is not None:
-                    self.error = f"budget_exceeded: {refusal.limit}"
+                    self.error = TurnError("budget_exceeded", refusal.text, refusal.limit)
                     return await self._finish("budget_exceeded", refusal.text)
             if hooks is None:
                 response = await self.infer(request, self.model)
@@ -404,7 +415,7 @@ class Turn:
             self.error_streak = 0
             return None
         self.error_streak += 1
-        self.last_error = f"{call.name}: {outcome.content.split(':')[0]}"
+        self.last_error = f"{call.name}: {outcome.code}"
         if self.error_streak < self.engine.settings.max_consecutive_tool_errors:
             return None
         return (f"I stopped: {self.error_streak} tool calls in a row failed "
@@ -452,8 +463,8 @@ class Turn:
             response = well_formed(await complete_streaming(
                 model, request, self.stream.text if self.stream is not None else None))
         except Exception as exc:  # noqa: BLE001  any adapter failure ends the turn, recorded
-            self.error = f"model_error: {type(exc).__name__}: {exc}"
-            self.steps.failed(self.error)
+            self.error = TurnError("model_error", str(exc), type(exc).__name__)
+            self.steps.failed(str(self.error))
             rec.add(InferenceRecorded(
                 turn_id=self.turn_id, session_id=self.session_id, inference_id=inference_id,
                 iteration=self.model_calls - 1, model=model.name,
@@ -462,7 +473,8 @@ class Turn:
                 tool_calls_requested=0, stop_reason="error", response_digest=None,
                 escalated=escalated, escalation_reason=escalation_reason,
                 error_type=type(exc).__name__, history_omitted=list(self.window.omitted),
-                history_omitted_tokens=self.window.omitted_tokens))
+                history_omitted_tokens=self.window.omitted_tokens,
+                request_digest=self._request_digest(request, None)))
             return None
         response = bounded(response)  # over-deep or oversized arguments: malformed calls
         usage = response.usage
@@ -481,10 +493,21 @@ class Turn:
             response_digest=rec.content(body), escalated=escalated,
             escalation_reason=escalation_reason, info=dict(response.info),
             history_omitted=list(self.window.omitted),
-            history_omitted_tokens=self.window.omitted_tokens))
+            history_omitted_tokens=self.window.omitted_tokens,
+            request_digest=self._request_digest(request, response.sent),
+            adapter_decisions=[d if d in ADAPTER_DECISIONS else "unknown_decision"
+                               for d in response.decisions]))
         self.steps.model_reasoning(response.text, response.reasoning,
                                    final=not response.tool_calls)
         return response
+
+    def _request_digest(self, request: ModelRequest, sent: object) -> str | None:
+        """The request as sent, its parts and its body added to the next commit."""
+        rec = self.recorder
+        if not self.engine.record_requests:
+            return None
+        return rec.content(request_body(request, sent if isinstance(sent, Mapping) else None,
+                                        rec.part, self.chain))
 
     async def _tool_call(self, call: ToolCall, offered: frozenset[str], *,
                          approved: str | None = None) -> ToolOutcome | Held:
@@ -540,7 +563,7 @@ class Turn:
         context = ToolContext(engine.ledger, self.turn_id, self.session_id, self.source,
                               self.caller_session_id, call.id, engine.runtime_started_at,
                               self.actor, engine.gate.capabilities)
-        return await execute(tool, call, context, engine.settings.tool_timeout_s)
+        return await engine.execute(tool, call, context, engine.settings.tool_timeout_s)
 
     async def _finish(self, status: TurnStatus, text: str = "") -> TurnOutcome:
         failed = status in ("model_error", "budget_exceeded")
@@ -559,7 +582,9 @@ class Turn:
             input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens,
             cost_usd=self.usage.cost_usd,
             duration_ms=round(self.earlier_ms + ms_since(self.started), 3),
-            error_type=error.split(":")[1].strip() if error else None))
+            error_type=error.type if error else None,
+            error_kind=error.kind if error else None,
+            error_digest=self.recorder.content(error.message) if error else None))
         await self.recorder.flush()
         if self.recorder.events:  # on_event failures on the last batch, recorded too
             await self.recorder.flush()

@@ -10,6 +10,7 @@ import re
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from overt.engine.dispatch import ToolOutcome
 from overt.events import (
@@ -27,6 +28,9 @@ from overt.ledger.canonical import canonical_json, digest_text
 from overt.ledger.chain import clean_text
 from overt.types import ModelResponse, ToolCall
 
+if TYPE_CHECKING:
+    from overt.engine.request_body import PartStore
+
 log = logging.getLogger("overt.hooks")
 
 
@@ -39,8 +43,9 @@ class Recorder:
     """
 
     def __init__(self, ledger: Ledger, observers: Sequence[Callable[[Event], None]],
-                 on_event: tuple[Impl, ...] = ()) -> None:
+                 on_event: tuple[Impl, ...] = (), parts: PartStore | None = None) -> None:
         self.ledger = ledger
+        self.parts = parts
         self.observers = observers
         self.on_event = on_event
         self.events: list[Event] = []
@@ -58,6 +63,15 @@ class Recorder:
         self.contents[digest] = body
         return digest
 
+    def part(self, body: str) -> str:
+        """Keep ``body``, a part of a request (:mod:`overt.engine.request_body`), unless
+        it was committed before; its digest."""
+        body = clean_text(body)
+        digest = digest_text(body)
+        if self.parts is None or digest not in self.parts.known:
+            self.contents[digest] = body
+        return digest
+
     async def flush(self) -> None:
         """Commit what is waiting (raises :class:`LedgerError` if it cannot be)."""
         if not self.events and not self.contents:
@@ -65,6 +79,8 @@ class Recorder:
         events, contents = self.events, self.contents
         self.events, self.contents = [], {}
         await self.ledger.record(events, contents)
+        if self.parts is not None:
+            self.parts.learn(contents)
         for event in events:
             for observer in self.observers:
                 observer(event)

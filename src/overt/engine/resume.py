@@ -18,12 +18,20 @@ from overt.engine.direct import DirectResult, run_direct
 from overt.engine.loop import Engine
 from overt.engine.record import canonical_or_repr, resumption
 from overt.errors import LedgerIntegrityError, UsageError
-from overt.events import ApprovalDecision, TurnCompleted, TurnPaused
+from overt.events import (
+    ApprovalDecision,
+    ApprovalRequested,
+    PolicyDecided,
+    TurnCompleted,
+    TurnPaused,
+)
+from overt.ids import new_ulid
 from overt.ledger.base import Entry
-from overt.ledger.canonical import digest_text
+from overt.ledger.canonical import canonical_json, chain_hash, digest_text, entry_payload
 from overt.ledger.chain import clean_text
 from overt.policy.actors import Actor
 from overt.policy.approvals import ApprovalRequest
+from overt.policy.capabilities import tool_capability
 from overt.types import ResponseResult
 
 
@@ -44,27 +52,64 @@ class Resumed:
 async def load_checkpoint(engine: Engine, request: ApprovalRequest) -> Checkpoint:
     """The checkpoint of the turn paused on ``request``, checked against the request.
 
+    The request and the pause must be the entries recorded (each hashes to its
+    recorded hash), and the checkpoint must hold the call the request was made for.
+    A call that is not is refused on the record (a ``policy.decision`` denying it,
+    ``approval_binding_broken``) and never runs.
+
     Raises:
         LedgerIntegrityError: no checkpoint, or it holds another call than the
-            one the request was made for (tool or arguments differ).
+            one the request was made for (tool or arguments differ), or the request
+            or the pause was changed behind the ledger's back.
     """
-    paused = [(e.seq, e.event(TurnPaused))
-              for e in await engine.ledger.entries(turn_id=request.turn_id,
-                                                   kinds=[TurnPaused.kind])]
-    held = [(seq, pause) for seq, pause in paused if pause.request_id == request.request_id]
+    entries = await engine.ledger.entries(turn_id=request.turn_id,
+                                          kinds=[TurnPaused.kind, ApprovalRequested.kind])
+    paused = [(e, e.event(TurnPaused)) for e in entries if e.kind == TurnPaused.kind]
+    held = [(e, pause) for e, pause in paused if pause.request_id == request.request_id]
     if not held:
         raise LedgerIntegrityError(f"turn {request.turn_id} has no pause for request "
                                    f"{request.request_id}")
-    seq, pause = held[0]
-    body = await engine.ledger.content(pause.checkpoint_digest, seq=seq)
+    entry, pause = held[0]
+    asked = [e for e in entries if e.seq == request.requested_seq]
+    changed = [e for e in (*asked, entry) if not _intact(e)]
+    if changed:
+        await _refuse_broken(engine, request, f"entry {changed[0].seq} ({changed[0].kind}) "
+                             "does not hash to its recorded hash")
+    body = await engine.ledger.content(pause.checkpoint_digest, seq=entry.seq)
     if body is None:
         raise LedgerIntegrityError(f"the checkpoint of turn {request.turn_id} is not held "
                                    "(pruned or redacted); it cannot be resumed")
     checkpoint = Checkpoint.from_json(body)
     if checkpoint.held.name != request.tool_name or _args_digest(checkpoint) != request.args_sha256:
-        raise LedgerIntegrityError(f"the checkpoint of turn {request.turn_id} holds another "
-                                   "call than the one approved; not resumed")
+        await _refuse_broken(engine, request, "the checkpoint holds another call than the one "
+                             "approved")
     return checkpoint
+
+
+def _intact(entry: Entry) -> bool:
+    """Whether ``entry`` hashes to its recorded hash (its data unchanged since)."""
+    payload = entry_payload(entry.seq, entry.id, entry.kind, entry.at, entry.turn_id,
+                            entry.session_id, canonical_json(entry.data))
+    return chain_hash(entry.prev_hash, payload) == entry.hash
+
+
+async def _refuse_broken(engine: Engine, request: ApprovalRequest, problem: str) -> None:
+    """Record that the call approved under ``request`` is refused, then raise."""
+    tool = engine.tools.get(request.tool_name)
+    await engine.ledger.record([PolicyDecided(
+        turn_id=request.turn_id, session_id=request.session_id, decision_id=new_ulid(),
+        tool_call_id=request.tool_call_id, tool_name=request.tool_name, effect="deny",
+        reason_code="approval_binding_broken",
+        message="the call on record is not the one approved; it was not run",
+        rule="approval_binding", rules_evaluated=["approval_binding"],
+        args_sha256=request.args_sha256, actor=request.actor, source=request.source,
+        route=engine.settings.route, mutating=tool is None or not tool.read_only,
+        capability=tool_capability(request.tool_name,
+                                   tool.capability if tool is not None else None),
+        capability_granted=False, path="resume", approval_request_id=request.request_id,
+        policy_digest=engine.gate.policy.digest)])
+    raise LedgerIntegrityError(f"request {request.request_id} of turn {request.turn_id}: "
+                               f"{problem}; not resumed, and the refusal is recorded")
 
 
 def _args_digest(checkpoint: Checkpoint) -> str:

@@ -213,7 +213,7 @@ async def run_case(case: EvalCase, model: RecordingModel, config: Config,
             result = await runtime.respond(
                 IncomingMessage("cli", question, {"session_id": session}),
                 session_id=session, history=history)
-            answer, error = result.text, result.error
+            answer, error = result.text, None if result.error is None else str(result.error)
         except OvertError as exc:
             answer, error = "", f"{type(exc).__name__}: {exc}"
         latency = (time.perf_counter() - started) * 1000

@@ -239,9 +239,23 @@ def verify_payloads(rows: Iterable[Sequence[Any]],
                         prev if count else None)
 
 
+def verify_total(*, index: bool, content: bool, bodies: bool) -> str:
+    """How many rows a verify reads (for its progress): the chain's entries, then as
+    checked, the trail index's rows, the bodies, and the chain's entries again for
+    the bodies they point to."""
+    parts = ["(SELECT count(*) FROM audit_log)"]
+    if index:
+        parts.append("(SELECT count(*) FROM trail_index)")
+    if content:
+        parts.append("(SELECT count(*) FROM content_blobs)")
+        if bodies:
+            parts.append("(SELECT count(*) FROM audit_log)")
+    return "SELECT " + " + ".join(parts)
+
+
 class Counted:
     """The rows a verify reads, counted against ``total`` (the rows it reads in all,
-    counted in the same snapshot: :func:`overt.ledger.sql.verify_total`) and
+    counted in the same snapshot: :func:`verify_total`) and
     reported to ``callback`` as (checked, total) every ``total / 100`` rows (at most
     every 10,000, at least every row) and at the last, so a verify that passes ends
     with (total, total). Without a callback, rows pass through untouched. The
@@ -258,8 +272,6 @@ class Counted:
         there is a callback to report them to."""
         if callback is None:
             return cls(None, 0)
-        from overt.ledger.sql import verify_total  # sql imports this module
-
         statement = verify_total(index=index, content=content, bodies=bodies)
         return cls(callback, int(conn.execute(statement).fetchone()[0]))
 
@@ -354,7 +366,7 @@ def with_content_check(report: VerifyReport, checked: int, bad: list[str],
 BODY_FIELDS: tuple[str, ...] = (
     "message_digest", "response_digest", "args_sha256", "result_digest", "reply_digest",
     "reason_digest", "checkpoint_digest", "content_digest", "context_digest",
-    "before_digest", "after_digest", "error_digest")
+    "before_digest", "after_digest", "error_digest", "request_digest")
 """The entry fields that point to a body in the content tier (``verify`` checks each
 body is present). Memory's ``title_digest``/``body_digest`` name rows of the memory
 tables, not bodies, and an unknown tool's digested name points to nothing."""

@@ -40,7 +40,10 @@ def migrate(conninfo: str, schema: str, url: str, *, create: bool = True) -> lis
                 if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
                                     (schema,)).fetchone():
                     conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-                conn.execute(f'SET search_path = "{schema}"')
+                # pg_temp last: a function made SECURITY DEFINER with SET search_path
+                # FROM CURRENT (migration 17) then never reads a caller's temporary
+                # table in place of a ledger table
+                conn.execute(f'SET search_path = "{schema}", pg_temp')
                 known = conn.execute("SELECT to_regclass('overt_migrations')").fetchone()
                 fresh = known is None or known[0] is None
                 if not fresh:

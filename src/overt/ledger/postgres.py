@@ -7,13 +7,13 @@ transaction-scoped advisory lock taken before the head is read; the lock is
 released by the commit, so two writers can never chain onto the same head.
 
 Serializing commits would cap a ledger at one fsync per commit for all
-workers together (about 400 commits/s on the machine this was written on).
-So each process commits in groups: :meth:`PostgresLedger.record` queues its
-entries and waits; one writer thread takes everything queued, chains it onto
-the head and commits it in one transaction, then wakes every waiter. A turn
-still never acts before its records are committed; concurrent turns just share
-the commit. A batch that fails on bad data is retried one record set at a
-time, so one bad set cannot fail the others.
+workers together, so each process commits in groups, through the ledger's
+writer thread and its failure rules (:mod:`overt.ledger.groups`). Here a
+group's batches are staged and written by ``COPY`` at its commit; a group the
+server refuses on bad data is committed again one batch at a time, so one bad
+batch cannot fail the others. Reads run on threads of the ledger's own, as many
+as its pool has connections (never the event loop's default executor, which the
+local model and sync tools share).
 
 The URL is libpq's (``postgresql://user@host:5432/db``) plus two optional
 query parameters of overt's own: ``schema=NAME``, the schema overt's tables live
@@ -33,15 +33,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from overt.clock import now_iso
 from overt.errors import (
     ExtraMissingError,
     LedgerClosed,
@@ -50,7 +47,7 @@ from overt.errors import (
     LedgerUnavailable,
 )
 from overt.events import Event, LedgerPruned
-from overt.ledger import pg_migrate, pg_read, retention, sql, trail_index, trail_read, tree
+from overt.ledger import pg_migrate, pg_read, retention, sql, trail_read, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -62,7 +59,6 @@ from overt.ledger.base import (
 from overt.ledger.canonical import GENESIS
 from overt.ledger.chain import (
     ENTRY_COLUMNS,
-    Draft,
     Progress,
     Row,
     batch_claims,
@@ -73,12 +69,11 @@ from overt.ledger.chain import (
     row_to_entry,
     turn_summary,
 )
-from overt.ledger.groups import next_group
+from overt.ledger.groups import Broken, Head, Writer
 from overt.ledger.notify import AppendSignal
 from overt.ledger.outage import POOL_LOGGER, Outage
 from overt.ledger.pg_url import libpq_options, parse_url, url_pool_size
 from overt.ledger.pg_url import safe_url as _safe
-from overt.ledger.schema.postgres import COPY_TRAIL_INDEX
 from overt.ledger.sql import POSTGRES as D
 
 try:
@@ -92,7 +87,6 @@ T = TypeVar("T")
 log = logging.getLogger("overt.ledger.postgres")
 
 CHAIN_LOCK = 0x6F76657274  # "overt": the advisory lock that serializes the chain head
-MAX_BATCH = 512
 READ_WAIT_S = 30.0
 """How long a read waits for a pooled connection before it fails (the server is down)."""
 RECONNECT_S = 1.0
@@ -110,13 +104,22 @@ _COPY_CONTENT = "COPY content_blobs (seq, digest, body, created_at) FROM STDIN"
 _COPY_ENTRIES = f"COPY audit_log ({ENTRY_COLUMNS}) FROM STDIN"
 
 
+Work = Callable[[Any, Head, str, "_Staged"], tuple[Any, Head]]
+"""A batch's part of a group transaction: given the connection, the head, the
+group's time and what the group has staged so far, it checks its claims, stages
+its rows (changing nothing staged when it fails) and returns its result and the
+new head."""
+
+
 @dataclass(slots=True)
-class _Pending:
-    batch: list[Draft]
-    contents: Mapping[str, str] | None
-    future: concurrent.futures.Future[list[Entry]]
-    claims: list[tuple[str, str]]
-    inserts: list[tuple[str, tuple[Any, ...]]]
+class _Staged:
+    """What a group's batches stage, written by ``COPY`` when the group commits."""
+
+    entries: list[Row] = field(default_factory=list)
+    """The trail index is the owner's trigger's to write (migration 17)."""
+    bodies: list[tuple[int, str, bytes, str]] = field(default_factory=list)
+    inserts: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
+    claims: set[tuple[str, str]] = field(default_factory=set)
 
 
 class PostgresLedger:
@@ -135,9 +138,8 @@ class PostgresLedger:
         self._options = " ".join(filter(None, (
             libpq_options(conninfo), f"-c search_path={schema}",
             "-c default_transaction_read_only=on" if read_only else "")))
-        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
-        self._writer: threading.Thread | None = None
         self._pool: Any = None
+        self._readers: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
         self.read_wait_s = READ_WAIT_S
         self.outage = Outage(f"ledger {_safe(url)}", log)
@@ -147,6 +149,9 @@ class PostgresLedger:
         """How long a read waits for a connection (the server down: then LedgerError)."""
         self.appended = AppendSignal()
         """Signalled after each append of this process (readers that follow the ledger)."""
+        self._writer: Writer[Any, Work] = Writer(
+            _Store(self), f"ledger {_safe(url)}", thread_name=f"overt-ledger-writer:{schema}",
+            notify=self._notify)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, pool_size: int | None = None,
@@ -190,9 +195,9 @@ class PostgresLedger:
         except psycopg.Error as exc:
             logging.getLogger(POOL_LOGGER).removeFilter(ledger._pool_filter)
             raise LedgerError(f"cannot open ledger {_safe(url)}: {exc}") from exc
+        ledger._readers = concurrent.futures.ThreadPoolExecutor(
+            pool_size, thread_name_prefix=f"overt-ledger-reader:{schema}")
         if not read_only:
-            ledger._writer = threading.Thread(target=ledger._write_loop, daemon=True,
-                                              name=f"overt-ledger-writer:{schema}")
             ledger._writer.start()
         return ledger
 
@@ -220,20 +225,28 @@ class PostgresLedger:
     async def record(self, events: Sequence[Event],
                      contents: Mapping[str, str] | None = None, *,
                      rows: Sequence[TableRow] = ()) -> list[Entry]:
-        return await asyncio.wrap_future(self._submit(events, contents, rows))
+        result: list[Entry] = await asyncio.wrap_future(
+            self._submit(self._record_work(events, contents, rows)))
+        return result
 
     def record_sync(self, events: Sequence[Event],
                     contents: Mapping[str, str] | None = None, *,
                     rows: Sequence[TableRow] = ()) -> list[Entry]:
         """:meth:`record`, for callers without an event loop."""
-        return self._submit(events, contents, rows).result()
+        result: list[Entry] = self._submit(self._record_work(events, contents, rows)).result()
+        return result
 
-    def _submit(self, events: Sequence[Event], contents: Mapping[str, str] | None,
-                rows: Sequence[TableRow] = ()) -> concurrent.futures.Future[list[Entry]]:
-        if self._closed:
-            raise LedgerClosed(f"ledger {_safe(self.url)} is closed")
-        if self.read_only:
-            raise LedgerError(f"ledger {_safe(self.url)} is open read-only: nothing was written")
+    def _record_work(self, events: Sequence[Event], contents: Mapping[str, str] | None,
+                     rows: Sequence[TableRow]) -> Work:
+        """What the writer does for one :meth:`record` (checked here, off the writer).
+
+        A batch whose claim is taken (on the record, or earlier in the group)
+        stages nothing and fails with the conflict.
+
+        Raises:
+            LedgerError: the data is not canonical JSON, or a table is not plain.
+            LedgerConflict: the batch claims one (kind, claim) twice.
+        """
         try:
             batch = drafts(events)
             inserts = [(sql.insert_row(D, table, list(values)), tuple(values.values()))
@@ -241,161 +254,44 @@ class PostgresLedger:
         except (TypeError, ValueError) as exc:
             raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
         claims = batch_claims(batch)
-        future: concurrent.futures.Future[list[Entry]] = concurrent.futures.Future()
-        future.set_running_or_notify_cancel()  # a cancelled caller cannot take it back
-        self._queue.put(_Pending(batch, contents, future, claims, inserts))
-        return future
+
+        def work(conn: Any, head: Head, at: str, staged: _Staged) -> tuple[list[Entry], Head]:
+            for pair in claims:
+                if pair in staged.claims or conn.execute(sql.claim_exists(D), pair).fetchone():
+                    raise LedgerConflict(*pair)
+            first = head[0] + 1
+            entry_rows, entries, head = chain(head, at, batch)
+            bodies = [(seq, digest, body.encode("utf-8"), at) for seq, digest, body in
+                      content_rows(first, entries, contents)] if contents else []
+            staged.claims.update(claims)
+            staged.entries.extend(entry_rows)
+            staged.bodies.extend(bodies)
+            staged.inserts.extend(inserts)
+            return entries, head
+
+        return work
+
+    def _submit(self, work: Work, *, alone: bool = False) -> concurrent.futures.Future[Any]:
+        if self.read_only:
+            raise LedgerError(f"ledger {_safe(self.url)} is open read-only: nothing was written")
+        return self._writer.submit(work, alone=alone)
+
+    def _notify(self, last: int, turns: set[str | None]) -> None:
+        self.appended.notify(last, turns)
 
     async def claimed(self, kind: str, claim: str) -> Entry | None:
         row = await self._aread(
             lambda c: c.execute(sql.claim_exists(D), (kind, claim)).fetchone())
         return row_to_entry(row) if row else None
 
-    def _write_loop(self) -> None:
-        conn: Any = None
-        while True:
-            group, stop = next_group(self._queue, MAX_BATCH)
-            if group:
-                conn = self._commit_group(conn, group)
-            if stop:
-                break
-        if conn is not None:
-            conn.close()
-
-    def _commit_group(self, conn: Any, group: list[_Pending]) -> Any:
-        """Commit ``group`` in one transaction; on bad data, each set on its own."""
-        try:
-            conn, head = self._begin(conn)
-            results = self._append(conn, group, head)
-        except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError) as exc:
-            if len(group) == 1:
-                group[0].future.set_exception(
-                    LedgerError(f"cannot append to ledger {_safe(self.url)}: {exc}"))
-                return conn
-            for pending in group:
-                conn = self._commit_group(conn, [pending])
-            return conn
-        except psycopg.Error as exc:
-            error = self._failure("append", "append to", exc)
-            for pending in group:
-                pending.future.set_exception(error)
-            if conn is not None:
-                conn.close()
-            return None
-        self.outage.answered()
-        last, turns = 0, set[str | None]()
-        for pending, result in zip(group, results, strict=True):
-            if isinstance(result, LedgerConflict):
-                pending.future.set_exception(result)
-            else:
-                pending.future.set_result(result)
-                last = max([last, *(e.seq for e in result)])
-                turns.update(e.turn_id for e in result)
-        if last:
-            self.appended.notify(last, turns)
-        return conn
-
-    def _begin(self, conn: Any) -> tuple[Any, tuple[int, str]]:
-        """Begin a group's transaction: take the chain lock, read the head it guards
-        (one round trip); the connection it began on, and the head.
-
-        A connection kept from an earlier group may have died since (the server
-        restarted): it fails here, before anything of this group was sent, so it
-        is replaced and the group begins once more on a new one.
-        """
-        if conn is not None and not conn.closed:
-            try:
-                return conn, _lock_head(conn)
-            except psycopg.OperationalError as exc:
-                log.warning("ledger %s: the writer's connection was lost (%s); reconnecting",
-                            _safe(self.url), str(exc).strip())
-                conn.close()
-        conn = self._connect(autocommit=True)
-        try:
-            return conn, _lock_head(conn)
-        except BaseException:
-            conn.close()
-            raise
-
-    def _append(self, conn: Any, group: list[_Pending],
-                head: tuple[int, str]) -> list[list[Entry] | LedgerConflict]:
-        """In the transaction :meth:`_begin` opened at ``head``: claims; copy; commit.
-
-        A record set whose claim is taken (on the record, or earlier in the
-        group) is left out of the transaction and answered with the conflict.
-        """
-        at = now_iso()
-        results: list[list[Entry] | LedgerConflict] = []
-        try:
-            entry_rows: list[Row] = []
-            index_rows: list[trail_index.IndexRow] = []
-            bodies: list[tuple[int, str, bytes, str]] = []
-            inserts: list[tuple[str, tuple[Any, ...]]] = []
-            taken: set[tuple[str, str]] = set()
-            for pending in group:
-                conflict = next((LedgerConflict(*pair) for pair in pending.claims
-                                 if pair in taken
-                                 or conn.execute(sql.claim_exists(D), pair).fetchone()), None)
-                if conflict is not None:
-                    results.append(conflict)
-                    continue
-                taken.update(pending.claims)
-                inserts.extend(pending.inserts)
-                first = head[0] + 1
-                rows, entries, head = chain(head, at, pending.batch)
-                body_seqs: dict[str, int] = {}
-                if pending.contents:
-                    for seq, digest, body in content_rows(first, entries, pending.contents):
-                        bodies.append((seq, digest, body.encode("utf-8"), at))
-                        body_seqs[digest] = seq
-                entry_rows.extend(rows)
-                index_rows.extend(trail_index.index_rows(entries, body_seqs))
-                results.append(entries)
-            with conn.cursor() as copy_cur:
-                if bodies:
-                    with copy_cur.copy(_COPY_CONTENT) as copy:
-                        for body_row in bodies:
-                            copy.write_row(body_row)
-                if entry_rows:
-                    with copy_cur.copy(_COPY_ENTRIES) as copy:
-                        for entry_row in entry_rows:
-                            copy.write_row(entry_row)
-                if index_rows:
-                    with copy_cur.copy(COPY_TRAIL_INDEX) as copy:
-                        for index_row in index_rows:
-                            copy.write_row(index_row)
-                for statement, values in inserts:
-                    copy_cur.execute(statement, values)
-            conn.execute("COMMIT")
-        except BaseException:
-            if not conn.closed:
-                conn.execute("ROLLBACK")
-            raise
-        return results
-
     async def prune(self, cutoff: str) -> LedgerPruned:
         """Remove entries and content older than ``cutoff`` (see :mod:`.retention`)."""
-        return await asyncio.to_thread(self.prune_sync, cutoff)
+        record: LedgerPruned = await asyncio.wrap_future(
+            self._submit(_prune_work(cutoff), alone=True))
+        return record
 
     def prune_sync(self, cutoff: str) -> LedgerPruned:
-        if self.read_only:
-            raise LedgerError(f"ledger {_safe(self.url)} is open read-only: nothing was pruned")
-        try:
-            with self._connect() as conn, conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (CHAIN_LOCK,))
-                row = conn.execute(sql.HEAD).fetchone()
-                head = (int(row[0]), row[1]) if row else (0, GENESIS)
-                record = retention.plan(lambda q, p: conn.execute(q, p).fetchone(), D, cutoff,
-                                        head[0])
-                rows, _, _ = chain(head, now_iso(), drafts([record]))
-                conn.execute(sql.insert_entries(D), rows[0])
-                if record.removed_entries:
-                    tree.store_prune_rows(conn, D, record.through_seq)  # stand-ins for them
-                    # the record sealing the range is the head now: the owner's
-                    # SECURITY DEFINER function deletes through it, and nothing else can
-                    conn.execute("SELECT overt_prune(%s)", (record.through_seq,))
-        except psycopg.Error as exc:
-            raise LedgerError(f"cannot prune ledger {_safe(self.url)}: {exc}") from exc
+        record: LedgerPruned = self._submit(_prune_work(cutoff), alone=True).result()
         return record
 
     # -- reading ------------------------------------------------------------
@@ -468,7 +364,16 @@ class PostgresLedger:
             yield conn
 
     async def _aread(self, work: Callable[[Any], T]) -> T:
-        return await asyncio.to_thread(self._read, work)
+        return await asyncio.wrap_future(self._read_future(self._read, work))
+
+    def _read_future(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+        """``fn(*args)`` on one of the ledger's reader threads."""
+        if self._closed or self._readers is None:
+            raise LedgerClosed(f"ledger {_safe(self.url)} is closed")
+        try:
+            return self._readers.submit(fn, *args)
+        except RuntimeError as exc:  # shut down by a close meanwhile
+            raise LedgerClosed(f"ledger {_safe(self.url)} is closed") from exc
 
     async def select(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         """The rows of a query on the tables beside the chain (memory reads them so)."""
@@ -543,14 +448,19 @@ class PostgresLedger:
     async def verify(self, *, check_content: bool = True, check_index: bool = True,
                      check_bodies: bool = True, progress: Progress | None = None
                      ) -> VerifyReport:
-        return await asyncio.to_thread(self.verify_sync, check_content=check_content,
-                                       check_index=check_index, check_bodies=check_bodies,
-                                       progress=progress)
+        return await asyncio.wrap_future(self._read_future(
+            self._verify, check_content, check_index, check_bodies, progress))
 
     def verify_sync(self, *, check_content: bool = True, check_index: bool = True,
                     check_bodies: bool = True, progress: Progress | None = None
                     ) -> VerifyReport:
         """:meth:`verify`, for callers without an event loop (see :func:`.pg_read.verify`)."""
+        if self._closed:
+            raise LedgerClosed(f"ledger {_safe(self.url)} is closed")
+        return self._verify(check_content, check_index, check_bodies, progress)
+
+    def _verify(self, check_content: bool, check_index: bool, check_bodies: bool,
+                progress: Progress | None) -> VerifyReport:
         try:
             with self._connect() as conn:
                 return pg_read.verify(conn, check_content, check_index, check_bodies, progress)
@@ -561,20 +471,105 @@ class PostgresLedger:
         await asyncio.to_thread(self.close_sync)
 
     def close_sync(self) -> None:
+        """Answer what is still queued with :class:`LedgerClosed`, let the writer finish
+        the group it holds, stop it and close every connection; safe to call twice
+        (:meth:`overt.ledger.groups.Writer.close`)."""
         if self._closed:
             return
         self._closed = True
-        self._queue.put(None)
-        if self._writer is not None:
-            self._writer.join(timeout=60)
+        self._writer.close()
+        if self._readers is not None:
+            self._readers.shutdown(wait=True)
         if self._pool is not None:
             self._pool.close()
         logging.getLogger(POOL_LOGGER).removeFilter(self._pool_filter)
 
 
-def _lock_head(conn: Any) -> tuple[int, str]:
-    cur = conn.execute(_BEGIN_LOCK_HEAD)
-    cur.nextset()
-    cur.nextset()
-    row = cur.fetchone()
-    return (int(row[0]), row[1]) if row else (0, GENESIS)
+class _Store:
+    """PostgreSQL's part of the writer (:class:`overt.ledger.groups.Store`): a group
+    is one transaction, begun with the chain lock and the head in one round trip;
+    its batches stage their rows, written by ``COPY`` when it commits."""
+
+    def __init__(self, ledger: PostgresLedger) -> None:
+        self._ledger = ledger
+        self._staged = _Staged()
+        self._ended = False  # a batch alone failed: its transaction is rolled back
+
+    def connect(self) -> Any:
+        return self._ledger._connect(autocommit=True)
+
+    def begin(self, conn: Any) -> Head:
+        self._staged, self._ended = _Staged(), False
+        cur = conn.execute(_BEGIN_LOCK_HEAD)
+        cur.nextset()
+        cur.nextset()
+        row = cur.fetchone()
+        return (int(row[0]), row[1]) if row else (0, GENESIS)
+
+    def stage(self, conn: Any, work: Work, head: Head, at: str,
+              alone: bool) -> tuple[Any, Head]:
+        try:
+            return work(conn, head, at, self._staged)
+        except psycopg.Error as exc:  # the transaction is aborted: the group's failure
+            raise Broken(str(exc)) from exc
+        except Exception:
+            if alone:  # the batch is the transaction (a prune may have written): undone
+                try:
+                    self.rollback(conn)
+                except psycopg.Error as exc:
+                    raise Broken(str(exc)) from exc
+                self._ended = True
+            raise
+
+    def commit(self, conn: Any) -> None:
+        if self._ended:
+            return
+        staged, self._staged = self._staged, _Staged()
+        with conn.cursor() as cur:
+            for statement, rows in ((_COPY_CONTENT, staged.bodies),
+                                    (_COPY_ENTRIES, staged.entries)):
+                if rows:
+                    with cur.copy(statement) as copy:
+                        for row in rows:
+                            copy.write_row(row)
+            for statement, values in staged.inserts:
+                cur.execute(statement, values)
+        conn.execute("COMMIT")
+        self._ledger.outage.answered()
+
+    def rollback(self, conn: Any) -> None:
+        self._staged = _Staged()
+        if not conn.closed:
+            conn.execute("ROLLBACK")
+
+    def close(self, conn: Any) -> None:
+        conn.close()
+
+    def refused(self, exc: Exception) -> bool:
+        return isinstance(exc, (psycopg.DataError, psycopg.IntegrityError,
+                                psycopg.ProgrammingError))
+
+    def stale(self, exc: Exception) -> bool:
+        return isinstance(exc, psycopg.OperationalError)
+
+    def failure(self, exc: Exception) -> LedgerError:
+        if isinstance(exc, psycopg.Error):
+            return self._ledger._failure("append", "append to", exc)
+        return LedgerError(f"cannot append to ledger {_safe(self._ledger.url)}: "
+                           f"{type(exc).__name__}: {exc}")
+
+
+def _prune_work(cutoff: str) -> Work:
+    """A prune, in a group of its own: the record sealing the range is the head when
+    the owner's ``overt_prune`` (SECURITY DEFINER) deletes through it, and nothing
+    else can delete."""
+    def work(conn: Any, head: Head, at: str, staged: _Staged) -> tuple[LedgerPruned, Head]:
+        record = retention.plan(lambda q, p: conn.execute(q, p).fetchone(), D, cutoff, head[0])
+        rows, _, head = chain(head, at, drafts([record]))
+        conn.execute(sql.insert_entries(D), rows[0])
+        if record.removed_entries:
+            tree.store_prune_rows(conn, D, record.through_seq)  # the tree's stand-ins for them
+            conn.execute("SELECT overt_prune(%s)", (record.through_seq,))
+        return record, head
+
+    return work

@@ -3,15 +3,24 @@
 The **owner** owns the ledger's schema, its tables and its functions: it runs
 migrations (DDL) and prunes (``overt_prune``, a ``SECURITY DEFINER`` function only
 it may execute, deleting only through the ``through_seq`` sealed by the
-``ledger.pruned`` entry at the head of the chain). The **writer**, the role
-``overt serve`` connects as, may only ``SELECT`` and ``INSERT``: it has no
-``UPDATE``, ``DELETE`` or ``TRUNCATE`` on any table, cannot execute
-``overt_prune``, and the append-only guards refuse any delete not run as the
-owner, whatever the session sets.
+``ledger.pruned`` entry at the head of the chain; only the owner may append that
+entry). The **writer**, the role ``overt serve`` connects as, may ``SELECT`` every
+table and ``INSERT`` into two: ``audit_log`` and ``content_blobs``. Every other
+table (the trail index, the memory tables and their search index, the Merkle
+tree's tiles, ``overt_migrations``) is written by the owner's own code: triggers
+and ``overt_write_<table>`` functions that run as the owner and derive or check
+each row from the chain (:mod:`overt.ledger.schema.derived`); the writer may
+execute those functions and nothing else that runs as the owner. It has no
+``UPDATE``, ``DELETE`` or ``TRUNCATE`` on any table and no DDL, and the
+append-only guards refuse any delete not run as the owner, whatever the session
+sets.
 
-Run once, as a role that may create roles (a superuser or ``CREATEROLE``), after
-the ledger is migrated: ``overt --db URL ledger setup-roles --owner O --writer W``.
-Roles that exist already are reused (their passwords are left as they are).
+Run as a role that may create roles (a superuser or ``CREATEROLE``), after the
+ledger is migrated: ``overt --db URL ledger setup-roles --owner O --writer W``.
+Roles that exist already are reused (their passwords are left as they are). Run it
+again after a migration, or on a ledger set up by an earlier overt: it grants what
+is listed above and revokes everything else the writer held (the same statements
+each time, so a second run changes nothing).
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from __future__ import annotations
 import re
 
 from overt.errors import LedgerError, UsageError
+from overt.ledger.sql import WRITE_FUNCTION_PREFIX
 
 _ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -29,9 +39,15 @@ def _role(name: str) -> str:
     return f'"{name}"'
 
 
+WRITER_TABLES = ("audit_log", "content_blobs")
+"""The tables the writer may ``INSERT`` into (it may ``SELECT`` every table)."""
+
+
 def setup_roles(url: str, owner: str, writer: str) -> list[str]:
-    """Create (or reuse) ``owner`` and ``writer`` and grant them the ledger at ``url``;
-    the statements run, in order (all in one transaction).
+    """Create (or reuse) ``owner`` and ``writer`` and grant them the ledger at ``url``
+    (see the module docstring); the statements run, in order (all in one
+    transaction). Idempotent: what an earlier run, or an earlier overt, granted the
+    writer beyond this is revoked.
 
     Raises:
         UsageError: a role name is not a plain identifier, the two are the same,
@@ -60,27 +76,45 @@ def setup_roles(url: str, owner: str, writer: str) -> list[str]:
                 if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s",
                                     (name,)).fetchone():
                     run(f"CREATE ROLE {quoted} LOGIN")
-            tables = [r[0] for r in conn.execute(
-                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = %s AND c.relkind IN ('r', 'v', 'm', 'p') ORDER BY 1",
-                (schema,)).fetchall()]
-            if "audit_log" not in tables:
+            # every relation of the schema (partitions too: a grant on a partitioned
+            # table is not one on its partitions), none an extension brought
+            relations = conn.execute(
+                "SELECT c.relname, c.relkind = 'S' FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind IN ('r', 'v', 'm', 'p', 'S') "
+                "AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass "
+                "AND d.objid = c.oid AND d.deptype = 'e') ORDER BY 1", (schema,)).fetchall()
+            if "audit_log" not in {name for name, _ in relations}:
                 raise UsageError(f"no ledger in schema {schema}: run `overt ledger migrate` "
                                  "first")
+            functions = conn.execute(
+                "SELECT format('%%I.%%I(%%s)', n.nspname, p.proname, "
+                "pg_get_function_identity_arguments(p.oid)), p.proname, p.prosecdef "
+                "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                "WHERE n.nspname = %s AND p.prokind = 'f' "
+                "AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass "
+                "AND d.objid = p.oid AND d.deptype = 'e') ORDER BY 1", (schema,)).fetchall()
             run(f"ALTER SCHEMA {s} OWNER TO {o}")
+            run(f"REVOKE ALL ON SCHEMA {s} FROM {w}")
             run(f"GRANT USAGE ON SCHEMA {s} TO {w}")
-            run(f"REVOKE CREATE ON SCHEMA {s} FROM {w}")
-            for table in tables:
-                run(f'ALTER TABLE {s}."{table}" OWNER TO {o}')
-                run(f'REVOKE ALL ON {s}."{table}" FROM {w}, PUBLIC')
-                run(f'GRANT SELECT, INSERT ON {s}."{table}" TO {w}')
-            run(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {s} TO {w}")
-            for function in ("overt_append_only()", "overt_sealed_through()",
-                             "overt_prune(bigint)"):
-                run(f"ALTER FUNCTION {s}.{function} OWNER TO {o}")
-            run(f"REVOKE ALL ON FUNCTION {s}.overt_prune(bigint) FROM PUBLIC, {w}")
+            for name, sequence in relations:
+                if not sequence:  # (a sequence goes with the table whose column owns it)
+                    run(f'ALTER TABLE {s}."{name}" OWNER TO {o}')
+                run(f'REVOKE ALL ON {s}."{name}" FROM {w}, PUBLIC')
+                run(f'GRANT SELECT ON {s}."{name}" TO {w}')
+            run(f"GRANT INSERT ON {', '.join(f'{s}.{t}' for t in WRITER_TABLES)} TO {w}")
+            for signature, name, definer in functions:
+                run(f"ALTER FUNCTION {signature} OWNER TO {o}")
+                if definer:  # runs as the owner: only what the writer is meant to call
+                    run(f"REVOKE ALL ON FUNCTION {signature} FROM PUBLIC, {w}")
+                    if name.startswith(WRITE_FUNCTION_PREFIX):
+                        run(f"GRANT EXECUTE ON FUNCTION {signature} TO {w}")
+            # tables a later migration creates: the writer reads them, and nothing more
+            # (an earlier overt also granted INSERT here)
             run(f"ALTER DEFAULT PRIVILEGES FOR ROLE {o} IN SCHEMA {s} "
-                f"GRANT SELECT, INSERT ON TABLES TO {w}")
+                f"REVOKE ALL ON TABLES FROM {w}")
+            run(f"ALTER DEFAULT PRIVILEGES FOR ROLE {o} IN SCHEMA {s} "
+                f"GRANT SELECT ON TABLES TO {w}")
     except psycopg.Error as exc:
         raise LedgerError(f"cannot set up roles: {exc}") from exc
     return done

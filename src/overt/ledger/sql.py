@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from overt.ledger import trail_index
-from overt.ledger.chain import CONTENT_CANDIDATES, ENTRY_COLUMNS
+from overt.ledger.chain import BODY_FIELDS, CONTENT_CANDIDATES, ENTRY_COLUMNS
 
 # Kinds that mean a turn is waiting on something outside it (an approval); a
 # turn whose latest such entry has no completion after it is never pruned.
@@ -194,8 +194,19 @@ def unresumed_replies(d: Dialect) -> str:
             f"AND {d.text('claim', 'r.data')} IS NOT NULL) ORDER BY p.seq")
 
 
+WRITE_FUNCTION_PREFIX = "overt_write_"
+"""On PostgreSQL a row beside the chain is written through ``overt_write_<table>``, a
+``SECURITY DEFINER`` function of the ledger's owner that checks the row against the
+chain (migration 17, :mod:`overt.ledger.schema.derived`); the writer role may execute
+it and has no ``INSERT`` on the table itself."""
+
+
 def insert_row(d: Dialect, table: str, columns: Sequence[str]) -> str:
-    """An insert into a table that records beside the chain (memory, ...).
+    """The statement that writes a row of a table that records beside the chain
+    (memory, the Merkle tree's tiles), its values the parameters in ``columns``
+    order: on SQLite an ``INSERT``; on PostgreSQL a call of the owner's
+    ``overt_write_<table>(p_<column> => ...)``, which refuses a row the chain does
+    not record (see :data:`WRITE_FUNCTION_PREFIX`).
 
     Raises:
         ValueError: the table or a column is not a plain identifier, or is one of
@@ -206,6 +217,9 @@ def insert_row(d: Dialect, table: str, columns: Sequence[str]) -> str:
             raise ValueError(f"not a plain SQL identifier: {name!r}")
     if table in ("audit_log", "content_blobs", "trail_index", "overt_migrations"):
         raise ValueError(f"{table} is written only by the chain itself")
+    if d.name == "postgres":
+        args = ", ".join(f"p_{c} => {d.ph}" for c in columns)
+        return f"SELECT {WRITE_FUNCTION_PREFIX}{table}({args})"
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({d.phs(len(columns))})"
 
 
@@ -330,6 +344,52 @@ def trail_index_fill(d: Dialect) -> str:
             "ORDER BY a.seq")
 
 
+def _derived_field(field: str) -> str:
+    """A trail-index column computed in SQL from entry ``a`` (its data as ``jsonb`` in
+    ``a.v``) exactly as :func:`overt.ledger.trail_index.index_row` computes it: numbers
+    in the number columns, a string as itself, another value as its canonical JSON
+    (the exact text of the field in the stored canonical ``data``), ``NULL`` for a
+    kind without the field."""
+    kinds = ", ".join(f"'{k}'" for k, fields in trail_index.TRAIL_FIELDS.items()
+                      if field in fields)
+    j, raw = f"a.v -> '{field}'", "a.data::json"
+    if field in trail_index.INTEGER_FIELDS:  # an int, not 3.0 nor 1e2 (the text as written)
+        value = (f"CASE WHEN jsonb_typeof({j}) = 'number' THEN CASE WHEN ({raw} ->> '{field}') "
+                 f"~ '^-?[0-9]+$' THEN (a.v ->> '{field}')::bigint END END")
+    elif field in trail_index.REAL_FIELDS:
+        value = f"CASE WHEN jsonb_typeof({j}) = 'number' THEN (a.v ->> '{field}')::float8 END"
+    else:
+        value = (f"CASE jsonb_typeof({j}) WHEN 'string' THEN a.v ->> '{field}' "
+                 f"WHEN 'null' THEN NULL ELSE ({raw} -> '{field}')::text END")
+    return f"CASE WHEN a.kind IN ({kinds}) THEN {value} END"
+
+
+def trail_index_derive(entries: str) -> str:
+    """PostgreSQL: insert the trail-index rows of the entries in relation ``entries``
+    (the statement's new rows, in the trigger of migration 17), computed from each
+    entry as :func:`overt.ledger.trail_index.index_row` does, the body found as
+    ``verify`` finds it (:func:`body_of`). A row already there is left as it is (an
+    earlier overt's writer inserts its own; ``verify`` checks every row)."""
+    digest = {kind: f"CASE WHEN jsonb_typeof(a.v -> '{field}') = 'string' "
+                    f"THEN a.v ->> '{field}' END"
+              for kind, field in trail_index.BODY_FIELDS.items()}
+    columns = {
+        "session_id": "coalesce(a.session_id, '')", "seq": "a.seq", "turn_id": "a.turn_id",
+        "kind": "a.kind", "at": "a.at",
+        "body_digest": "CASE a.kind " + " ".join(
+            f"WHEN '{k}' THEN {v}" for k, v in digest.items()) + " END",
+        "body_seq": body_of(POSTGRES, "seq"),
+        **{f: _derived_field(f) for f in trail_index.FIELD_COLUMNS},
+    }
+    assert tuple(columns) == trail_index.COLUMNS
+    return (f"WITH a AS MATERIALIZED (SELECT seq, kind, at, turn_id, session_id, data, "
+            f"data::jsonb AS v FROM {entries} WHERE kind IN ({_TRAIL_KINDS}) "
+            f"AND turn_id IS NOT NULL) "
+            f"INSERT INTO trail_index ({', '.join(columns)}) "
+            f"SELECT {', '.join(columns.values())} FROM a ORDER BY a.seq "
+            f"ON CONFLICT DO NOTHING")
+
+
 def insert_trail_index(d: Dialect) -> str:
     return (f"INSERT INTO trail_index ({', '.join(trail_index.COLUMNS)}) "
             f"VALUES ({d.phs(len(trail_index.COLUMNS))})")
@@ -411,20 +471,6 @@ def last_error(d: Dialect) -> str:
 
 VERIFY = f"SELECT {ENTRY_COLUMNS} FROM audit_log ORDER BY seq"
 
-def verify_total(*, index: bool, content: bool, bodies: bool) -> str:
-    """How many rows a verify reads (for its progress): the chain's entries, then as
-    checked, the trail index's rows, the bodies, and the chain's entries again for
-    the bodies they point to."""
-    parts = ["(SELECT count(*) FROM audit_log)"]
-    if index:
-        parts.append("(SELECT count(*) FROM trail_index)")
-    if content:
-        parts.append("(SELECT count(*) FROM content_blobs)")
-        if bodies:
-            parts.append("(SELECT count(*) FROM audit_log)")
-    return "SELECT " + " + ".join(parts)
-
-
 # SQLite builds each entry's hash preimage (prev_hash, a newline, the payload) as
 # bytes itself (json_quote escapes exactly as Python's json does; a test holds
 # them equal), so verify only hashes in Python.
@@ -498,7 +544,5 @@ def delete_entries_through(d: Dialect) -> str:
 def body_pointers(d: Dialect) -> str:
     """(seq, one column per :data:`overt.ledger.chain.BODY_FIELDS`) of every entry
     pointing to a body, in ``seq`` order."""
-    from overt.ledger.chain import BODY_FIELDS  # chain imports nothing from here
-
     columns = ", ".join(d.text(f) for f in BODY_FIELDS)
     return f"SELECT seq, {columns} FROM audit_log ORDER BY seq"

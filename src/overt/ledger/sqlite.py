@@ -1,13 +1,11 @@
 """The embedded ledger: one SQLite file in WAL mode, the same shape as PostgreSQL's.
 
-Appends run in one writer thread per ledger, with group commit: :meth:`record`
-queues its batch and waits; the writer takes every batch waiting, opens one
-``BEGIN IMMEDIATE`` transaction (SQLite's write lock, so processes sharing the
-file take turns), reads the chain head there (another process may have moved
-it), stores each batch under a savepoint of its own, commits, and only then
-answers each caller. A turn never acts before its records are committed;
-concurrent turns share the commit. A batch whose once-only claim is taken, or
-that the database refuses, is rolled back to its savepoint and fails alone.
+Appends run in the ledger's writer thread, with group commit and its failure
+rules (:mod:`overt.ledger.groups`). Here a group's transaction is
+``BEGIN IMMEDIATE`` (SQLite's write lock, so processes sharing the file take
+turns), and each batch is stored under a savepoint of its own: one whose
+once-only claim is taken, or that the database refuses, is rolled back to it and
+fails alone.
 
 Reads run on a small pool of threads, each with its own connection, so no
 method blocks the event loop; WAL lets them read while the writer writes, and
@@ -26,13 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import queue
 import shutil
 import sqlite3
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -65,7 +61,7 @@ from overt.ledger.chain import (
     verify_rows,
     with_body_check,
 )
-from overt.ledger.groups import next_group
+from overt.ledger.groups import Broken, Head, Writer
 from overt.ledger.notify import AppendSignal
 from overt.ledger.schema import refuse_newer
 from overt.ledger.schema.sqlite import (
@@ -79,19 +75,11 @@ from overt.ledger.schema.sqlite import (
 from overt.ledger.sql import SQLITE as D
 from overt.ledger.sqlite_conn import connect, refuse_absent, split_sql, transaction
 
-MAX_BATCH = 512
 READERS = 4
 T = TypeVar("T")
-Head = tuple[int, str]
 Work = Callable[[sqlite3.Connection, Head, str], tuple[Any, Head]]
 """A batch's part of a group transaction: given the connection, the head and the
 group's time, it stores its rows and returns its result and the new head."""
-
-
-@dataclass(slots=True)
-class _Pending:
-    work: Work
-    future: concurrent.futures.Future[Any]
 
 
 class SqliteLedger:
@@ -106,8 +94,9 @@ class SqliteLedger:
         self.read_only = read_only
         """Opened read-only: every write is refused (:class:`LedgerError`), nothing written."""
         self._temporary = temporary
-        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
-        self._writer: threading.Thread | None = None
+        self._writer: Writer[sqlite3.Connection, Work] = Writer(
+            _Store(path), f"ledger {path}", thread_name="overt-ledger-writer",
+            notify=self._notify)
         self._readers = concurrent.futures.ThreadPoolExecutor(
             READERS, thread_name_prefix="overt-ledger-reader")
         self._local = threading.local()
@@ -166,8 +155,8 @@ class SqliteLedger:
             ledger._readers.shutdown()
             ledger._remove_temporary()
             raise
-        ledger._writer = threading.Thread(target=ledger._write_loop, args=(conn,), daemon=True,
-                                          name="overt-ledger-writer")
+        ledger._writer = Writer(_Store(p), f"ledger {p}", thread_name="overt-ledger-writer",
+                                notify=ledger._notify, conn=conn)
         ledger._writer.start()
         return ledger
 
@@ -272,81 +261,13 @@ class SqliteLedger:
 
         return work
 
-    def _submit(self, work: Work) -> concurrent.futures.Future[Any]:
-        if self._closed:
-            raise LedgerClosed(f"ledger {self.path} is closed")
+    def _submit(self, work: Work, *, alone: bool = False) -> concurrent.futures.Future[Any]:
         if self.read_only:
             raise LedgerError(f"ledger {self.path} is open read-only: nothing was written")
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        # running from now: a caller cancelled while waiting cannot take back a batch
-        # the writer may be committing (and the writer's answer never meets a cancel)
-        future.set_running_or_notify_cancel()
-        self._queue.put(_Pending(work, future))
-        return future
+        return self._writer.submit(work, alone=alone)
 
-    def _write_loop(self, conn: sqlite3.Connection) -> None:
-        try:
-            while True:
-                group, stop = next_group(self._queue, MAX_BATCH)
-                if group:
-                    self._commit_group(conn, group)
-                if stop:
-                    return
-        finally:
-            conn.close()
-
-    def _commit_group(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:
-        """Commit ``group`` in one transaction, each batch under its own savepoint;
-        then answer each caller (a batch that failed, with its error)."""
-        results: list[tuple[bool, Any]] = []
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = conn.execute(sql.HEAD).fetchone()
-                head: Head = (int(row[0]), row[1]) if row else (0, GENESIS)
-                at = now_iso()
-                shared = len(group) > 1  # a batch alone needs no savepoint: it is the transaction
-                for pending in group:
-                    if shared:
-                        conn.execute("SAVEPOINT batch")
-                    try:
-                        result, head = pending.work(conn, head, at)
-                    except Exception as exc:  # noqa: BLE001  this batch alone fails, answered with it
-                        conn.execute("ROLLBACK TO batch" if shared else "ROLLBACK")
-                        if shared:
-                            conn.execute("RELEASE batch")
-                        results.append((False, self._error(exc)))
-                        continue
-                    if shared:
-                        conn.execute("RELEASE batch")
-                    results.append((True, result))
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        except Exception as exc:  # noqa: BLE001  nothing committed: every caller told why
-            error = LedgerError(f"cannot write ledger {self.path}: {exc}")
-            for pending in group:
-                pending.future.set_exception(error)
-            return
-        last, turns = 0, set[str | None]()
-        for pending, (ok, result) in zip(group, results, strict=True):
-            if not ok:
-                pending.future.set_exception(result)
-                continue
-            pending.future.set_result(result)
-            if isinstance(result, list) and result:
-                last = max(last, result[-1].seq)
-                turns.update(e.turn_id for e in result)
-        if last:
-            self.appended.notify(last, turns)
-
-    def _error(self, exc: Exception) -> Exception:
-        if isinstance(exc, (LedgerError, LedgerConflict)):
-            return exc
-        return LedgerError(f"cannot append to ledger {self.path}: {exc}")
+    def _notify(self, last: int, turns: set[str | None]) -> None:
+        self.appended.notify(last, turns)
 
     async def claimed(self, kind: str, claim: str) -> Entry | None:
         rows = await self._aquery(sql.claim_exists(D), (kind, claim))
@@ -354,11 +275,12 @@ class SqliteLedger:
 
     async def prune(self, cutoff: str) -> LedgerPruned:
         """Remove entries and content older than ``cutoff`` (see :mod:`.retention`)."""
-        record: LedgerPruned = await asyncio.wrap_future(self._submit(self._prune_work(cutoff)))
+        record: LedgerPruned = await asyncio.wrap_future(
+            self._submit(self._prune_work(cutoff), alone=True))
         return record
 
     def prune_sync(self, cutoff: str) -> LedgerPruned:
-        record: LedgerPruned = self._submit(self._prune_work(cutoff)).result()
+        record: LedgerPruned = self._submit(self._prune_work(cutoff), alone=True).result()
         return record
 
     @staticmethod
@@ -401,7 +323,10 @@ class SqliteLedger:
                      ) -> concurrent.futures.Future[T]:
         if self._closed:
             raise LedgerClosed(f"ledger {self.path} is closed")
-        return self._readers.submit(self._run, work)
+        try:
+            return self._readers.submit(self._run, work)
+        except RuntimeError as exc:  # shut down by a close meanwhile
+            raise LedgerClosed(f"ledger {self.path} is closed") from exc
 
     async def _aread(self, work: Callable[[sqlite3.Connection], T]) -> T:
         return await asyncio.wrap_future(self._read_future(work))
@@ -490,14 +415,13 @@ class SqliteLedger:
         await asyncio.to_thread(self.close_sync)
 
     def close_sync(self) -> None:
-        """Commit what is queued, stop the writer and close every connection; safe to
-        call twice."""
+        """Answer what is still queued with :class:`LedgerClosed`, let the writer finish
+        the group it holds, stop it and close every connection; safe to call twice
+        (:meth:`overt.ledger.groups.Writer.close`)."""
         if self._closed:
             return
         self._closed = True
-        self._queue.put(None)
-        if self._writer is not None:
-            self._writer.join()
+        self._writer.close()
         self._readers.shutdown(wait=True)
         with self._conns_lock:
             for conn in self._reader_conns:
@@ -508,6 +432,66 @@ class SqliteLedger:
     def _remove_temporary(self) -> None:
         if self._temporary is not None:
             shutil.rmtree(self._temporary, ignore_errors=True)
+
+
+class _Store:
+    """SQLite's part of the writer (:class:`overt.ledger.groups.Store`)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def connect(self) -> sqlite3.Connection:
+        return connect(self.path)
+
+    def begin(self, conn: sqlite3.Connection) -> Head:
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute(sql.HEAD).fetchone()
+        return (int(row[0]), row[1]) if row else (0, GENESIS)
+
+    def stage(self, conn: sqlite3.Connection, work: Work, head: Head, at: str,
+              alone: bool) -> tuple[Any, Head]:
+        """A batch alone is the transaction; in a group, it is a savepoint of its own."""
+        if not alone:
+            _undo(conn, "SAVEPOINT batch")
+        try:
+            result, head = work(conn, head, at)
+        except Exception:
+            _undo(conn, "ROLLBACK" if alone else "ROLLBACK TO batch")
+            if not alone:
+                _undo(conn, "RELEASE batch")
+            raise
+        if not alone:
+            _undo(conn, "RELEASE batch")
+        return result, head
+
+    def commit(self, conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:  # a batch alone that failed has rolled it back
+            conn.execute("COMMIT")
+
+    def rollback(self, conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+    def close(self, conn: sqlite3.Connection) -> None:
+        conn.close()
+
+    def refused(self, exc: Exception) -> bool:
+        return False  # each batch has its savepoint: a refused one already failed alone
+
+    def stale(self, exc: Exception) -> bool:
+        return False
+
+    def failure(self, exc: Exception) -> LedgerError:
+        return LedgerError(f"cannot write ledger {self.path}: {exc}")
+
+
+def _undo(conn: sqlite3.Connection, statement: str) -> None:
+    """A statement of the group's transaction itself (a savepoint): its failure is
+    the group's (:class:`~overt.ledger.groups.Broken`)."""
+    try:
+        conn.execute(statement)
+    except sqlite3.Error as exc:
+        raise Broken(statement) from exc
 
 
 def _verify(conn: sqlite3.Connection, check_content: bool, check_index: bool,

@@ -13,7 +13,9 @@ digest of the body it shows and the ``seq`` the body is stored under in
 table is.
 
 It is derived, never a source of truth: written from the chain's entries in the
-transaction that stores them (by each backend's writer), filled from the chain
+transaction that stores them (SQLite: by its writer, :func:`inserts`; PostgreSQL: by
+the owner's trigger on ``audit_log``, :func:`overt.ledger.sql.trail_index_derive`,
+migration 17, so the writer role has no ``INSERT`` on it), filled from the chain
 by the migration that created it, pruned with the chain, guarded append-only
 like the other tables, and checked against the chain by ``verify``
 (:func:`check`), so an index altered behind the ledger's back is reported, not
@@ -142,8 +144,7 @@ def inserts(entries: Iterable[Entry], body_seqs: dict[str, int],
     naming only each kind's columns, with their rows (``ph``: the placeholder).
 
     The same rows are stored; but a statement binding all of :data:`COLUMNS`, most
-    of them ``NULL``, cost SQLite three times as much per row (41 µs against 12
-    for a commit of five steps).
+    of them ``NULL``, costs SQLite several times as much per row.
     """
     by_kind: dict[str, list[IndexRow]] = {}
     for e in entries:

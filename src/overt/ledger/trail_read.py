@@ -2,12 +2,12 @@
 fields its kind has.
 
 A trail of 10,000 turns is 80,000 rows, and the database driver's cost is per
-value handed to Python (about 50 ns each, ``NULL`` or not), so a row of every
+value handed to Python (``NULL`` or not), so a row of every
 kind's columns, most of them ``NULL``, costs more than rows of their own kind's
 fields. The index is keyed by (session, kind, seq), so each read below is one
 range per kind, in ``seq`` order. The kinds are read in three groups, in one
-snapshot (the events read kind by kind, with exactly each kind's columns,
-measured the same, for a statement and a loop more per kind):
+snapshot (reading the events kind by kind, with exactly each kind's columns,
+costs the same, for a statement and a loop more per kind):
 
 - **turns** (``turn.started``), with the message body: :data:`TURN_COLUMNS`;
 - **steps** (``reasoning.step``, five of every eight rows), with the step's

@@ -53,6 +53,7 @@ own, or a connection's inside a transaction), with the dialect's placeholder.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
@@ -315,9 +316,15 @@ async def fill(select: AsyncSelect, d: Dialect, size: int | None = None) -> Tree
     (:attr:`Tree.new_nodes`), and the stored ones that differ (:attr:`Tree.bad`)."""
     tree = await Tree.load(select, d, size)
     await tree.read(select, 0, tree.size)
+    # Hashing every leaf is seconds of CPU on a large ledger: off the event loop, so a
+    # server's turns and /healthz go on while its checkpointer signs.
+    await asyncio.to_thread(_recompute, tree)
+    return tree
+
+
+def _recompute(tree: Tree) -> None:
     tree.tiles()
     tree.root()
-    return tree
 
 
 def _tile(leaves: list[bytes]) -> bytes:
@@ -364,8 +371,10 @@ def prune_rows(select: SyncSelect, d: Dialect, through: int) -> list[NodeRow]:
 
 def store_prune_rows(conn: Any, d: Dialect, through: int) -> None:
     """:func:`prune_rows` inserted on ``conn`` (either backend's connection, inside the
-    prune's transaction, before it deletes)."""
-    from overt.ledger.sql import insert_row
-
-    for table, values in prune_rows(lambda q, p: conn.execute(q, p).fetchall(), d, through):
-        conn.execute(insert_row(d, table, list(values)), tuple(values.values()))
+    prune's transaction, before it deletes). A plain ``INSERT``: a prune runs as the
+    ledger's owner, and on PostgreSQL only the owner may write these (the writer's
+    tiles go through ``overt_write_merkle_nodes``, which recomputes them, see
+    :mod:`overt.ledger.schema.derived`)."""
+    insert = f"INSERT INTO merkle_nodes (level, first_leaf, hash) VALUES ({d.phs(3)})"
+    for _, values in prune_rows(lambda q, p: conn.execute(q, p).fetchall(), d, through):
+        conn.execute(insert, (values["level"], values["first_leaf"], values["hash"]))

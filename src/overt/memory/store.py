@@ -1,7 +1,10 @@
 """Reads and writes of the memory graph over a ledger, on SQLite or PostgreSQL.
 
 Writes go through :meth:`Ledger.record`: the ``node.*`` / ``link.*`` event and
-the memory row are one transaction, so a node never exists without its record.
+the memory row are one transaction, so a node never exists without its record. On
+PostgreSQL the row goes in through the owner's ``overt_write_<table>``, which
+refuses a row its entry does not record (:mod:`overt.ledger.schema.derived`): the
+writer role has no ``INSERT`` on the memory tables.
 Reads go through the ledger's own connection (``select``). The SQL is written
 once over a :class:`~overt.ledger.sql.Dialect`; only full-text search differs
 by backend (:mod:`overt.memory.search_sql`).

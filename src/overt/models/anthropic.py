@@ -196,7 +196,7 @@ class AnthropicModel:
             text=reply.text, tool_calls=reply.tool_calls, model=self.name,
             usage=Usage(reply.input_tokens, reply.output_tokens, self._cost(reply)),
             stop_reason=reply.stop_reason, reasoning=reply.reasoning,
-            info={k: v for k, v in info.items() if v is not None})
+            info={k: v for k, v in info.items() if v is not None}, sent=params)
 
     async def aclose(self) -> None:
         """Close the HTTP connections (the model stays usable: a later call reopens them)."""

@@ -9,9 +9,19 @@ every model still answers through ``complete``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, get_args, runtime_checkable
 
 from overt.types import ModelRequest, ModelResponse, ToolSpec
+
+AdapterDecision = Literal["tools_hidden", "reply_redecoded", "grammar_applied",
+                          "answer_without_tools"]
+"""What an adapter may decide on its own for one reply (``ModelResponse.decisions``):
+``tools_hidden``: it did not show the model every tool offered; ``reply_redecoded``:
+it decoded the reply again (the embedded model's "no tool" choice);
+``grammar_applied``: a grammar shaped a tool call; ``answer_without_tools``: it sent
+the call after tool results as an answer call without tools. A closed set: the audit
+tier records nothing else."""
+ADAPTER_DECISIONS: tuple[str, ...] = get_args(AdapterDecision)
 
 TextSink = Callable[[str], None]
 """Where a streaming model sends each piece of answer text as it is generated."""

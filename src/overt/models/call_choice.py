@@ -75,9 +75,8 @@ _JSON_FENCE = re.compile(r"^\s*```[ \t]*(?:json|JSON)?[ \t]*\n\s*[\[{]")
 
 def listing(tools: Sequence[ToolSpec], decline: bool = True) -> tuple[ToolSpec, ...]:
     """The tools as the model is shown them: as offered, then :data:`DECLINE` (with
-    ``decline``). Listing the tools that only read first was tried and dropped: the
-    0.5B model then called ``get_operational_state`` for "こんにちは" and still wrote a
-    node for "what's the staging host?"."""
+    ``decline``). The order is the one the tools were offered in: reordering it
+    (the tools that only read first) makes a small model call tools for greetings."""
     return (*tools, DECLINE) if decline else tuple(tools)
 
 

@@ -3,8 +3,8 @@
 llama-cpp-python's ``generate`` samples through one llama.cpp sampler chain
 (penalties, grammar, then greedy or top-k/top-p/temperature). A grammar in
 that chain tests every one of the vocabulary's 151,936 tokens against the
-grammar at every step: 7-14 ms a token on the 2-core machine, more than a
-third of what generating a token costs, for the ~30 tokens of a tool call.
+grammar at every step: on a small CPU, a large part of what generating a token
+costs, for the ~30 tokens of a tool call.
 
 :class:`TokenPicker` does what llama.cpp's own ``common_sampler`` does: it
 samples without the grammar, tests only the token picked, and only when the

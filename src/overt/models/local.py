@@ -36,24 +36,10 @@ it calls a tool again instead of answering, round after round. So:
    (:func:`overt.models.qwen_chat.answer_messages`). One tool round per
    question, with every call of that round answered.
 
-Measured on a 2-core x86 CPU (AVX2), greedy, repeat penalty 1.05, with the
-shipped system prompt and the two built-in tools; 6 questions that need a
-tool, 3 that do not:
-
-- valid calls (an offered name, arguments that fit the tool's schema): every
-  call with the grammar (6/6); 1/6 without it (the others invented arguments
-  such as ``{"type": "string"}`` or echoed the schema itself);
-- decisions: 5/6 tool questions made a call (one answered without a tool; one
-  picked the wrong tool; one asked "this week" got ``period: "today"``); 1/3
-  plain questions ("what is 2+2?") made a needless call; a ``package.json``
-  request was not taken for a call;
-- answer turns: 6/6 plain answers citing returned values with the folded user
-  message; 0/6 with the native rendering (each called a tool again); 0/6 with
-  tools dropped but results left in ``<tool_response>`` blocks (it echoed
-  the JSON or invented values);
-- time: ~1.6 s to load; a tool turn 5-9 s (≈680 prompt tokens at ≈80
-  tokens/s; the system prompt's prefix is reused from the KV cache between
-  calls), an answer turn 2-4 s; generation ≈25 tokens/s.
+The grammar is what makes a small model's calls valid: without it, a small model
+invents arguments (``{"type": "string"}``) or echoes the schema; and the folded
+answer turn is what makes it answer from the returned values instead of calling a
+tool again or echoing the JSON.
 
 Template markup is tokenized with special tokens parsed, message content and
 tool results without: a tool result holding ``<|im_start|>`` stays text and
@@ -285,7 +271,7 @@ class LocalModel:
     def warm(self, request: ModelRequest) -> None:
         """Load the weights and have the KV cache, and the prefix cache, hold the system
         turn ``request`` makes (blocking). After a change of prompt or tools that is a
-        prefill of ~2,600 tokens (about 16 s for the 1.5B model on 2 cores) done before
+        prefill of ~2,600 tokens (tens of seconds on a small CPU) done before
         anyone asks; otherwise a read from disk. (The answer turn's system turn, the
         same prompt without the tools, is never cached: it shares most of its tokens
         with the call turn's, which llama.cpp's prefix match reuses.)
@@ -380,24 +366,37 @@ class LocalModel:
         offered: Sequence[ToolSpec] = request.tools
         if has_tool_results(messages) and self.answer_style == "user_message":
             messages, offered = answer_messages(messages), ()
+        decisions: list[str] = []
+        if len(offered) < len(request.tools):
+            decisions.append("answer_without_tools")
         shown = self.shown_tools(offered)
         choice = (callable_tools(choosable(shown, messages), ids_in(messages))
                   if self.grammar else [])
+        if {t.name for t in offered} - {t.name for t in choice} and choice:
+            decisions.append("tools_hidden")  # a call may only name the choosable ones
+        prompts: list[str] = []
         raw, prompt_len, generated, finish, constrained, budget = self._reply(
-            llm, request, messages, shown, choice, on_text)
+            llm, request, messages, shown, choice, on_text, prompts=prompts)
         text, reasoning = split_reasoning(raw)
         text, calls = parse_tool_calls(text, [t.name for t in request.tools])
         if any(c.name == DECLINE.name for c in calls):  # no tool: answer without one
             raw, again, more, finish, _, budget = self._reply(
-                llm, request, messages, (), [], on_text, opening=decline_opening(messages))
+                llm, request, messages, (), [], on_text, opening=decline_opening(messages),
+                prompts=prompts)
             prompt_len, generated = prompt_len + again, generated + more
             text, reasoning = split_reasoning(raw)
             calls = ()
+            decisions.append("reply_redecoded")
+        if constrained:
+            decisions.append("grammar_applied")
         stop = "tool_use" if calls else ("max_tokens" if finish == "length" else "end_turn")
+        info = self._info(budget, constrained)
+        sent = {"prompts": prompts, "grammar_tools": [t.name for t in choice] or None,
+                "model_sha256": self._sha256, "seed": self.seed, "sampling": info["sampling"]}
         return ModelResponse(
             text=text, tool_calls=calls, model=self.name, stop_reason=stop, reasoning=reasoning,
             usage=Usage(input_tokens=prompt_len, output_tokens=generated, cost_usd=0.0),
-            info=self._info(budget, constrained),
+            info=info, sent=sent, decisions=tuple(decisions),
         )
 
     def shown_tools(self, offered: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
@@ -409,11 +408,14 @@ class LocalModel:
     def _reply(self, llm: Any, request: ModelRequest, messages: Sequence[Message],
                shown: Sequence[ToolSpec], choice: Sequence[ToolSpec],
                on_text: Callable[[str], None] | None,
-               opening: str = "") -> tuple[str, int, int, str, bool, int]:
+               opening: str = "", prompts: list[str] | None = None
+               ) -> tuple[str, int, int, str, bool, int]:
         """Decode one reply to ``messages`` with ``shown`` listed and a call limited to
         ``choice``, after ``opening`` (text the reply is made to begin with): (raw text,
         prompt tokens, generated, finish, grammar used, budget)."""
         segments = render_segments(messages, shown)
+        if prompts is not None:  # the text rendered for the model (``sent``)
+            prompts.append(_joined([*segments, (opening, False)]))
         prompt = self._tokens(llm, [*segments, (opening, False)])
         self._warm_prefix(llm, self._tokens(llm, _system_turn(segments)))
         room = self.n_ctx - len(prompt)

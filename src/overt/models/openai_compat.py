@@ -362,7 +362,8 @@ class OpenAICompatModel:
         }
         return ModelResponse(text=text, tool_calls=calls, model=self.name, stop_reason=stop,
                              reasoning=reasoning, usage=Usage(tokens_in, tokens_out, cost),
-                             info=info)
+                             info=info, sent=dict(body),
+                             decisions=("answer_without_tools",) if folded else ())
 
 
 def _tokens(value: object) -> int:

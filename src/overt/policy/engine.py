@@ -5,7 +5,7 @@ with :data:`~overt.policy.rules.DEFAULT_RULES`, so every call gets a decision.
 What a rule matches besides arguments (tool, source, route, actor, mutating)
 is the same for every call of one tool in one place, so the candidates for
 that key are computed once and cached: a call then only tests argument
-conditions, which keeps a 50-rule policy well under the 30 µs a call may spend.
+conditions.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from overt.errors import ConfigError
+from overt.ledger.canonical import canonical_json, digest_text
 from overt.policy.rules import DEFAULT_RULES, Effect, Rule
 
 
@@ -47,6 +48,10 @@ class Policy:
         self.rules: tuple[Rule, ...] = tuple(r for _, r in ordered) + (
             DEFAULT_RULES if defaults else ())
         self._candidates: dict[_CacheKey, tuple[Rule, ...]] = {}
+        self.text = canonical_json([rule_form(r) for r in self.rules])
+        """The rules in force, in the order checked, as canonical JSON (what a decision's
+        ``policy_digest`` names in the content tier)."""
+        self.digest = digest_text(self.text)
 
     def decide(self, tool: str, arguments: Mapping[str, Any], *, source: str, route: str,
                actor: str, mutating: bool) -> Decision:
@@ -65,3 +70,26 @@ class Policy:
         # Only a policy built without defaults gets here: nothing matched, so deny.
         return Decision("deny", "no_rule_matched", "no policy rule matches this call",
                         "(none)", tuple(r.name for r in candidates))
+
+
+def rule_form(rule: Rule) -> dict[str, Any]:
+    """A rule as the policy's canonical text holds it (config's shape)."""
+    return {"name": rule.name, "effect": rule.effect, "reason_code": rule.reason_code,
+            "message": rule.message, "priority": rule.priority, "tools": list(rule.tools),
+            "sources": _listed(rule.sources), "routes": _listed(rule.routes),
+            "actors": _listed(rule.actors), "mutating": rule.mutating,
+            "when": [{"arg": c.arg, "op": c.op, "value": _jsonable(c.value)}
+                     for c in rule.when]}
+
+
+def _listed(value: tuple[str, ...] | None) -> list[str] | None:
+    return list(value) if value is not None else None
+
+
+def _jsonable(value: Any) -> Any:
+    value = list(value) if isinstance(value, tuple) else value
+    try:
+        canonical_json(value)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value

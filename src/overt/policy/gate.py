@@ -99,5 +99,6 @@ class Gate:
             reason_code=reason_code, message=message, rule=rule,
             rules_evaluated=list(evaluated), args_sha256=args_digest, actor=str(actor),
             source=source, route=route, mutating=mutating, capability=capability,
-            capability_granted=held.granted, path=path, approval_request_id=approved_request)
+            capability_granted=held.granted, path=path, approval_request_id=approved_request,
+            policy_digest=self.policy.digest)
         return Verdict(effect, reason_code, message, held, event)

@@ -9,7 +9,6 @@ next to what the call did and who let it through.
 
 from __future__ import annotations
 
-import gc
 import operator
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -26,8 +25,8 @@ class Step(NamedTuple):
     """One reasoning step. ``content`` is ``None`` when its text was pruned.
 
     The trail's records are named tuples, not frozen dataclasses: as immutable
-    and as typed, and built five times faster (a frozen dataclass sets each
-    field through ``object.__setattr__``), which counts at 50,000 steps.
+    and as typed, and cheaper to build (a frozen dataclass sets each field
+    through ``object.__setattr__``), which counts in a long session's trail.
     """
 
     seq: int
@@ -107,8 +106,8 @@ class TurnTrail:
     steps: list[Step] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     decisions: tuple[DecisionRecord, ...] = ()
-    """Tuples, not lists: most turns have none, and 20,000 empty lists in a
-    10,000-turn trail cost the garbage collector's pass over it 10 ms."""
+    """Tuples, not lists: most turns have none, and the empty tuple is one shared
+    object, not a list per turn."""
     approvals: tuple[ApprovalRecord, ...] = ()
 
     def __repr__(self) -> str:
@@ -185,29 +184,7 @@ async def build_trail(ledger: Ledger, *, session_id: str | None = None,
         # the turn's start was pruned: its session is what its entries say
         first = await ledger.entries(turn_id=turn_id, kinds=TRAIL_KINDS, limit=1)
         session = first[0].session_id if first else None
-    return Trail(_assembled(rows, keep, session), session_id, turn_id, since, until)
-
-
-def _assembled(rows: TrailRows, keep: frozenset[str] | None,
-               session_id: str | None) -> list[TurnTrail]:
-    """:func:`assemble`, with the cyclic garbage collector paused while it runs.
-
-    Assembling 10,000 turns makes some 90,000 objects the collector tracks (steps,
-    tool calls, turns, their lists), none of them garbage; as they accumulate, the
-    collector walks the growing heap again and again for nothing (a full
-    collection among them): 30 ms more for a trail whose assembly takes 20. It is
-    paused around this one synchronous call alone, with no ``await`` inside, so
-    nothing else of this thread runs meanwhile; other threads' garbage is still
-    freed by reference counting, and their cycles at the next collection, some
-    20 ms later. The read before it (an ``await``) runs with the collector on.
-    """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return assemble(rows, keep, session_id)
-    finally:
-        if collecting:
-            gc.enable()
+    return Trail(assemble(rows, keep, session), session_id, turn_id, since, until)
 
 
 _CALL = operator.itemgetter(*[EVENT_COLUMNS.index(c) for c in ("seq", "at")],

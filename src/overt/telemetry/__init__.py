@@ -1,1 +1,1 @@
-"""Telemetry: OpenTelemetry GenAI spans from the ledger and from live events."""
+"""Telemetry: OpenTelemetry GenAI spans from the ledger."""

@@ -87,7 +87,3 @@ def make_span_exporter(kind: str, *, output: str | Path | None = None,
             raise ExtraMissingError("otel", "opentelemetry-exporter-otlp-proto-http") from exc
         return OTLPSpanExporter(endpoint=endpoint)
     raise UsageError(f"unknown span exporter {kind!r}: one of {', '.join(EXPORTER_KINDS)}")
-
-
-# -- the live bridge ----------------------------------------------------------
-

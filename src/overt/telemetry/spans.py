@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from overt import __version__
 from overt.clock import parse_iso
 from overt.errors import ExtraMissingError
 from overt.events import (
@@ -47,6 +46,7 @@ from overt.events import (
     TurnStarted,
 )
 from overt.ledger.base import Entry, Ledger
+from overt.version import __version__
 
 log = logging.getLogger("overt.telemetry")
 
@@ -88,7 +88,7 @@ def require_sdk() -> None:
 
 @dataclass(frozen=True, slots=True)
 class EntryRecord:
-    """An audit entry or a live event, as the span builder reads it: the typed event
+    """An audit entry as the span builder reads it: the typed event
     and where it sits (its time, and on the record its ``seq`` and hash)."""
 
     event: Event

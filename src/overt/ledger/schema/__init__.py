@@ -30,6 +30,8 @@ NAMES: dict[int, str] = {
     15: "failed replies by the claim they were owed under: a sweep counts one reply's",
     16: "calls outside a turn by id, and replies awaiting an approval: approvals and a "
         "delivery sweep read what they concern",
+    17: "roles: the writer appends; the owner's triggers and functions write the rest "
+        "(PostgreSQL; SQLite has no roles)",
 }
 
 
@@ -44,5 +46,7 @@ def refuse_newer(applied: Iterable[int], ledger: str) -> None:
     if newer is not None:
         raise MigrationError(
             f"ledger {ledger} has schema version {newer}, newer than this overt knows "
-            f"(up to {max(NAMES)}): a later overt wrote it; upgrade overt to use it "
-            "(nothing was written)")
+            f"(up to {max(NAMES)}); nothing was read or written. If a later overt migrated "
+            f"it, upgrade overt to use it. If none did, row {newer} of overt_migrations was "
+            "written by someone with write access to the database, not by overt: as the "
+            "ledger's owner, remove that row (README, \"Migrations\": a row no overt wrote)")

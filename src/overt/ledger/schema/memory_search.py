@@ -184,8 +184,8 @@ def sqlite_prefix() -> str:
     ``node_search`` matches a word the memory does not hold whole as a prefix
     (:mod:`overt.memory.search_sql`). Without that index FTS5 merges the lists of
     every indexed word that begins so, over all actors, before the actor's rowid
-    range narrows them: on the 100,000-node benchmark a three-letter prefix took
-    a p50 of 3.2 ms and a p95 of 41 ms (one busy VM), against 0.7 and 14 with it.
+    range narrows them, several times slower on the 100,000-node benchmark
+    (``bench_memory``) than with the index.
     Longer prefixes match fewer words and need no index of their own. The
     index is rebuilt from ``memory_nodes`` as migration 8 rebuilt it; nothing
     else changes.

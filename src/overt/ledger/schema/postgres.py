@@ -8,7 +8,9 @@ trigger function on every ledger table, for every role, plus a ``TRUNCATE``
 guard. A prune deletes through the ``overt_prune`` function (migration 10),
 owned by the ledger's owner role; no session setting opens a guard. Migrations
 8 and 9 change SQLite's storage layout; PostgreSQL's already had their shape, so
-here they are recorded and change nothing.
+here they are recorded and change nothing. Migration 17 (:mod:`.derived`) leaves the
+writer role only the chain's two tables to write: every other table is written by
+the owner's triggers and functions, which derive or check each row from the chain.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from overt.ledger.chain import entry_data
-from overt.ledger.schema import NAMES, memory, memory_search
+from overt.ledger.schema import NAMES, derived, memory, memory_search
 from overt.ledger.sql import (
     POSTGRES,
     appending_indexes,
@@ -263,6 +265,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (14, _TRAIL_BY_KIND_V14),
         (15, reply_failures_index(POSTGRES) + ";\n"),
         (16, _APPROVAL_READS_V16),
+        (17, derived.postgres()),
     )]
 
 FILLS: dict[int, Callable[[Any], None]] = {11: fill_trail_index}

@@ -291,6 +291,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (14, _TRAIL_BY_KIND_V14),
         (15, reply_failures_index(SQLITE) + ";\n"),
         (16, _APPROVAL_READS_V16),
+        (17, "SELECT 1"),  # PostgreSQL's roles; whoever may write a SQLite file may do anything
     )]
 
 FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {11: fill_trail_index}

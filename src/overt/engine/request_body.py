@@ -1,0 +1,253 @@
+"""The request as sent, as the content tier keeps it: one body per inference, its
+repeating parts stored once.
+
+A request body (canonical JSON, under the inference's ``request_digest``)::
+
+    {"v": 1,
+     "messages": DIGEST,              the head of the message chain (below)
+     "tools": DIGEST | null,          the tools offered: a part listing each tool
+                                      schema's digest, in order (each schema a part)
+     "max_output_tokens": N,
+     "sent": PACKED}                  the adapter's own payload (its wire form), packed
+
+(a key whose value would be null is left out).
+
+The messages are a hash-linked chain: each message is one part
+``{"p": DIGEST, "m": {...}}`` naming the part before it (none for the first), so two
+requests that begin alike (every request of a session, each turn adding its messages
+to the last) share the parts they begin with, and a 200-turn session stores each
+message once, not once per request. Inside a part, a message's text is under
+``text`` when short, else its digest under ``content`` (the body the turn stored
+anyway: the operator's text, the tool result). Two requests
+with the same messages have the same head digest, which is what replay compares first.
+
+The adapter's payload is packed the same way (:func:`pack`): its ``messages`` list
+as a chain, its ``tools`` list one part per tool, ``system`` and any long string a
+part of its own, ``{"$part": DIGEST}`` (a string) or ``{"$json": DIGEST}`` (a tool)
+where it stood. :func:`unpack` gives back
+exactly what was sent.
+
+``store`` is how a part reaches the content tier: :meth:`overt.engine.record.Recorder.part`
+adds it to the turn's next commit unless this engine has committed it before
+(:class:`PartStore`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from overt.engine.record import jsonable
+from overt.ledger.canonical import canonical_json
+from overt.types import Message, ModelRequest, ToolSpec
+
+BODY_VERSION = 1
+LONG = 64
+"""Strings of the adapter's payload longer than this are parts of their own."""
+SHORT = 64
+"""A message's text up to this long is kept in its chain part, not by digest."""
+PART = "$part"
+JSON_PART = "$json"
+
+Store = Callable[[str], str]
+"""Keeps a part's text for the content tier; its digest."""
+
+
+class PartStore:
+    """Which parts this engine has committed (their digests), so each is stored once.
+
+    A part is added to a turn's next commit only when it is not known here; the
+    recorder adds what it committed (:attr:`overt.engine.record.Recorder.stored`).
+    Bounded: past ``limit`` digests it starts over (parts are then stored again once).
+    """
+
+    def __init__(self, limit: int = 500_000) -> None:
+        self.known: set[str] = set()
+        self.limit = limit
+
+    def learn(self, digests: Sequence[str] | Mapping[str, str]) -> None:
+        if len(self.known) > self.limit:
+            self.known.clear()
+        self.known.update(digests)
+
+
+def message_form(message: Message, store: Store) -> dict[str, Any]:
+    """A message as its chain part holds it: its text, or its digest when long."""
+    out: dict[str, Any] = {"role": message.role}
+    if len(message.content) <= SHORT:
+        out["text"] = message.content
+    else:
+        out["content"] = store(message.content)
+    if message.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": jsonable(c.arguments),
+                              "malformed": c.malformed} for c in message.tool_calls]
+    if message.tool_call_id is not None:
+        out.update(tool_call_id=message.tool_call_id, name=message.name,
+                   is_error=message.is_error)
+    return out
+
+
+def node(prev: str | None, message: Any) -> str:
+    """A chain part: ``message`` after the part ``prev``."""
+    return canonical_json({"m": message} if prev is None else {"m": message, "p": prev})
+
+
+def tool_form(spec: ToolSpec) -> dict[str, Any]:
+    """A tool as a model is told of it (``read_only`` is overt's, not sent)."""
+    return {"name": spec.name, "description": spec.description,
+            "input_schema": jsonable(dict(spec.input_schema))}
+
+
+class Chain:
+    """A turn's message chain so far: the parts of the messages already linked, so
+    each inference links only the messages added since the last one."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.heads: list[str] = []
+
+    def head(self, messages: Sequence[Message], store: Store) -> str | None:
+        shared = 0
+        for mine, theirs in zip(self.messages, messages, strict=False):
+            if mine is not theirs and mine != theirs:
+                break
+            shared += 1
+        del self.messages[shared:], self.heads[shared:]
+        prev = self.heads[-1] if self.heads else None
+        for message in messages[shared:]:
+            prev = store(node(prev, message_form(message, store)))
+            self.messages.append(message)
+            self.heads.append(prev)
+        return prev
+
+
+def request_body(request: ModelRequest, sent: Mapping[str, Any] | None, store: Store,
+                 chain: Chain | None = None) -> str:
+    """``request`` (and the adapter's payload ``sent``) as the stored body."""
+    body: dict[str, Any] = {"v": BODY_VERSION,
+                            "messages": (chain or Chain()).head(request.messages, store)}
+    if request.tools:
+        body["tools"] = store(canonical_json([store(canonical_json(tool_form(t)))
+                                              for t in request.tools]))
+    if request.max_output_tokens is not None:
+        body["max_output_tokens"] = request.max_output_tokens
+    if sent is not None:
+        body["sent"] = pack(sent, store)
+    return canonical_json(body)
+
+
+def pack(value: Any, store: Store, key: str = "") -> Any:
+    """The adapter's payload with its repeating parts stored apart (module docstring)."""
+    if isinstance(value, Mapping):
+        return {k: pack(v, store, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        if key == "messages":
+            prev: str | None = None
+            for item in value:
+                prev = store(node(prev, pack(item, store)))
+            return {PART: prev, "chain": len(value)}
+        if key == "tools":
+            return [{JSON_PART: store(canonical_json(jsonable(t)))} for t in value]
+        return [pack(v, store) for v in value]
+    if isinstance(value, str) and (len(value) > LONG or key == "system"):
+        return {PART: store(value)}
+    return jsonable(value)
+
+
+Read = Callable[[str], Awaitable[str | None]]
+
+
+class PartMissing(LookupError):
+    """A part a body names is not in the content tier (pruned, or never stored)."""
+
+
+async def unpack(value: Any, read: Read) -> Any:
+    """What :func:`pack` packed, read back with ``read`` (digest -> body).
+
+    Raises:
+        PartMissing: a part is not stored.
+    """
+    import json
+
+    async def text(digest: str) -> str:
+        body = await read(digest)
+        if body is None:
+            raise PartMissing(digest)
+        return body
+
+    if isinstance(value, dict):
+        if PART in value and "chain" in value:
+            items: list[Any] = []
+            prev = value[PART]
+            while prev is not None:
+                part = json.loads(await text(prev))
+                items.append(await unpack(part["m"], read))
+                prev = part.get("p")
+            return items[::-1]
+        if set(value) == {PART}:
+            return await text(value[PART])
+        if set(value) == {JSON_PART}:
+            return json.loads(await text(value[JSON_PART]))
+        return {k: await unpack(v, read) for k, v in value.items()}
+    if isinstance(value, list):
+        return [await unpack(v, read) for v in value]
+    return value
+
+
+async def read_messages(head: str | None, read: Read) -> list[dict[str, Any]]:
+    """The messages of a neutral chain from its ``head``, oldest first, texts read back.
+
+    Raises:
+        PartMissing: a part is not stored.
+    """
+    import json
+
+    out: list[dict[str, Any]] = []
+    while head is not None:
+        body = await read(head)
+        if body is None:
+            raise PartMissing(head)
+        part = json.loads(body)
+        message = dict(part["m"])
+        if "text" in message:
+            message["content"] = message.pop("text")
+        else:
+            content = await read(message["content"])
+            if content is None:
+                raise PartMissing(message["content"])
+            message["content"] = content
+        out.append(message)
+        head = part.get("p")
+    return out[::-1]
+
+
+async def expand(body: str, read: Read) -> dict[str, Any]:
+    """A stored request body with every part read back: the system prompt's text, the
+    messages (texts read back), the tool schemas and the adapter's payload as sent.
+
+    Raises:
+        PartMissing: a part is not stored (pruned, or the record was cut).
+        ValueError: ``body`` is not a request body.
+    """
+    import json
+
+    data = json.loads(body)
+    if not isinstance(data, dict) or data.get("v") != BODY_VERSION:
+        raise ValueError("not a request body")
+    tools = []
+    listed = "[]"
+    if data.get("tools") is not None:
+        found = await read(data["tools"])
+        if found is None:
+            raise PartMissing(data["tools"])
+        listed = found
+    for digest in json.loads(listed):
+        text = await read(digest)
+        if text is None:
+            raise PartMissing(digest)
+        tools.append(json.loads(text))
+    messages = await read_messages(data["messages"], read)
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
+    return {"system": system, "messages": messages, "tools": tools,
+            "max_output_tokens": data.get("max_output_tokens"),
+            "sent": await unpack(data["sent"], read) if "sent" in data else None}

@@ -1,0 +1,215 @@
+"""The engine's two inputs, answered from the record: a model that gives the recorded
+response to each request (and compares the request with the recorded one), and a
+tool executor that gives each call its recorded result. Nothing runs.
+
+Ids: overt makes new ids for a replayed turn's tool calls, approval requests and
+decisions. :class:`IdMap` pairs each with the recorded one by order of appearance,
+so a request is compared as the engine would have sent it under the recorded ids.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from overt.engine.dispatch import ToolOutcome, refuse
+from overt.engine.request_body import Chain, read_messages, request_body, tool_form
+from overt.errors import ModelError
+from overt.events import Event
+from overt.ledger.canonical import canonical_json, digest_text
+from overt.ledger.chain import clean_text
+from overt.replay.record import Reads, RecordedTurn, note_ids, response_from_body
+from overt.replay.types import Divergence
+from overt.tools.base import Tool, ToolContext
+from overt.types import Message, ModelRequest, ModelResponse, ToolCall
+
+
+class IdMap:
+    """Replayed ids -> recorded ids, paired by order of first appearance per kind."""
+
+    def __init__(self, recorded: Mapping[str, list[str]]) -> None:
+        self.recorded = recorded
+        self.replayed: dict[str, list[str]] = {}
+        self.seen: set[str] = set()
+        self.map: dict[str, str] = {}
+
+    def observe(self, event: Event) -> None:
+        before = {k: len(v) for k, v in self.replayed.items()}
+        note_ids(self.replayed, self.seen, event)
+        for kind, ids in self.replayed.items():
+            theirs = self.recorded.get(kind, [])
+            for index in range(before.get(kind, 0), len(ids)):
+                if index < len(theirs):
+                    self.map[ids[index]] = theirs[index]
+
+    def text(self, text: str) -> str:
+        for mine, theirs in self.map.items():
+            if mine in text:
+                text = text.replace(mine, theirs)
+        return text
+
+    def message(self, m: Message) -> Message:
+        if not self.map:
+            return m
+        calls = tuple(replace(c, id=self.map.get(c.id, c.id)) for c in m.tool_calls)
+        return replace(m, content=self.text(m.content), tool_calls=calls,
+                       tool_call_id=self.map.get(m.tool_call_id, m.tool_call_id)
+                       if m.tool_call_id is not None else None)
+
+
+Report = Callable[[Divergence], None]
+
+
+class RecordedModel:
+    """Answers a replayed turn's model calls with the recorded responses, in order,
+    reporting each request that differs from the recorded one (which part)."""
+
+    def __init__(self, ledger: Reads, turn: RecordedTurn, ids: IdMap, report: Report,
+                 name: str, notes: list[str]) -> None:
+        self.name = name
+        self.ledger = ledger
+        self.turn = turn
+        self.ids = ids
+        self.report = report
+        self.notes = notes
+        self.calls = 0
+        self.context_window: int | None = None
+        self.chain = Chain()  # the turn's requests share their messages
+        self.parts: dict[str, str] = {}  # the parts of this turn's requests, as replayed
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        index = self.calls
+        self.calls += 1
+        if index >= len(self.turn.inferences):
+            self.report(Divergence(self.turn.turn_id, f"inference {index}", "model_call",
+                                   "", "(none)", "a model call the record does not have"))
+            raise ModelError("replay: the record has no answer for this model call")
+        inference, seq = self.turn.inferences[index]
+        await self._compare(request, inference.request_digest, seq, index)
+        if inference.response_digest is None:
+            raise ModelError(f"replay: the recorded call failed ({inference.error_type})")
+        body = await self.ledger.content(inference.response_digest, seq=seq)
+        if body is None:
+            raise ModelError("replay: the recorded response is not held")
+        return response_from_body(body, inference)
+
+    async def _compare(self, request: ModelRequest, digest: str | None, seq: int,
+                       index: int) -> None:
+        step = f"inference {index}"
+        if digest is None:
+            self.notes.append(f"{self.turn.turn_id} {step}: request not recorded")
+            return
+        recorded_text = await self.ledger.content(digest, seq=seq)
+        if recorded_text is None:
+            self.notes.append(f"{self.turn.turn_id} {step}: request body not held")
+            return
+        recorded = json.loads(recorded_text)
+        parts = self.parts
+
+        def store(text: str) -> str:
+            text = clean_text(text)
+            digest = digest_text(text)
+            parts[digest] = text
+            return digest
+
+        mapped = ModelRequest(tuple(self.ids.message(m) for m in request.messages),
+                              request.tools, request.max_output_tokens)
+        mine = json.loads(request_body(mapped, None, store, self.chain))
+        turn_id = self.turn.turn_id
+        if mine["messages"] != recorded["messages"]:
+            await self._messages(step, recorded["messages"], mine["messages"], parts)
+        if mine.get("tools") != recorded.get("tools"):
+            await self._tools(step, recorded.get("tools"), mapped)
+        if mine.get("max_output_tokens") != recorded.get("max_output_tokens"):
+            self.report(Divergence(turn_id, step, "request", "options",
+                                   str(recorded.get("max_output_tokens")),
+                                   str(mine.get("max_output_tokens")),
+                                   "max_output_tokens differs"))
+
+    async def _messages(self, step: str, theirs: str | None, mine: str | None,
+                        parts: dict[str, str]) -> None:
+        async def read_mine(digest: str) -> str | None:
+            return parts.get(digest)
+
+        recorded = await read_messages(theirs, self.ledger.content)
+        replayed = await read_messages(mine, read_mine)
+        first = next((i for i, (a, b) in enumerate(zip(recorded, replayed, strict=False))
+                      if a != b), min(len(recorded), len(replayed)))
+        turn_id = self.turn.turn_id
+        system = [m["content"] for m in recorded[:1] + replayed[:1] if m["role"] == "system"]
+        if first == 0 and system:
+            self.report(Divergence(turn_id, step, "request", "prompt",
+                                   _digest(recorded[:1]), _digest(replayed[:1]),
+                                   "the system prompt differs"))
+        if _history(recorded) != _history(replayed):
+            part = "window"  # before the turn's own message: the earlier turns let in
+        elif recorded[1:] != replayed[1:]:
+            part = "messages"
+        else:
+            return
+        self.report(Divergence(
+            turn_id, step, "request", part, f"{len(recorded)} messages",
+            f"{len(replayed)} messages", f"the messages differ from message {first} on"))
+
+    async def _tools(self, step: str, theirs: str | None, request: ModelRequest) -> None:
+        recorded: dict[str, str] = {}
+        listed = await self.ledger.content(theirs) if theirs is not None else "[]"
+        for digest in json.loads(listed or "[]"):
+            body = await self.ledger.content(digest)
+            name = json.loads(body)["name"] if body is not None else digest
+            recorded[name] = digest
+        replayed = {t.name: digest_text(canonical_json(tool_form(t))) for t in request.tools}
+        for name in sorted(set(recorded) | set(replayed)):
+            if recorded.get(name) != replayed.get(name):
+                what = ("no longer offered" if name not in replayed else
+                        "newly offered" if name not in recorded else "its schema differs")
+                self.report(Divergence(self.turn.turn_id, step, "request", "tool_schema",
+                                       recorded.get(name, "(none)"),
+                                       replayed.get(name, "(none)"), f"tool {name}: {what}"))
+
+
+class RecordedResults:
+    """The recorded result of each call whose tool ran, in order; no tool runs."""
+
+    def __init__(self, ledger: Reads, turn: RecordedTurn, report: Report) -> None:
+        self.ledger = ledger
+        self.turn = turn
+        self.report = report
+        self.index = 0
+
+    async def __call__(self, tool: Tool, call: ToolCall, context: ToolContext,
+                       timeout_s: float | None) -> ToolOutcome:
+        index = self.index
+        self.index += 1
+        if index >= len(self.turn.executed):
+            self.report(Divergence(self.turn.turn_id, f"call {call.name}", "runs", "",
+                                   "(not run)", "run", f"{call.name} now runs; the record "
+                                   "has no result for it"))
+            return refuse("replay_no_result", "the record holds no result for this call",
+                          "execution_error")
+        done = self.turn.executed[index]
+        if done.tool_name != call.name:
+            self.report(Divergence(self.turn.turn_id, f"call {index}", "runs", "",
+                                   done.tool_name, call.name, "another tool runs here"))
+        content = ""
+        if done.result_digest is not None:
+            content = await self.ledger.content(done.result_digest) or ""
+        return ToolOutcome(done.tool_status, content, done.tool_status != "ok",
+                           done.tool_duration_ms, done.exc_type, done.reason_code, True)
+
+
+
+def _history(messages: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The messages sent before the turn's own (its last user message), system prompt
+    left out: the earlier turns the history window let in."""
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    start = 1 if messages and messages[0]["role"] == "system" else 0
+    return messages[start:users[-1]] if users else []
+
+
+def _digest(messages: list[dict[str, object]]) -> str:
+    """The digest of the system prompt among ``messages`` (its first), or ``(none)``."""
+    if messages and messages[0]["role"] == "system":
+        return digest_text(str(messages[0]["content"]))
+    return "(none)"
