@@ -211,7 +211,7 @@ def check(text, key):
     if len(set(nodes)) != len(nodes):
         raise Invalid("a node is listed twice")
     used, previous, datas = set(), None, []
-    for e, path in zip(entries, paths):
+    for e, path in zip(entries, paths, strict=True):
         exact(e, ENTRY_KEYS, "an entry")
         seq = e["seq"]
         if not is_int(seq) or not 0 < seq <= size:
@@ -244,7 +244,7 @@ def check(text, key):
     if not isinstance(turns, list) or not turns:
         raise Invalid("a bundle lists its turns")
     held = {}
-    for e, data in zip(entries, datas):
+    for e, data in zip(entries, datas, strict=True):
         held.setdefault(e["turn_id"], []).append((e, data))
     if [exact(t, TURN_KEYS, "a turn")["turn_id"] for t in turns] != list(held):
         raise Invalid("the bundle's turns are not those of its entries, in the order of "
@@ -315,7 +315,7 @@ def summary(bundle, datas, checkpoint):
     actors, tools, approvals = [], {}, {}
     tokens_in = tokens_out = 0
     cost = 0.0
-    for e, d in zip(entries, datas):
+    for e, d in zip(entries, datas, strict=True):
         for name in ("actor", "decided_by"):
             if isinstance(d.get(name), str) and d[name] and d[name] not in actors:
                 actors.append(d[name])
