@@ -152,6 +152,7 @@ def new_page(folder: Path) -> Page:
                COLUMNS="200", NO_COLOR="1")
     page = Page(folder, env)
     (folder / "examples").symlink_to(ROOT / "examples")  # what pages run "from the root"
+    (folder / "verifier").symlink_to(ROOT / "verifier")
     return page
 
 

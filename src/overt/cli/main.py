@@ -26,6 +26,7 @@ from typing import Any
 from overt.channels.delivery import deliver_pending
 from overt.cli import (
     approvals_cmd,
+    bundle_cmd,
     config_cmd,
     email_cmd,
     eval_cmd,
@@ -151,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     plugins.add_argument("--json", action="store_true")
     config_cmd.add_parser(sub)
     trail_cmd.add_parsers(sub)
+    bundle_cmd.add_parsers(sub)
     memory_cmd.add_parser(sub)
     approvals_cmd.add_parser(sub)
     replay_cmd.add_parser(sub)
@@ -270,6 +272,10 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return eval_cmd.run(config, args)
     if command in sessions_cmd.COMMANDS:
         return run_sync(_sessions(config, args))
+    if command in bundle_cmd.COMMANDS:
+        return bundle_cmd.check(args)
+    if command == "export" and bundle_cmd.wants_bundle(args):
+        return run_sync(_bundle(config, args))
     if command in trail_cmd.COMMANDS:
         return run_sync(_trail(config, args))
     if command == "replay":
@@ -499,6 +505,11 @@ async def _proofs(config: Config, args: argparse.Namespace) -> int:
 async def _export(config: Config, args: argparse.Namespace) -> int:
     async with _opened(config) as ledger:
         return await export_cmd.run(args, ledger)
+
+
+async def _bundle(config: Config, args: argparse.Namespace) -> int:
+    async with _opened(config) as ledger:
+        return await bundle_cmd.export(args, config, ledger)
 
 
 async def _trail(config: Config, args: argparse.Namespace) -> int:

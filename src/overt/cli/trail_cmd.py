@@ -73,7 +73,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                     "paragraph per step, [思考] [計画] [承認待ち] [実行] [エラー] or their "
                     "English names) or JSON lines (one step per line). Carries the steps' "
                     "text; `overt ledger export` is the audit tier without content.")
-    export.add_argument("id", metavar="TURN_ID|SESSION_ID", type=flags.turn_or_session_id)
+    export.add_argument("id", metavar="TURN_ID|SESSION_ID", nargs="?",
+                        type=flags.turn_or_session_id,
+                        help="the turn or session (with --bundle: --session or --turn)")
     export.add_argument("--format", choices=("md", "jsonl"), default="md")
     export.add_argument("--labels", choices=("ja", "en"), default="ja",
                         help="Markdown step labels (default ja, as seed 004)")
@@ -100,6 +102,8 @@ async def run(args: argparse.Namespace, ledger: Ledger, *,
     access = SessionAccess(ledger, capabilities or Capabilities())
     if args.command == "trail":
         return await _trail(args, ledger, phases, actor, access)
+    if args.id is None:
+        raise UsageError("overt export needs a TURN_ID or SESSION_ID (or --bundle FILE)")
     if await access.turn_session(args.id) is not None:
         await access.turn(actor, args.id, surface="cli:export", message=NO_TURN_OR_SESSION)
         trail = await build_trail(ledger, turn_id=args.id, phases=phases)
