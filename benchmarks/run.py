@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import (
     bench_answer,
     bench_approvals,
+    bench_bundle,
     bench_cockpit,
     bench_hooks,
     bench_ledger,
@@ -33,7 +34,8 @@ def main() -> None:
           f"{__import__('os').cpu_count()} CPUs\n")
     for module in (bench_machine, bench_turn, bench_ledger, bench_hooks, bench_router, bench_policy,
                    bench_memory, bench_reasoning, bench_sessions, bench_cockpit, bench_load,
-                   bench_proofs, bench_stream, bench_answer, bench_approvals, bench_replay):
+                   bench_proofs, bench_bundle, bench_stream, bench_answer, bench_approvals,
+                   bench_replay):
         module.main()
         print()
 

@@ -61,8 +61,9 @@ def cli_commands() -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser, s
 
 
 def _arguments(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    return [a for a in parser._actions
-            if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
+    return [a for a in parser._actions  # a flag hidden from help (a global flag repeated
+            if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))
+            and a.help != argparse.SUPPRESS]  # after each command) is documented once
 
 
 def _flag_cell(action: argparse.Action) -> str:

@@ -36,6 +36,7 @@ from overt.engine.values import EngineSettings
 from overt.errors import ApprovalError, LedgerConflict, ModelUnavailable, UsageError
 from overt.events import ApprovalDecision, Event, HookError, RuntimeStarted
 from overt.hooks.manager import PluginHost
+from overt.ids import checked_id
 from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import digest_text
@@ -271,11 +272,13 @@ class Runtime:
         with or without it.
 
         Raises:
+            UsageError: the session id is not one (:func:`overt.ids.id_problem`).
             LedgerError: the session's history could not be read (nothing was run).
         """
+        session = checked_id(session_id or message.caller_session_id, "session",
+                             typed=False)
         await self.start()
         sender = actor or self.operator
-        session = session_id or message.caller_session_id
         async with self._session_turn(session):
             model = self.engine.model  # the newest turns its window can hold
             earlier = [] if history is not None else await self._histories().history(
@@ -320,6 +323,7 @@ class Runtime:
         answers without the call: check ``.request.status``.
 
         Raises:
+            UsageError: ``request_id`` is not an id (:func:`overt.ids.id_problem`).
             NotFoundError: no such request.
             ApprovalError: already decided, or ``by`` may not decide approvals.
         """
@@ -330,6 +334,7 @@ class Runtime:
         """Deny a pending request; the paused turn answers without the call.
 
         Raises:
+            UsageError: ``request_id`` is not an id (:func:`overt.ids.id_problem`).
             NotFoundError: no such request.
             ApprovalError: already decided, or ``by`` may not decide approvals.
         """
@@ -337,6 +342,7 @@ class Runtime:
 
     async def _decide(self, request_id: str, decision: ApprovalDecision, by: Actor | None,
                       reason: str | None) -> Resumed:
+        checked_id(request_id, "approval request", typed=False)
         await self.start()
         actor = by or self.operator
         request = await self.approvals.decide(request_id, decision, by=actor, reason=reason)
@@ -448,7 +454,13 @@ class Runtime:
                         caller_session_id: str | None = None) -> DirectResult:
         """Run one tool outside a turn (a batch or scheduled job, an MCP client's
         call), through the same gate: a call policy holds comes back ``held`` with
-        its approval request. ``caller_session_id`` defaults to ``direct:ACTOR``."""
+        its approval request. ``caller_session_id`` defaults to ``direct:ACTOR``.
+
+        Raises:
+            UsageError: ``caller_session_id`` is not an id (:func:`overt.ids.id_problem`).
+        """
+        if caller_session_id is not None:
+            checked_id(caller_session_id, "caller session", typed=False)
         await self.start()
         return await run_direct(self.engine, name, arguments, actor=actor or self.operator,
                                 source=source, caller_session_id=caller_session_id)

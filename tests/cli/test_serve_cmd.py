@@ -1,5 +1,5 @@
 """``overt serve`` as a process: a turn in flight when SIGTERM arrives finishes,
-answers its request and is recorded whole before the server exits."""
+answers its request and is recorded whole before the server exits, with status 0."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_sigterm_lets_the_turn_in_flight_finish_and_records_it_whole(tmp_path: Path) -> None:
+def test_sigterm_lets_the_turn_in_flight_finish_records_it_and_exits_0(tmp_path: Path) -> None:
     (tmp_path / "slow.py").write_text(PLUGIN)
     (tmp_path / "replies.jsonl").write_text(
         '{"tool_calls": [{"name": "slow_lookup", "arguments": {"key": "abc"}}]}\n'
@@ -82,8 +82,7 @@ def test_sigterm_lets_the_turn_in_flight_finish_and_records_it_whole(tmp_path: P
         assert started.exists(), "the tool never started"
         server.send_signal(signal.SIGTERM)  # mid-tool: the turn must still finish
         asking.join(timeout=60)
-        # uvicorn re-raises the signal once it has shut down gracefully
-        assert server.wait(timeout=60) in (0, -signal.SIGTERM)
+        assert server.wait(timeout=60) == 0  # a stop asked for is a clean exit
     finally:
         if server.poll() is None:
             server.kill()

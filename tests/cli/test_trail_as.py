@@ -80,5 +80,7 @@ def test_an_actor_reads_its_own_and_the_operator_reads_every_session(
 
 def test_an_actor_that_is_not_kind_name_is_a_usage_error(
         ledger: Ledger, ledger_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert overt(ledger_url, "trail", "s", "--as", "robot:x") == 2
+    with pytest.raises(SystemExit) as exited:  # refused as the command line is read
+        overt(ledger_url, "trail", "s", "--as", "robot:x")
+    assert exited.value.code == 2
     assert "unknown actor kind" in capsys.readouterr().err

@@ -15,9 +15,12 @@ working directory, with ``HOME`` inside it, so the default ledger is a fresh one
     or the code its comment names (``# exit 3``). A command ending in ``&`` runs in the
     background until the page is done (and, if it names ``--port N``, the next command
     waits for that port). ``export NAME=VALUE`` holds for the rest of the page, Python
-    blocks included. ``pip install`` lines are not run: the test environment has
-    every extra. The repository's ``examples/`` folder is linked into the page's
-    folder, for commands a page runs from the repository's root.
+    blocks included. Each port a page names (``--port 8765``, ``127.0.0.1:8765``) is a
+    free one in fact, the same for the whole page, in commands and Python alike: several
+    checkouts run these tests on one machine at once. ``pip install`` lines are not
+    run: the test environment has every extra. The repository's ``examples/`` folder
+    is linked into the page's folder, for commands a page runs from the repository's
+    root.
 ``bash``, ``sh``
     run as one bash script in that folder.
 a block whose title is a file name (```` ```toml title="overt.toml" ````)
@@ -76,6 +79,7 @@ class Page:
     namespace: dict[str, Any] = field(default_factory=dict)
     bound: dict[str, str] = field(default_factory=dict)
     exported: dict[str, str] = field(default_factory=dict)
+    ports: dict[str, str] = field(default_factory=dict)
     background: list[subprocess.Popen[bytes]] = field(default_factory=list)
     skip_next: str | None = None
     skip_rest: str | None = None
@@ -152,6 +156,7 @@ def new_page(folder: Path) -> Page:
                COLUMNS="200", NO_COLOR="1")
     page = Page(folder, env)
     (folder / "examples").symlink_to(ROOT / "examples")  # what pages run "from the root"
+    (folder / "verifier").symlink_to(ROOT / "verifier")
     return page
 
 
@@ -259,7 +264,7 @@ def _block(page: Page, block: Block, where: str) -> int:
     os.chdir(page.folder)
     if block.language == "python":
         _wait(page, where)
-        code = compile(block.source, where, "exec")
+        code = compile(_ports(page, block.source), where, "exec")
         saved = {k: os.environ.get(k) for k in page.exported}
         os.environ.update(page.exported)  # what the page exported, as its shell has it
         try:
@@ -273,7 +278,7 @@ def _block(page: Page, block: Block, where: str) -> int:
     elif block.language == "console":
         _console(page, block, where)
     else:
-        _shell(page, block.source, where, expect=None, status=0)
+        _shell(page, _ports(page, block.source), where, expect=None, status=0)
     return 1
 
 
@@ -311,13 +316,33 @@ def _console(page: Page, block: Block, where: str) -> None:
                else 0)
 
 
+_PORT = re.compile(r"(--port[ =]|127\.0\.0\.1:|localhost:)(\d{4,5})\b")
+
+
+def _ports(page: Page, text: str) -> str:
+    """``text`` with each port the page names (``--port 8765``, ``127.0.0.1:8765``)
+    replaced by a free one, the same for the whole page: several checkouts run these
+    tests on one machine at once, and a port a page names may be taken."""
+    def one(m: re.Match[str]) -> str:
+        if m.group(2) == "5432":  # PostgreSQL's, which the page does not start
+            return m.group(0)
+        port = page.ports.get(m.group(2))
+        if port is None:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = page.ports[m.group(2)] = str(s.getsockname()[1])
+        return m.group(1) + port
+
+    return _PORT.sub(one, text)
+
+
 def _substitute(page: Page, command: str, where: str) -> str:
     def one(m: re.Match[str]) -> str:
         name = m.group(1)
         assert name in page.bound, f"{where}: <{name}> was not in an earlier output"
         return page.bound[name]
 
-    return re.sub(r"<([A-Z][A-Z0-9_]*)>", one, command)
+    return _ports(page, re.sub(r"<([A-Z][A-Z0-9_]*)>", one, command))
 
 
 def _shell(page: Page, command: str, where: str, *, expect: list[str] | None,

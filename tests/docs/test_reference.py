@@ -59,7 +59,8 @@ def test_every_command_and_flag_is_in_the_cli_reference(ref: ModuleType) -> None
     assert sorted(by_command) == sorted(name for name, _ in parsers)
     for name, parser in parsers:
         for action in parser._actions:
-            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+            if (isinstance(action, (argparse._HelpAction, argparse._SubParsersAction))
+                    or action.help == argparse.SUPPRESS):  # a global flag, under `overt`
                 continue
             for option in action.option_strings or [action.metavar or action.dest]:
                 assert f"`{option}`" in by_command[name], f"{name}: {option}"
@@ -129,3 +130,22 @@ def test_every_public_name_is_in_the_python_reference_with_a_docstring() -> None
             continue
         assert f"::: overt.{name}\n" in page, name
         assert (getattr(overt, name).__doc__ or "").strip(), f"overt.{name} has no docstring"
+
+
+def test_the_specs_and_the_standalone_verifier_name_the_body_fields_overt_writes() -> None:
+    """A body field added to the ledger must reach the format specification, the
+    evidence bundle's specification and its standalone verifier, or a bundle holding
+    such a body fails to verify."""
+    import importlib.util
+
+    from overt.ledger.chain import BODY_FIELDS
+
+    spec = importlib.util.spec_from_file_location(
+        "overt_verify_bundle", ROOT / "verifier" / "overt_verify_bundle.py")
+    assert spec is not None and spec.loader is not None
+    verifier = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(verifier)
+    assert set(verifier.BODY_FIELDS) == {*BODY_FIELDS, "title_digest", "body_digest"}
+    for page in ("ledger-format.md", "evidence-bundle.md"):
+        text = (ROOT / "docs" / "spec" / page).read_text()
+        assert all(f"`{name}`" in text for name in BODY_FIELDS), page

@@ -375,8 +375,9 @@ def test_a_runtime_connected_as_the_writer_does_everything_it_does_as_the_owner(
     assert run(ledger.select("SELECT count(*) FROM merkle_nodes WHERE level = 8", ()))[0][0] == 1
     # the owner prunes through entry 302 and signs it, as `overt ledger prune` does
     as_owner: Any = open_ledger(_as(url, owner))
-    assert run(as_owner.prune(cutoff)).through_seq == 302
-    signer.checkpoint(as_owner, allow_prune=True)
+    record = run(as_owner.prune(cutoff))
+    assert record.through_seq == 302
+    signer.checkpoint(as_owner, prune=record)
     as_owner.close_sync()
     add_turns(ledger, 100, prefix="after")
     assert run(Checkpointer(ledger, signer.key, settings).tick()) is not None

@@ -45,7 +45,9 @@ def test_memory_search_refuses_a_kind_or_actor_it_cannot_mean(
     # each was "no matching nodes", exit 0: a misspelling read as an empty memory
     assert memory(ledger_url, "search", "wal", "--kind", "Decisoin") == 2
     assert "unknown node kind 'Decisoin'" in capsys.readouterr().err
-    assert memory(ledger_url, "search", "wal", "--actor", "agnet:default") == 2
+    with pytest.raises(SystemExit) as refused:  # an actor argument is checked as it is parsed
+        memory(ledger_url, "search", "wal", "--actor", "agnet:default")
+    assert refused.value.code == 2
     assert "unknown actor kind 'agnet'" in capsys.readouterr().err
     assert memory(ledger_url, "search", "wal", "--actor", "agent", "--json") == 0
     [result] = json.loads(capsys.readouterr().out)["results"]  # agent is agent:default

@@ -20,6 +20,7 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
+from overt import json_input
 from overt.errors import ConfigError, UsageError
 from overt.policy.actors import Actor
 
@@ -89,7 +90,8 @@ class Tokens:
         if not p.exists():
             return cls()
         try:
-            data = json.loads(p.read_text(encoding="utf-8"), object_pairs_hook=_no_repeats)
+            data = json_input.loads(p.read_text(encoding="utf-8"), what="the tokens file",
+                                    object_pairs_hook=_no_repeats)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{p}: not a tokens file: {exc}") from exc
         if not isinstance(data, dict) or not all(

@@ -15,6 +15,7 @@ import json
 import sys
 from typing import Any
 
+from overt.cli import flags
 from overt.engine.resume import Resumed
 from overt.errors import ApprovalError, UsageError
 from overt.policy.actors import Actor
@@ -32,15 +33,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ls.add_argument("--all", action="store_true", help="also decided requests")
     ls.add_argument("--json", action="store_true")
     show = asub.add_parser("show", help="one request: the call, the rule, the decision")
-    show.add_argument("request_id")
+    show.add_argument("request_id", type=flags.request_id)
     show.add_argument("--json", action="store_true")
     for name, text in (("approve", "approve a request: the held call runs once, the turn "
                         "answers"), ("deny", "deny a request: the turn answers without the call")):
         cmd = asub.add_parser(name, help=text)
-        cmd.add_argument("request_id")
+        cmd.add_argument("request_id", type=flags.request_id)
         cmd.add_argument("--reason", help="why (recorded in the content tier)",
                          required=name == "deny")
-        cmd.add_argument("--as", dest="actor", metavar="ACTOR",
+        cmd.add_argument("--as", dest="actor", metavar="ACTOR", type=flags.actor,
                          help="decide as this actor (default operator:NAME from config)")
         cmd.add_argument("--json", action="store_true")
     for name, text in (("expire", "expire overdue requests; their turns answer without the call"),

@@ -27,9 +27,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     csub = config.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
     for name, text in (("check", "validate the config file; every problem with its line"),
                        ("show", "the effective config: file, env and flags (secrets masked)")):
-        cmd = csub.add_parser(name, help=text)
-        cmd.add_argument("--config", default=argparse.SUPPRESS, metavar="PATH",
-                         help="the config file (default: env OVERT_CONFIG, else ./overt.toml)")
+        cmd = csub.add_parser(name, help=text)  # --config: a global flag, here too
         if name == "show":
             cmd.add_argument("--json", action="store_true")
 

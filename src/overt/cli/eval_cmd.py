@@ -18,6 +18,7 @@ import json
 import sys
 from pathlib import Path
 
+from overt.cli import flags
 from overt.config import Config, routing
 from overt.evals.cases import load_cases
 from overt.evals.runner import SuiteResult, case_line, run_suite, summary_lines
@@ -39,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--cases", metavar="FILE",
                    help="a case file, JSON or TOML (default: the suite shipped with overt)")
     p.add_argument("--json", metavar="OUT", help="write the full result as JSON to OUT")
-    p.add_argument("--case", action="append", default=[], metavar="ID",
+    p.add_argument("--case", action="append", default=[], metavar="ID", type=flags.case_id,
                    help="run only this case (repeatable; a prefix selects several)")
     p.add_argument("--no-record", action="store_true",
                    help="do not write the eval.completed entry to the ledger")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from overt.cli import flags
 from overt.cli.flags import output_file, time_flag
 from overt.errors import UsageError
 from overt.ledger.base import Ledger
@@ -58,7 +59,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "export", help="export the audit record as JSON lines or OpenTelemetry spans",
         description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--session", metavar="ID", help="only this session (gen_ai.conversation.id)")
+    p.add_argument("--session", metavar="ID", type=flags.session_id,
+                   help="only this session (gen_ai.conversation.id)")
     p.add_argument("--since", metavar="T", help="from this time on (inclusive)")
     p.add_argument("--until", metavar="T", help="before this time (exclusive)")
     p.add_argument("--format", choices=("jsonl", "otel"), default="jsonl",

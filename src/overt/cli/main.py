@@ -26,10 +26,13 @@ from typing import Any
 from overt.channels.delivery import deliver_pending
 from overt.cli import (
     approvals_cmd,
+    bundle_cmd,
     config_cmd,
     email_cmd,
     eval_cmd,
     export_cmd,
+    flags,
+    global_flags,
     memory_cmd,
     proofs_cmd,
     render,
@@ -75,27 +78,10 @@ def _progress(line: str) -> None:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="overt", description=__doc__.split("\n")[0],
                                 epilog="Exit codes: 0 ok, 1 turn error, 2 usage, 3 verify "
-                                       "failed, 4 not found, 5 backend error.")
+                                       "failed, 4 not found, 5 backend error. "
+                                       + global_flags.EPILOG + " " + flags.IDS)
     p.add_argument("--version", action="version", version=f"overt {__version__}")
-    p.add_argument("--db", help="ledger: a SQLite file or postgresql://… URL "
-                                "(default: user data dir; env OVERT_DB)")
-    p.add_argument("--read-only", action="store_true",
-                   help="open the ledger writing no record (commands that only read do so "
-                        "on their own when this process cannot write a SQLite ledger); "
-                        "a write is refused")
-    p.add_argument("--config", metavar="PATH",
-                   help="the config file (default: env OVERT_CONFIG, else ./overt.toml if "
-                        "present); flags and env win over it")
-    p.add_argument("--route", metavar="NAME", help="the route to answer on (env OVERT_ROUTE)")
-    p.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
-    p.add_argument("--enable-plugin", action="append", default=[], metavar="NAME",
-                   help="enable a plugin (repeatable; adds to env OVERT_PLUGINS_ENABLED)")
-    p.add_argument("--disable-plugin", action="append", default=[], metavar="NAME",
-                   help="disable a plugin, even if enabled (repeatable; env "
-                        "OVERT_PLUGINS_DISABLED)")
-    p.add_argument("--plugin-file", action="append", default=[], metavar="PATH",
-                   help="offer a Python file as a plugin named by its stem (repeatable; env "
-                        "OVERT_PLUGIN_FILES); it runs only if enabled")
+    global_flags.add(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     ask = sub.add_parser("ask", help="ask the agent one question")
@@ -103,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--model", help="local (default, 1.5B) | local:small (0.5B) | "
                      "scripted:FILE | ... (env OVERT_MODEL)")
     ask.add_argument("--json", action="store_true", help="print the ResponseResult as JSON")
-    ask.add_argument("--session", metavar="ID",
+    ask.add_argument("--session", metavar="ID", type=flags.session_id,
                      help="continue this session (its earlier turns are the model's history)")
     ask.add_argument("--no-stream", action="store_true",
                      help="print the answer once it is complete (the default when standard "
@@ -120,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="a conversation in one session (empty line or EOF ends)")
     chat.add_argument("--model")
     chat.add_argument("--resume", nargs="?", const="", metavar="ID",
+                      type=flags.session_id_or_last,
                       help="continue the last command-line session, or session ID")
     chat.add_argument("--no-stream", action="store_true",
                       help="print each answer once it is complete")
@@ -129,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true")
 
     show = sub.add_parser("show", help="the full record of one turn")
-    show.add_argument("turn_id")
+    show.add_argument("turn_id", type=flags.turn_id)
     show.add_argument("--content", action="store_true",
                       help="also print message, arguments and results (content tier)")
     show.add_argument("--json", action="store_true")
@@ -165,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     plugins.add_argument("--json", action="store_true")
     config_cmd.add_parser(sub)
     trail_cmd.add_parsers(sub)
+    bundle_cmd.add_parsers(sub)
     memory_cmd.add_parser(sub)
     approvals_cmd.add_parser(sub)
     replay_cmd.add_parser(sub)
@@ -172,11 +160,13 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_parsers(sub)
     email_cmd.add_parser(sub)
     eval_cmd.add_parser(sub)
+    global_flags.add_after(p)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = global_flags.merge(parser, parser.parse_args(argv))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
     try:
@@ -282,6 +272,10 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return eval_cmd.run(config, args)
     if command in sessions_cmd.COMMANDS:
         return run_sync(_sessions(config, args))
+    if command in bundle_cmd.COMMANDS:
+        return bundle_cmd.check(args)
+    if command == "export" and bundle_cmd.wants_bundle(args):
+        return run_sync(_bundle(config, args))
     if command in trail_cmd.COMMANDS:
         return run_sync(_trail(config, args))
     if command == "replay":
@@ -511,6 +505,11 @@ async def _proofs(config: Config, args: argparse.Namespace) -> int:
 async def _export(config: Config, args: argparse.Namespace) -> int:
     async with _opened(config) as ledger:
         return await export_cmd.run(args, ledger)
+
+
+async def _bundle(config: Config, args: argparse.Namespace) -> int:
+    async with _opened(config) as ledger:
+        return await bundle_cmd.export(args, config, ledger)
 
 
 async def _trail(config: Config, args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ import argparse
 import json
 from typing import Any
 
+from overt.cli import flags
 from overt.errors import NotFoundError, UsageError
 from overt.ledger.base import Ledger
 from overt.memory.graph import MAX_DEPTH, neighbors, to_dot, to_mermaid
@@ -34,19 +35,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     search = msub.add_parser("search", help="current nodes matching words, best first")
     search.add_argument("query")
     search.add_argument("--kind", help="only nodes of this kind (Decision, Note, ...)")
-    search.add_argument("--actor", help="only nodes this actor wrote (agent:default, ...)")
+    search.add_argument("--actor", type=flags.actor,
+                        help="only nodes this actor wrote (agent:default, ...)")
     search.add_argument("--limit", type=int, default=20, help=f"at most {MAX_LIMIT}")
     search.add_argument("--json", action="store_true")
     show = msub.add_parser("show", help="a node's current revision, and whether ID is it")
-    show.add_argument("id")
+    show.add_argument("id", type=flags.node_id)
     show.add_argument("--json", action="store_true")
     history = msub.add_parser("history", help="every revision of a node, oldest first")
-    history.add_argument("id")
+    history.add_argument("id", type=flags.node_id)
     history.add_argument("--json", action="store_true")
     graph = msub.add_parser("graph", help="the graph (or one node's neighbourhood) as dot or "
                                           "mermaid")
-    graph.add_argument("id", nargs="?", help="draw this node's links only (default: the "
-                                             f"newest {GRAPH_LIMIT} nodes)")
+    graph.add_argument("id", nargs="?", type=flags.node_id,
+                       help=f"draw this node's links only (default: the newest {GRAPH_LIMIT} "
+                            "nodes)")
     graph.add_argument("--depth", type=int, default=MAX_DEPTH, choices=(1, MAX_DEPTH),
                        help="links away from ID (default 2)")
     graph.add_argument("--format", choices=("dot", "mermaid"), default="dot")

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from overt.cli import flags
 from overt.config import Config, default_data_dir
 from overt.errors import ForgedSignatureError, LedgerError, LedgerIntegrityError, UsageError
 from overt.events import LedgerPruned
@@ -42,7 +43,8 @@ def add_parsers(lsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     prove = lsub.add_parser("prove", help="a turn's entries, all of them, with their Merkle "
                             "inclusion proofs and a signed checkpoint, as JSON (check it "
                             "offline)")
-    prove.add_argument("turn_id", nargs="?", help="the turn (all of its entries)")
+    prove.add_argument("turn_id", nargs="?", type=flags.turn_id,
+                       help="the turn (all of its entries)")
     prove.add_argument("--entry", metavar="SEQ", type=int,
                        help="prove this one entry alone instead of a whole turn")
     prove.add_argument("--checkpoints", metavar="DIR", help="the witness directory")

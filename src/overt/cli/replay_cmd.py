@@ -16,6 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from overt.cli import flags
 from overt.clock import period_start
 from overt.config import Config
 from overt.config.values import PolicySettings
@@ -32,8 +33,9 @@ EXIT_OK, EXIT_DIVERGED, EXIT_VERIFY = 0, 1, 3
 def add_parser(sub: Any) -> None:
     replay = sub.add_parser(
         "replay", help="re-run recorded turns against today's engine, policy and plugins")
-    replay.add_argument("turn_id", nargs="?", help="the turn to replay")
-    replay.add_argument("--session", help="replay every turn of this session")
+    replay.add_argument("turn_id", nargs="?", type=flags.turn_id, help="the turn to replay")
+    replay.add_argument("--session", type=flags.session_id,
+                        help="replay every turn of this session")
     replay.add_argument("--since", help="replay the turns started since (7d, 24h, ISO time)")
     replay.add_argument("--policy", type=Path, help="what-if: replay under this policy "
                         "(a TOML file with [[policy.rules]])")

@@ -15,12 +15,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from overt.cli import flags
 from overt.cli.flags import bytes_flag, port_flag
 from overt.config import Config
 from overt.errors import UsageError
@@ -45,12 +48,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                        help="the cockpit's cookie key file, made on first use "
                             "(env OVERT_WEB_SECRET_FILE)")
     serve.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
-    serve.add_argument("--add-token", metavar="ACTOR",
+    serve.add_argument("--add-token", metavar="ACTOR", type=flags.actor,
                        help="make a token for ACTOR (e.g. mcp_client:claude-code), store its "
                             "hash, print it once, and exit")
     serve.add_argument("--model", help="model spec (as for ask)")
     mcp = sub.add_parser("mcp", help="the MCP server over stdio; needs overt[mcp]")
-    mcp.add_argument("--actor", default="mcp_client:default",
+    mcp.add_argument("--actor", default="mcp_client:default", type=flags.actor,
                      help="who the stdio client is (default mcp_client:default)")
     mcp.add_argument("--model", help="model spec (as for ask)")
 
@@ -90,7 +93,28 @@ def run(config: Config, args: argparse.Namespace) -> int:
     return _serve(config, tokens, args, web_secret_path(path, args.web_secret))
 
 
+def _stop_on_sigterm(_signum: int, _frame: object) -> None:
+    """SIGTERM is how a service manager asks for a stop, and a stop asked for is a
+    clean exit. uvicorn takes the signal while it serves (it stops accepting, lets
+    the requests in flight end, up to ``timeout_graceful_shutdown``, and the lifespan
+    closes the ledger), then raises it again with the handler it found: this one,
+    which ends the process with status 0 (the default handler would kill it, -15).
+    Before uvicorn serves, it stops start-up the same way."""
+    raise SystemExit(0)
+
+
 def _serve(config: Config, tokens: object, args: argparse.Namespace, secret_file: Path) -> int:
+    if threading.current_thread() is not threading.main_thread():  # no signals there
+        return _run_server(config, tokens, args, secret_file)
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    try:
+        return _run_server(config, tokens, args, secret_file)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_server(config: Config, tokens: object, args: argparse.Namespace,
+                secret_file: Path) -> int:
     try:
         import uvicorn
     except ImportError as exc:
@@ -133,7 +157,8 @@ def _serve(config: Config, tokens: object, args: argparse.Namespace, secret_file
     app = create_app(runtime, tokens, max_body_bytes=args.max_body_bytes, mcp=mcp_app,
                      mcp_lifespan=mcp_lifespan, extra_routes=routes)
     # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests finish
-    # (a turn ends recorded, or paused and resumable) before the lifespan closes the ledger.
+    # (a turn ends recorded, or paused and resumable) before the lifespan closes the
+    # ledger; then SIGTERM exits 0 (_stop_on_sigterm), SIGINT 130.
     uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose
                 else "warning", timeout_graceful_shutdown=30)
     return 0

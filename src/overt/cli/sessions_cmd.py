@@ -11,6 +11,7 @@ import argparse
 import json
 from typing import Any
 
+from overt.cli import flags
 from overt.cli.flags import count_flag
 from overt.errors import NotFoundError
 from overt.ledger.base import Ledger
@@ -28,11 +29,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sessions.add_argument("--limit", type=count_flag, default=20)
     sessions.add_argument("--channel", help="only this channel's (cli, http, slack_dm, "
                                             "email, mcp)")
-    sessions.add_argument("--owner", metavar="ACTOR", help="only this actor's")
+    sessions.add_argument("--owner", metavar="ACTOR", type=flags.actor, help="only this actor's")
     sessions.add_argument("--json", action="store_true")
     ssub = sessions.add_subparsers(dest="sessions_command", metavar="COMMAND")
     show = ssub.add_parser("show", help="one session as the conversation it was")
-    show.add_argument("session_id")
+    show.add_argument("session_id", type=flags.session_id)
     show.add_argument("--json", action="store_true")
 
 

@@ -19,6 +19,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from overt.cli import flags
 from overt.cli.flags import output_file, time_flag
 from overt.errors import UsageError
 from overt.events import REASONING_PHASES
@@ -55,14 +56,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         epilog=_TIMES + "\n\nexamples:\n  overt trail cli:01J...\n"
                "  overt trail --since 24h --phase error,waiting_approval",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    trail.add_argument("session_id", nargs="?", metavar="SESSION_ID",
+    trail.add_argument("session_id", nargs="?", metavar="SESSION_ID", type=flags.session_id,
                        help="the session (optional with --since or --until)")
     trail.add_argument("--since", metavar="T", help="turns started from this time on")
     trail.add_argument("--until", metavar="T", help="turns started before this time")
     trail.add_argument("--phase", metavar="P[,P]",
                        help=f"only steps of these phases: {', '.join(REASONING_PHASES)}")
     trail.add_argument("--json", action="store_true")
-    trail.add_argument("--as", dest="as_actor", metavar="ACTOR",
+    trail.add_argument("--as", dest="as_actor", metavar="ACTOR", type=flags.actor,
                        help="read as this actor (default: the operator): only its own "
                             "sessions, unless it holds sessions.read_any")
 
@@ -72,13 +73,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                     "paragraph per step, [思考] [計画] [承認待ち] [実行] [エラー] or their "
                     "English names) or JSON lines (one step per line). Carries the steps' "
                     "text; `overt ledger export` is the audit tier without content.")
-    export.add_argument("id", metavar="TURN_ID|SESSION_ID")
+    export.add_argument("id", metavar="TURN_ID|SESSION_ID", nargs="?",
+                        type=flags.turn_or_session_id,
+                        help="the turn or session (with --bundle: --session or --turn)")
     export.add_argument("--format", choices=("md", "jsonl"), default="md")
     export.add_argument("--labels", choices=("ja", "en"), default="ja",
                         help="Markdown step labels (default ja, as seed 004)")
     export.add_argument("--phase", metavar="P[,P]", help="only steps of these phases")
     export.add_argument("--output", metavar="PATH", help="write here instead of stdout")
-    export.add_argument("--as", dest="as_actor", metavar="ACTOR",
+    export.add_argument("--as", dest="as_actor", metavar="ACTOR", type=flags.actor,
                         help="read as this actor (default: the operator): only its own "
                              "sessions, unless it holds sessions.read_any")
 
@@ -99,6 +102,8 @@ async def run(args: argparse.Namespace, ledger: Ledger, *,
     access = SessionAccess(ledger, capabilities or Capabilities())
     if args.command == "trail":
         return await _trail(args, ledger, phases, actor, access)
+    if args.id is None:
+        raise UsageError("overt export needs a TURN_ID or SESSION_ID (or --bundle FILE)")
     if await access.turn_session(args.id) is not None:
         await access.turn(actor, args.id, surface="cli:export", message=NO_TURN_OR_SESSION)
         trail = await build_trail(ledger, turn_id=args.id, phases=phases)

@@ -58,7 +58,6 @@ stands for the id the seeded node ``REF`` got in this case's ledger.
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -67,6 +66,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from overt import json_input
 from overt.errors import UsageError
 
 FORMAT = "overt-eval/1"
@@ -118,7 +118,8 @@ def load_cases(path: str | Path | None = None) -> list[EvalCase]:
     except OSError as exc:
         raise UsageError(f"cannot read eval cases {target}: {exc}") from exc
     try:
-        data = tomllib.loads(text) if target.suffix == ".toml" else json.loads(text)
+        data = (tomllib.loads(text) if target.suffix == ".toml"
+                else json_input.loads(text, what="the cases"))
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"eval cases {target}: not valid "
                          f"{'TOML' if target.suffix == '.toml' else 'JSON'}: {exc}") from exc

@@ -31,6 +31,8 @@ def migrate(conninfo: str, schema: str, url: str, *, create: bool = True) -> lis
     applied: list[int] = []
     try:
         with psycopg.connect(conninfo, autocommit=True) as conn:
+            if _up_to_date(conn, schema, url):
+                return applied
             conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
             try:
                 if not create:
@@ -64,6 +66,18 @@ def migrate(conninfo: str, schema: str, url: str, *, create: bool = True) -> lis
     except psycopg.Error as exc:
         raise MigrationError(f"cannot migrate ledger {safe_url(url)}: {exc}") from exc
     return applied
+
+
+def _up_to_date(conn: Any, schema: str, url: str) -> bool:
+    """Every migration recorded already: nothing to do, so no need to wait for the
+    lock that other processes' migrations of other ledgers hold (a rows check only;
+    what is missing is applied under the lock)."""
+    table = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".overt_migrations',)).fetchone()
+    if table is None or table[0] is None:
+        return False
+    versions = [r[0] for r in conn.execute(f'SELECT version FROM "{schema}".overt_migrations')]
+    refuse_newer(iter(versions), safe_url(url))
+    return {version for version, _, _ in MIGRATIONS} <= set(versions)
 
 
 def _apply(conn: Any) -> list[int]:

@@ -47,6 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from overt import json_input
 from overt.errors import LedgerIntegrityError, NotFoundError, UsageError
 from overt.ledger import merkle, tree
 from overt.ledger.base import Entry
@@ -239,7 +240,7 @@ def check(text: bytes, key: PublicKey) -> Checked:
     """
     try:
         decoded = text.decode("utf-8")
-        proof = json.loads(decoded)
+        proof = json_input.loads(decoded, what="the proof")
     except (UnicodeDecodeError, ValueError) as exc:
         raise LedgerIntegrityError(f"not a proof: {exc}") from exc
     if not isinstance(proof, dict) or dump(proof) != decoded:
@@ -386,7 +387,8 @@ def _whole_turn(proof: dict[str, Any], entries: list[dict[str, Any]], size: int)
 def _entry_hash(columns: dict[str, Any]) -> str:
     try:
         data = columns["data"]
-        if not isinstance(data, str) or canonical_json(json.loads(data)) != data:
+        if not isinstance(data, str) or canonical_json(
+                json_input.loads(data, what="the entry's data")) != data:
             raise ValueError("data is not canonical JSON text")
         text = [columns[k] for k in ("id", "kind", "at", "prev_hash", "hash")]
         if not all(isinstance(v, str) for v in text) or not all(

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from overt import json_input
 from overt.errors import ModelError, UsageError
 from overt.ids import new_ulid
 from overt.models.base import TextSink
@@ -151,7 +152,8 @@ class ScriptedModel:
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             try:
-                replies.append(reply_from_mapping(json.loads(line), model=name))
+                replies.append(reply_from_mapping(json_input.loads(line, what="the reply"),
+                                                  model=name))
             except (json.JSONDecodeError, UsageError) as exc:
                 raise UsageError(f"{p}:{number}: not a scripted reply: {exc}") from exc
         return cls(replies, name=name, replay_turn=replay_turn)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from overt.errors import UsageError
+from overt.ids import id_problem
 
 ACTOR_KINDS = ("operator", "agent", "mcp_client", "system")
 
@@ -27,6 +28,8 @@ class Actor:
             raise UsageError(f"unknown actor kind {self.kind!r} (known: {', '.join(ACTOR_KINDS)})")
         if not self.name or any(c.isspace() for c in self.name):
             raise UsageError(f"actor name {self.name!r} must be non-empty, without spaces")
+        if (problem := id_problem(str(self), typed=False)) is not None:
+            raise UsageError(f"actor {ascii(str(self))[:80]}: {problem}")
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.name}"

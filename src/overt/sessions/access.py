@@ -22,7 +22,7 @@ from overt.ledger.base import Ledger
 from overt.ledger.canonical import digest_text
 from overt.policy.actors import Actor
 from overt.policy.capabilities import Capabilities, CapabilityCheck
-from overt.sessions.book import session_owner
+from overt.sessions.book import list_sessions, session_owner
 
 if TYPE_CHECKING:
     from overt.policy.approvals import ApprovalBook, ApprovalRequest
@@ -32,6 +32,8 @@ NO_SESSION = "no such session"
 NO_TURN = "no such turn"
 NO_TURN_OR_SESSION = "no such turn or session"
 NO_APPROVAL = "no such approval request"
+_EVERY = 2**62
+"""A listing's limit that is no limit (one actor's sessions, all of them)."""
 
 
 class Refused(NotFoundError):
@@ -80,6 +82,22 @@ class SessionAccess:
     def reads_any(self, actor: Actor) -> bool:
         """Whether ``actor`` holds ``sessions.read_any``."""
         return self.capabilities.check(actor, READ_ANY).granted
+
+    async def readable(self, actor: Actor, *, since: str | None = None
+                       ) -> frozenset[str] | None:
+        """The sessions ``actor`` may reach (:func:`may_reach`), active at or after
+        ``since``: ``None`` for every session (it holds ``sessions.read_any``), else
+        the ones it started.
+
+        Raises:
+            LedgerError: the ledger could not be read.
+        """
+        if self.reads_any(actor):
+            return None
+        owned = await list_sessions(self.ledger, owner=str(actor), since=since,
+                                    limit=_EVERY)
+        return frozenset(info.session_id for info in owned
+                         if may_reach(self.capabilities, actor, info.owner).granted)
 
     async def refuse(self, actor: Actor, what: str, key: str, reach: Reach, *,
                      surface: str, message: str) -> Refused:

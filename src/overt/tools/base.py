@@ -42,7 +42,9 @@ class ToolContext:
 
     ``actor`` is who the call acts as (the agent on the turn's route, or the
     actor of a direct call); ``capabilities`` answers finer checks a tool makes
-    itself (reading another actor's memory), which it records.
+    itself (reading another actor's memory), which it records. Who the answer is
+    for, the actor that sent the turn's message, is on the record:
+    :func:`overt.tools.asker.asker` reads it, with what that actor may read.
     """
 
     ledger: Ledger

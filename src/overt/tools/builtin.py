@@ -4,6 +4,11 @@
   last error, pending approvals.
 - ``get_usage``: tokens and cost per route and model for a period (the
   operator's "what's my burn?").
+
+Each answers the actor who asked (:mod:`overt.tools.asker`) about what that
+actor may read through the API: the sessions it started, or every session when it
+holds ``sessions.read_any``. An actor without it is told its own figures, its own
+last error and its own approval requests, and no other session's id.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from typing import Any, Literal
 
 from overt.clock import period_start
 from overt.events import Event, HookError, InferenceRecorded, ToolCallCompleted, TurnCompleted
+from overt.ledger.base import UsageRow
 from overt.policy.approvals import ApprovalBook
+from overt.tools.asker import Asker, asker
 from overt.tools.base import Tool, ToolContext, tool
 
 Period = Literal["today", "24h", "7d", "30d", "all"]
@@ -46,26 +53,31 @@ async def get_operational_state(ctx: ToolContext) -> dict[str, Any]:
     or what went wrong recently.
     """
     today = period_start("today")
+    who = await asker(ctx)
     first = await ctx.ledger.entries(limit=1)
-    last_error = await ctx.ledger.last_error()
+    last_error = await who.last_error()
     error: dict[str, Any] | None = None
     if last_error is not None:
         error = {"at": last_error.at, "kind": last_error.kind,
                  "turn_id": last_error.turn_id, **_failure(last_error.event())}
-    approved = await ApprovalBook(ctx.ledger, ctx.capabilities).list(["approved"])
+    book = ApprovalBook(ctx.ledger, ctx.capabilities)
+    approved = await who.approvals(await book.list(["approved"]))
     interrupted = [{"request_id": r.request_id, "tool_name": r.tool_name,
                     "started_seq": r.call_started_seq} for r in approved if r.interrupted]
     unstarted = [{"request_id": r.request_id, "tool_name": r.tool_name,
                   "taken_up_seq": r.taken_up_seq} for r in approved if r.unstarted]
-    requested = await ctx.ledger.count("approval.requested")
-    decided = await ctx.ledger.count("approval.decided")
+    if who.sessions is None:  # every request: counted without reading them all
+        requested = await ctx.ledger.count("approval.requested")
+        pending = max(0, requested - await ctx.ledger.count("approval.decided"))
+    else:
+        pending = len(await who.approvals(await book.list(["pending"])))
     return {
         "runtime_started_at": ctx.runtime_started_at,
         "ledger_started_at": first[0].at if first else None,
-        "turns_today": await ctx.ledger.count("turn.started", since=today),
-        "tool_calls_today": await ctx.ledger.count("tool_call.completed", since=today),
+        "turns_today": await who.count("turn.started", since=today),
+        "tool_calls_today": await who.count("tool_call.completed", since=today),
         "last_error": error,
-        "pending_approvals": max(0, requested - decided),
+        "pending_approvals": pending,
         "interrupted_approved_calls": interrupted,
         "unstarted_approved_calls": unstarted,
     }
@@ -84,7 +96,7 @@ async def get_usage(ctx: ToolContext, period: Period = "today",
     """
     since = period_start(period)
     groups = GROUPS[by]
-    rows = await ctx.ledger.usage(since=since, by=groups)
+    rows = await _usage(await asker(ctx, since=since), since, groups)
     breakdown = [
         {
             **{g: getattr(r, g) for g in groups},
@@ -105,6 +117,29 @@ async def get_usage(ctx: ToolContext, period: Period = "today",
         "inferences": sum(r.inferences for r in rows),
         f"by_{by}": breakdown,
     }
+
+
+async def _usage(who: Asker, since: str | None, groups: tuple[str, ...]) -> list[UsageRow]:
+    """:meth:`Ledger.usage` of the sessions ``who`` may read: every session's rows as
+    they are, else the rows per session of its own, added up per group."""
+    ledger = who.access.ledger
+    if who.sessions is None:
+        return await ledger.usage(since=since, by=groups)
+    totals: dict[tuple[str, ...], list[Any]] = {}
+    for row in await ledger.usage(since=since, by=("session", *groups)):
+        if not who.sees(row.session):
+            continue
+        key = tuple(getattr(row, g) for g in ("route", "model", "day", "session")
+                    if g in groups)
+        total = totals.setdefault(key, [row, 0, 0, 0, 0.0])
+        total[1:] = [total[1] + row.inferences, total[2] + row.input_tokens,
+                     total[3] + row.output_tokens, total[4] + row.cost_usd]
+    out = [UsageRow(r.route if "route" in groups else "*", r.model if "model" in groups else "*",
+                    n, i, o, round(c, 10), r.day if "day" in groups else "*",
+                    r.session if "session" in groups else "*")
+           for r, n, i, o, c in totals.values()]
+    out.sort(key=lambda r: (r.day, r.cost_usd, r.input_tokens), reverse=True)
+    return out
 
 
 def builtin_tools() -> list[Tool]:
