@@ -95,9 +95,11 @@ class InferenceRecorded(Event):
     info: dict[str, Any] = field(default_factory=dict)
     history_omitted: list[str] = field(default_factory=list)
     """The session's earlier turns left out of this request to fit the model's
-    context window (turn ids, oldest first)."""
+    context window (turn ids, oldest first), of those within one window's worth of
+    tokens of the newest: every older turn was left out too, and is not named
+    (:func:`overt.sessions.fit`)."""
     history_omitted_tokens: int = 0
-    """The tokens those turns would have taken (the count the fit used)."""
+    """The tokens the turns named would have taken (the count the fit used)."""
     request_digest: str | None = None
     """The request as sent, in the content tier (:mod:`overt.engine.request_body`);
     ``None`` on inferences recorded before requests were."""

@@ -290,8 +290,9 @@ class _Read:
 
 
 FIRST_PAGE = 64
-"""Entries a conversation is first read back with from its end; each further page
-(only while the turns read do not fill the window) is twice the last."""
+"""Entries a conversation is first read back with from its end; a further page (only
+while the turns read do not fill the window) holds as many as the tokens still
+wanted take at the rate of those read, and a quarter more."""
 
 
 TRIM_EVERY = 16
@@ -354,8 +355,8 @@ class HistoryReader:
         return turns
 
     async def _read(self, session_id: str, tokens: int | None, count: Counter) -> _Read:
-        """The session read from its end: all of it, or (``tokens``) pages of entries,
-        each twice the last, until the turns read hold ``tokens``."""
+        """The session read from its end: all of it, or (``tokens``) pages of entries
+        (:data:`FIRST_PAGE`) until the turns read hold ``tokens``."""
         if tokens is None:
             return _Read.of(await self._ledger.select(queries.conversation(self._d),
                                                       (session_id, -1)))
@@ -366,9 +367,13 @@ class HistoryReader:
                                              (session_id, before, limit))
             rows[:0] = reversed(page)
             read = _Read.of(rows)
-            if len(page) < limit or _weight(read.conversation.turns(), count) >= tokens:
+            held = _weight(read.conversation.turns(), count)
+            if len(page) < limit or held >= tokens:
                 return read
-            before, limit = int(page[-1][0]), limit * 2
+            # as many entries again as the tokens still wanted take at the rate so far
+            before = int(page[-1][0])
+            limit = max(FIRST_PAGE, len(rows) * (tokens - held) * 5 // (4 * held)
+                        if held else len(rows))
 
     def _trim(self, kept: _Read, turns: list[HistoryTurn], tokens: int,
               count: Counter) -> bool:
