@@ -25,6 +25,7 @@ from overt.engine.record import Recorder, audit_name
 from overt.errors import HookTimeout, OvertError, UsageError
 from overt.events import (
     HookBlocked,
+    HookDeclined,
     HookError,
     HookErrorConsequence,
     HookProvided,
@@ -189,14 +190,18 @@ class TurnHooks:
             started = time.perf_counter()
             try:
                 answer = await _call_timed(impl, kwargs, timeout)
-                if answer is None:
-                    continue
-                if not isinstance(answer, Mapping) or "result" not in answer:
+                if answer is not None and not isinstance(answer, Mapping):
                     raise UsageError(f'expected {{"result": ...}} or None, got '
                                      f"{type(answer).__name__}")
             except Exception as exc:  # noqa: BLE001  fail-safe: logged at DEBUG, recorded
                 self._failed(impl.plugin, "pre_tool_call_can_provide_result", exc, "fell_through",
                              call_.id, logging.DEBUG)
+                continue
+            if answer is None or "result" not in answer:  # no answer from this plugin
+                self.rec.add(HookDeclined(
+                    turn_id=self.turn_id, session_id=self.session_id, plugin=impl.plugin,
+                    hook="pre_tool_call_can_provide_result", tool_call_id=audit_name(call_.id),
+                    tool_name=audit_name(call_.name)))
                 continue
             is_error = answer.get("is_error") is True
             self.rec.add(HookProvided(
