@@ -159,7 +159,7 @@ class Runtime:
         """
         plugins = PluginHost.load(
             config.plugins_enabled, config.plugins_disabled, config.plugin_files,
-            timeouts={"pre_tool_call": config.pre_tool_call_timeout_s})
+            timeouts={"pre_tool_call": config.pre_tool_call_timeout_s}, memory=config.memory)
         catalog = ModelCatalog(plugins.models(), options=ModelOptions(
             cache_dir=config.cache_dir, progress=progress, provider_settings=config.providers))
         routing.add_aliases(config, catalog)
