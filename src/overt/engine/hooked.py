@@ -34,7 +34,7 @@ from overt.events import (
     HookToolsNarrowed,
     HookTransformed,
 )
-from overt.hooks.answers import Block, Reissue
+from overt.hooks.answers import Block, Reissue, error_envelope
 from overt.hooks.calls import HookSet, Impl, call_async_timed
 from overt.tools import shapes
 from overt.types import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
@@ -203,13 +203,16 @@ class TurnHooks:
                     hook="pre_tool_call_can_provide_result", tool_call_id=audit_name(call_.id),
                     tool_name=audit_name(call_.name)))
                 continue
-            is_error = answer.get("is_error") is True
             self.rec.add(HookProvided(
                 turn_id=self.turn_id, session_id=self.session_id, plugin=impl.plugin,
                 hook="pre_tool_call_can_provide_result", tool_call_id=audit_name(call_.id),
                 tool_name=audit_name(call_.name)))
-            outcome = ToolOutcome("execution_error" if is_error else "ok",
-                                  render_result(answer["result"]), is_error,
+            content = render_result(answer["result"])
+            is_error = answer.get("is_error") is True
+            failure = None if is_error else error_envelope(answer["result"])
+            if failure is not None:  # a bridge's {"error": "..."}: a failure, said as one
+                is_error, content = True, f"tool_execution_error: {failure}"
+            outcome = ToolOutcome("execution_error" if is_error else "ok", content, is_error,
                                   ms_since(started), executed=True)
             return outcome, impl.plugin
         return None
