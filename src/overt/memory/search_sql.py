@@ -21,9 +21,16 @@ Terms are of two sorts (:func:`words`):
   nothing more: ``PICK-12`` finds the node that says PICK-12, not one that says
   only PICK-123 (SQLite: an FTS5 phrase; PostgreSQL: ``phraseto_tsquery``).
 
+A word of three characters or more is also looked for **inside** words, through
+the index of trigrams (migration 18: SQLite's FTS5 ``trigram``, PostgreSQL's
+``pg_trgm``), when the word matches leave room in the result: ``kron`` finds
+``Isokron``, ``サーバー`` finds ``東京のサーバー``. Such a match ranks after every
+word match (:func:`fragments`). A key is not: ``PICK-12`` still finds PICK-12 and
+not PICK-123.
+
 A term holds letters, digits and those joiners only, so nothing a user types
 (quotes, ``*``, parentheses, ``NEAR``, ``:``) reaches FTS5 or ``to_tsquery`` as
-syntax.
+syntax, nor ``%`` or ``_`` a ``LIKE`` pattern.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from collections.abc import Collection
 from typing import Any
 
 from overt.ledger.schema.memory_search import SEQ_MASK, SLOT_SHIFT
+from overt.ledger.schema.memory_trigrams import TEXT
 from overt.ledger.sql import Dialect
 
 CURRENT = ("NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id)")
@@ -44,6 +52,8 @@ _WORD = re.compile(r"[^\W_]+(?:[-./:_][^\W_]+)*")
 _JOINERS = frozenset("-./:_")
 PREFIX_MIN = 3
 """The length from which an ASCII word is matched as a prefix."""
+FRAGMENT_MIN = 3
+"""The length from which a word is looked for inside words (a trigram's)."""
 # Words so common they only slow a search down and blur its ranking (PostgreSQL's
 # english configuration drops them too; SQLite's FTS5 would not).
 STOP_WORDS = frozenset((
@@ -284,3 +294,71 @@ def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
             f"ORDER BY f.score DESC, {_NEWER_FIRST.format('f')}",
             [*([actor] if actor else []), " ".join(t for t in terms if not is_key(t)),
              [t for t in terms if is_key(t)], *narrowing, limit, limit, *narrowing, limit])
+
+
+def fragment_terms(terms: list[str]) -> list[str]:
+    """The terms looked for inside words: words (not keys) of :data:`FRAGMENT_MIN`
+    characters or more."""
+    return [t for t in terms if not is_key(t) and len(t) >= FRAGMENT_MIN]
+
+
+def _like(term: str) -> str:
+    """``term`` inside any text, as a ``LIKE`` pattern (a term holds no ``%``, ``_``
+    or ``\\``: escaped all the same)."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def fragments(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
+              limit: int, columns: str, skip: Collection[str] = ()) -> tuple[str, list[Any]]:
+    """(statement, params) selecting ``columns`` of node alias ``n`` plus a score of 0:
+    the current nodes, of ``kind`` and ``actor`` when given and not among ``skip``
+    (the word matches already found), whose title or body holds one of ``terms``
+    (:func:`fragment_terms`) anywhere, case aside, at most ``limit``.
+
+    Ranked by a count the same on both backends: each term in the title counts 2,
+    in the body 1; ties go to the newer node, then the larger id. They follow the
+    word matches, whatever their count: a caller asks for them only to fill the
+    places those leave (see :meth:`overt.memory.store.MemoryStore.search`).
+    SQLite reads the actor's rowid range of ``memory_trigrams``; PostgreSQL the
+    trigram index of ``memory_nodes`` (migration 18).
+    """
+    filters: list[str] = []
+    params: list[Any] = []
+    for column, value in (("kind", kind), ("actor", actor)):
+        if value is not None:
+            filters.append(f"n.{column} = {d.ph}")
+            params.append(value)
+    cols = ", ".join(f"n.{c.strip()}" for c in columns.split(","))
+    ranked: list[str] = []
+    rank_params: list[Any] = []
+    if d.name == "sqlite":
+        if skip:
+            filters.append(f"n.id NOT IN ({d.phs(len(skip))})")
+            params += list(skip)
+        for term in terms:
+            ranked.append("(instr(lower(n.title), ?) > 0) * 2 + (instr(lower(n.body), ?) > 0)")
+            rank_params += [term, term]
+        match = "{title body} : (" + " OR ".join(fts5_term(t) for t in terms) + ")"
+        where = "".join(f" AND {f}" for f in filters)
+        return (f"SELECT {cols}, 0.0 FROM (SELECT {_SEQ} AS seq FROM memory_trigrams "
+                f"WHERE memory_trigrams MATCH ?{_sqlite_within(actor)}) f "
+                f"JOIN memory_search_rows r ON r.seq = f.seq "
+                f"JOIN memory_nodes n ON n.id = r.node_id WHERE 1 = 1{where} "
+                f"ORDER BY {' + '.join(ranked)} DESC, n.created_at DESC, n.id DESC LIMIT ?",
+                [match, *([actor, actor] if actor is not None else []), *params,
+                 *rank_params, limit])
+    if skip:
+        filters.append(f"NOT (n.id = ANY({d.ph}))")
+        params.append(list(skip))
+    text = TEXT.replace("title", "n.title").replace("body", "n.body")
+    found = " OR ".join(f"{text} ILIKE {d.ph}" for _ in terms)
+    for term in terms:
+        ranked.append(f"CASE WHEN n.title ILIKE {d.ph} THEN 2 ELSE 0 END "
+                      f"+ CASE WHEN n.body ILIKE {d.ph} THEN 1 ELSE 0 END")
+        rank_params += [_like(term), _like(term)]
+    where = "".join(f" AND {f}" for f in filters)
+    return (f"SELECT {cols}, 0.0 FROM memory_nodes n WHERE ({found}) AND {CURRENT}{where} "
+            f"ORDER BY {' + '.join(ranked)} DESC, n.created_at COLLATE \"C\" DESC, "
+            f"n.id COLLATE \"C\" DESC LIMIT {d.ph}",
+            [*(_like(t) for t in terms), *params, *rank_params, limit])
