@@ -1,4 +1,4 @@
-"""``overt eval --model SPEC [--set NAME | --cases FILE] [--json OUT]``: run eval sets.
+"""``overt eval --model SPEC [--set NAME | --cases FILE] [--local-policy P] [--json OUT]``.
 
 By default every set shipped with overt runs (:mod:`overt.evals.sets`: the tuning
 set, then the locked set); ``--set`` picks some, ``--cases`` runs a file instead.
@@ -38,6 +38,7 @@ from overt.evals.sets import FILES, LOCKED, set_path, shipped_sets
 from overt.hooks.manager import PluginHost
 from overt.ledger import open_ledger
 from overt.models.base import Model
+from overt.models.local_policy import LocalPolicy
 from overt.models.options import ModelOptions
 from overt.models.resolve import ModelCatalog
 
@@ -61,6 +62,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="run only this case (repeatable; a prefix selects several)")
     p.add_argument("--no-record", action="store_true",
                    help="do not write the eval.completed entry to the ledger")
+    p.add_argument("--local-policy", metavar="on|off|PARTS", type=_policy,
+                   help="the embedded model's heuristics for this run: on (all), off (none) or "
+                        "the parts to keep, comma-separated (default: [providers.local] "
+                        "local_policy, else on)")
+
+
+def _policy(value: str) -> str:
+    """``--local-policy``'s value, checked as the command line is read."""
+    try:
+        LocalPolicy.of(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
 
 
 def _progress(line: str) -> None:
@@ -133,6 +147,9 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
     if not sets:
         print("overt: no case matches --case", file=sys.stderr)
         return 2
+    if args.local_policy is not None:
+        local = {**config.providers.get("local", {}), "local_policy": args.local_policy}
+        config = config.with_(providers={**config.providers, "local": local})
     model, catalog = _model(config)
     suites: list[SuiteResult] = []
     try:
