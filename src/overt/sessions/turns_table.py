@@ -20,6 +20,7 @@ Orders:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -91,7 +92,7 @@ _COLUMNS = "s.seq, s.turn_id, s.session_id, s.at, s.data, c.seq, c.data"
 
 def _completed(d: Dialect) -> str:
     return ("LEFT JOIN audit_log c ON c.turn_id = s.turn_id AND c.kind = 'turn.completed' "
-            f"AND c.seq > s.seq")
+            "AND c.seq > s.seq")
 
 
 def _filters(d: Dialect, source: str | None, actor: str | None,
@@ -210,8 +211,7 @@ async def _newest_failures(reader: Any, d: Dialect, failing: str,
 
 
 def _keyed(row: TurnRow, seq: int) -> TurnRow:
-    return TurnRow(*(getattr(row, f) for f in TurnRow.__dataclass_fields__
-                     if f != "key"), key=(0.0, seq))
+    return dataclasses.replace(row, key=(0.0, seq))
 
 
 def _row(r: Sequence[Any], order: Order) -> TurnRow:

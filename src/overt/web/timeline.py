@@ -17,6 +17,7 @@ its own ending's, never a green "completed" over a failed call.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,6 +39,7 @@ from overt.events import (
     TurnStarted,
 )
 from overt.ledger.base import Entry
+from overt.reasoning.trail import TurnTrail
 
 Tone = Literal["ok", "held", "bad", "running"]
 RANK: dict[Tone, int] = {"ok": 0, "running": 1, "held": 2, "bad": 3}
@@ -84,6 +86,8 @@ class Span:
     """The policy's message for a call it held or denied (shown once, on that call)."""
     approval: str | None = None
     """The approval request a held call waited on, and how it was decided."""
+    notes: list[str] = field(default_factory=list)
+    """Digests of error steps about this call (why it failed, in words)."""
 
     @property
     def end_ms(self) -> float:
@@ -208,8 +212,14 @@ def _apply(line: Timeline, calls: dict[str, Span], e: Entry, event: Event | None
                 line.output_tokens += d.output_tokens
                 line.cost_usd += d.cost_usd
         case ReasoningStepRecorded() as d:
-            line.rows.append(StepMark(e.seq, d.step_number, d.phase, at, d.content_digest,
-                                      f"step-{e.seq}"))
+            if d.tool_call_id is not None and d.tool_call_id in calls:
+                # the engine's own line about a call (its result quoted, or why it was
+                # held): the call's row says it; an error's text is kept on the call
+                if d.phase == "error":
+                    calls[d.tool_call_id].notes.append(d.content_digest)
+            elif d.policy_decision_id is None:
+                line.rows.append(StepMark(e.seq, d.step_number, d.phase, at,
+                                          d.content_digest, f"step-{e.seq}"))
         case PolicyDecided() as d:
             span = _call(line, calls, d.tool_call_id, d.tool_name, e.seq, at)
             if span.effect in (None, "allow"):  # the rule that held a call stays shown
@@ -252,11 +262,36 @@ def _apply(line: Timeline, calls: dict[str, Span], e: Entry, event: Event | None
                 line.status, line.waiting_on = "running", None
 
 
+def call_anchor(tool_call_id: str) -> str:
+    """The anchor of a tool call's row on its turn's page (the model chose the id:
+    its digest, cut, stands in for it in a URL)."""
+    return "call-" + hashlib.sha256(tool_call_id.encode()).hexdigest()[:12]
+
+
 def _call(line: Timeline, calls: dict[str, Span], tool_call_id: str, tool_name: str,
           seq: int, at: float) -> Span:
     span = calls.get(tool_call_id)
     if span is None:
-        span = calls[tool_call_id] = Span("tool", f"call-{seq}", tool_name, seq, at, None,
-                                          "running", "running", tool_call_id=tool_call_id)
+        span = calls[tool_call_id] = Span("tool", call_anchor(tool_call_id), tool_name, seq,
+                                          at, None, "running", "running",
+                                          tool_call_id=tool_call_id)
         line.rows.append(span)
     return span
+
+
+def trail_verdict(turn: TurnTrail) -> tuple[Tone, str]:
+    """A session page's badge for ``turn`` (from its trail): as :meth:`Timeline.verdict`
+    says it, from the records the trail holds."""
+    status = turn.status or ("awaiting_approval" if turn.paused_on else "running")
+    if status not in ("completed", "running", "awaiting_approval"):
+        return "bad", status.replace("_", " ")
+    worst: Tone = {"completed": "ok", "running": "running"}.get(status, "held")  # type: ignore[assignment]
+    said = status.replace("_", " ")
+    for call in turn.tool_calls:
+        tone = TOOL_TONES.get(call.status, "bad")
+        if RANK[tone] > RANK[worst]:
+            worst, said = tone, f"{said} · {call.status.replace('_', ' ')}"
+    for d in turn.decisions:
+        if d.effect == "deny" and RANK["held"] > RANK[worst]:
+            worst, said = "held", f"{said} · denied"
+    return worst, said

@@ -40,11 +40,12 @@ from overt.reasoning.trail import (
     build_trail,
 )
 from overt.runtime import Runtime
-from overt.sessions import SessionInfo, list_sessions, session_history, title
+from overt.sessions import SessionInfo, list_sessions, session_history, session_info, title
 from overt.sessions.access import NO_SESSION, SessionAccess
 from overt.types import Message
 from overt.web.auth import Login
 from overt.web.render import page, unknown_query
+from overt.web.timeline import trail_verdict
 from overt.web.viewer import Viewer
 
 LISTED = 200
@@ -157,9 +158,12 @@ class Sessions:
                 return page("denied.html", viewer, login, active="sessions", status=500,
                             capability=None, message=str(exc))
         turns = [_turn(t, history.get(t.turn_id, TurnBodies())) for t in trail.turns]
+        info = await session_info(self.runtime.ledger, session_id)
+        name = await title(self.runtime.ledger, info, width=90) \
+            if viewer.reads_content and info is not None else ""
         return page("session.html", viewer, login, active="sessions", session_id=session_id,
-                    turns=turns, labels=labels, names=LABELS[labels],
-                    content=viewer.reads_content)
+                    turns=turns, labels=labels, names=LABELS[labels], info=info,
+                    name=name, content=viewer.reads_content)
 
     async def export(self, request: Request, viewer: Viewer, login: Login) -> Response:
         """The Markdown ``overt export SESSION --labels L`` writes."""
@@ -192,22 +196,30 @@ def _labels(request: Request) -> tuple[str, str]:
 
 @dataclass(slots=True)
 class Shown:
-    """One turn as the session page lays it out."""
+    """One turn as the session page lays it out: its records once each (a step the
+    engine wrote about a call, or about a decision, is said by that call's or that
+    decision's line; a decision that let a call run is the call's rule), its badge."""
 
     trail: TurnTrail
-    records: list[tuple[str, Any, CallBodies | None]]
+    records: list[tuple[str, Any, str | None]]
     answer: str | None
+    tone: str = "ok"
+    verdict: str = ""
 
 
 def _turn(turn: TurnTrail, found: TurnBodies) -> Shown:
-    records: list[tuple[str, Any, CallBodies | None]] = []
+    records: list[tuple[str, Any, str | None]] = []
+    rules = {d.tool_call_id: d.rule for d in turn.decisions}
     for r in turn.records():
         if isinstance(r, Step):
-            records.append(("step", r, None))
+            if r.tool_call_id is None and r.policy_decision_id is None:
+                records.append(("step", r, None))
         elif isinstance(r, ToolCallRecord):
-            records.append(("call", r, found.calls.get(r.tool_call_id)))
+            records.append(("call", r, rules.get(r.tool_call_id)))
         elif isinstance(r, DecisionRecord):
-            records.append(("decision", r, None))
+            if r.effect != "allow":
+                records.append(("decision", r, None))
         elif isinstance(r, ApprovalRecord):
             records.append(("approval", r, None))
-    return Shown(turn, records, found.answer)
+    tone, verdict = trail_verdict(turn)
+    return Shown(turn, records, found.answer, tone, verdict)
