@@ -56,7 +56,8 @@ def test_a_row_carries_channel_cost_latency_tools_and_status(make_runtime: Runti
     rows = {r.turn_id: r for r in run(list_turns(ledger, limit=10))}
     boom = rows[made[1]]
     assert boom.source == "cli" and boom.session_id == "cli:s1"
-    assert boom.tool_calls == 1 and boom.status == "completed"
+    assert boom.tool_calls == 1 and boom.status == "completed" and boom.failures == 1
+    assert rows[made[0]].failures == 0
     assert boom.duration_ms is not None and boom.cost_usd is not None
     assert rows[made[0]].input_tokens == 10
 

@@ -55,6 +55,10 @@ class TurnRow:
     message_digest: str | None
     key: tuple[float, int]
     """Where this row sits in its order (value, seq): the cursor after it."""
+    failures: int = 0
+    """Entries of the turn that record a failure (a call not ``ok``, a model error, a
+    plugin's error, an ending other than ``completed``): a turn that completed after
+    a failed call is not shown as a success."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +163,8 @@ async def list_turns(ledger: object, *, order: Order = "newest", after: Cursor |
                      f"WHERE c.kind = 'turn.completed'{where} "
                      f"ORDER BY {value} DESC, c.seq DESC LIMIT {d.ph}")
     params.append(int(limit))
-    return [_row(r, order) for r in await reader.select(statement, params)]
+    rows = [_row(r, order) for r in await reader.select(statement, params)]
+    return await _counted(reader, d, rows)
 
 
 async def _errors(reader: Any, d: Dialect, after: Cursor | None, source: str | None,
@@ -198,7 +203,20 @@ async def _errors(reader: Any, d: Dialect, after: Cursor | None, source: str | N
                     break
         if len(found) < batch:
             break
-    return rows
+    return await _counted(reader, d, rows)
+
+
+async def _counted(reader: Any, d: Dialect, rows: list[TurnRow]) -> list[TurnRow]:
+    """``rows`` with their failures counted (one read for the page, by the turns'
+    index)."""
+    if not rows:
+        return rows
+    listed = sorted({r.turn_id for r in rows})
+    found = await reader.select(
+        f"SELECT turn_id, count(*) FROM audit_log WHERE turn_id IN ({d.phs(len(listed))}) "
+        f"AND ({failure_condition(d)}) GROUP BY turn_id", listed)
+    counts = {t: int(n) for t, n in found}
+    return [dataclasses.replace(r, failures=counts.get(r.turn_id, 0)) for r in rows]
 
 
 async def _newest_failures(reader: Any, d: Dialect, failing: str,

@@ -28,6 +28,7 @@ from overt.clock import period_start
 from overt.engine.request_body import PartMissing, expand
 from overt.errors import LedgerIntegrityError, NotFoundError, UsageError
 from overt.ledger import proofs
+from overt.ledger.canonical import digest_text
 from overt.ledger.checkpoints import Checkpoint
 from overt.ledger.signing import DASH, PublicKey
 from overt.runtime import Runtime
@@ -140,17 +141,18 @@ class Turns:
         found.message = await read(line.message_digest, line.first_seq)
         found.reply = await read(line.reply_digest, line.last_seq)
         asked: dict[str, str] = {}
-        for row in line.rows:
-            if isinstance(row, StepMark):
-                found.steps[row.anchor] = await read(row.digest, row.seq)
-            elif row.kind == "model":
+        for row in line.spans:  # the calls the model asked for, by id, before the calls
+            if row.kind == "model":
                 request = await read(row.request_digest, row.seq)
                 found.inputs[row.anchor] = readable.body(await _request(ledger, request))
                 response = await read(row.response_digest, row.seq)
                 found.outputs[row.anchor] = _response(response, asked)
-            else:
-                if not row.known_name and row.tool_call_id in asked:
-                    found.names[row.anchor] = asked[row.tool_call_id or ""]
+        for row in line.rows:
+            if isinstance(row, StepMark):
+                found.steps[row.anchor] = await read(row.digest, row.seq)
+            elif row.kind == "tool":
+                if not row.known_name and row.title in asked:
+                    found.names[row.anchor] = asked[row.title]
                 links = row.title.startswith(("node_", "link_"))
                 found.inputs[row.anchor] = readable.body(await read(row.args_digest, row.seq))
                 result = await read(row.result_digest, row.seq)
@@ -217,9 +219,9 @@ def _response(body: str | None, asked: dict[str, str]) -> Markup:
     except ValueError:
         return readable.plain(body)
     calls = value.get("tool_calls") or [] if isinstance(value, dict) else []
-    for c in calls:
-        if isinstance(c, dict) and isinstance(c.get("id"), str):
-            asked[c["id"]] = str(c.get("name", ""))
+    for c in calls:  # a name the model invented is recorded as its digest
+        if isinstance(c, dict) and isinstance(c.get("name"), str):
+            asked[digest_text(c["name"])] = c["name"]
     text = value.get("text") if isinstance(value, dict) else None
     parts = [readable.markdown(text)] if text else []
     if calls:
