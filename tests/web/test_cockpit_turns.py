@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,9 @@ from playwright.sync_api import expect  # noqa: E402  (after the check: may be m
 
 from tests.web.test_cockpit_live import ask, log_in  # noqa: E402
 
-
 WIDTHS = (1280, 390)
-ANSWER = "Here is **bold** and `code`.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n<script>window.__xss = 1</script>"
+ANSWER = ("Here is **bold** and `code`.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+          "<script>window.__xss = 1</script>")
 
 
 def reply(request: ModelRequest) -> ModelResponse:

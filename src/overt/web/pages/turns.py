@@ -141,12 +141,12 @@ class Turns:
         found.message = await read(line.message_digest, line.first_seq)
         found.reply = await read(line.reply_digest, line.last_seq)
         asked: dict[str, str] = {}
-        for row in line.spans:  # the calls the model asked for, by id, before the calls
-            if row.kind == "model":
-                request = await read(row.request_digest, row.seq)
-                found.inputs[row.anchor] = readable.body(await _request(ledger, request))
-                response = await read(row.response_digest, row.seq)
-                found.outputs[row.anchor] = _response(response, asked)
+        for model in line.spans:  # the names the model asked for, before the calls
+            if model.kind == "model":
+                request = await read(model.request_digest, model.seq)
+                found.inputs[model.anchor] = readable.body(await _request(ledger, request))
+                response = await read(model.response_digest, model.seq)
+                found.outputs[model.anchor] = _response(response, asked)
         for row in line.rows:
             if isinstance(row, StepMark):
                 found.steps[row.anchor] = await read(row.digest, row.seq)
