@@ -212,7 +212,10 @@ def _turn(turn: TurnTrail, found: TurnBodies) -> Shown:
     rules = {d.tool_call_id: d.rule for d in turn.decisions}
     for r in turn.records():
         if isinstance(r, Step):
-            if r.tool_call_id is None and r.policy_decision_id is None:
+            # the engine's line about a call's result is the call's line; its line about
+            # a held call stays (the label says it in the chosen language), and the
+            # decision beside it does not say the policy's message again
+            if r.tool_call_id is None or r.policy_decision_id is not None:
                 records.append(("step", r, None))
         elif isinstance(r, ToolCallRecord):
             records.append(("call", r, rules.get(r.tool_call_id)))
