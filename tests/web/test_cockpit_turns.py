@@ -239,3 +239,30 @@ def test_prove_this_downloads_a_proof_check_proof_accepts(chromium: Any, served:
          "--key", str(served.public)], cwd=served.project, env=cli_env(served.db),
         capture_output=True, text=True, timeout=120)
     assert refused.returncode != 0
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_sessions_table_pages_by_keyset_lists_errors_first_and_keeps_a_bad_filter(
+        chromium: Any, served: Served, shots: Any, width: int) -> None:
+    page = log_in(chromium, served.base, OPERATOR)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto("/sessions")
+    rows = page.locator("table.sessions tbody tr")
+    expect(rows).to_have_count(50)
+    expect(rows.first).to_contain_text("filler 51")
+    page.get_by_role("link", name="Next page →").click()
+    assert "after=" in page.url
+    expect(rows).to_have_count(3)
+    expect(rows.last).to_contain_text("please answer in markdown")
+    page.get_by_role("link", name="Errors first").click()
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_class("row-bad")
+    expect(rows.first.locator("td").nth(7)).to_have_text("1")
+    no_sideways_scroll(page, width)
+    assert serious_violations(page, width) == []
+    shots(page, f"sessions-table-{width}")
+    response = page.goto("/sessions?channel=http&since=last+tuesday")
+    assert response.status == 422
+    expect(page.get_by_label("Channel")).to_have_value("http")
+    expect(page.get_by_label("Active since")).to_have_value("last tuesday")
+    expect(page.get_by_role("alert")).to_contain_text("Active since: unknown period")

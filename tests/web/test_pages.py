@@ -328,7 +328,8 @@ def test_a_sessions_filter_the_page_cannot_read_is_a_422_not_an_empty_or_full_li
     assert [code for code, _ in refused] == [422] * 5
     assert "unknown period &#39;yesterday&#39;" in refused[0][1]
     assert "unknown period &#39;2026-13-45&#39;" in refused[1][1]
-    assert ("unknown query parameter sinse: this page takes channel, owner, since, until, q"
+    assert ("unknown query parameter sinse: this page takes channel, owner, since, until, q, "
+            "order, after"
             in refused[2][1])
     assert "unknown query parameter by: this page takes since" in refused[3][1]
     assert "unknown query parameter knd" in refused[4][1]

@@ -40,8 +40,15 @@ from overt.reasoning.trail import (
     build_trail,
 )
 from overt.runtime import Runtime
-from overt.sessions import SessionInfo, list_sessions, session_history, session_info, title
+from overt.sessions import list_sessions, session_history, session_info, title
 from overt.sessions.access import NO_SESSION, SessionAccess
+from overt.sessions.sessions_table import (
+    SESSION_ORDERS,
+    SessionRow,
+    from_info,
+    list_session_rows,
+    summed,
+)
 from overt.types import Message
 from overt.web.auth import Login
 from overt.web.render import page, unknown_query
@@ -51,8 +58,10 @@ from overt.web.viewer import Viewer
 LISTED = 200
 """Sessions a search lists at most (the most recently active; the page says when
 more matched)."""
-LISTING_QUERY = ("channel", "owner", "since", "until", "q")
+LISTING_QUERY = ("channel", "owner", "since", "until", "q", "order", "after")
 """The query parameters the sessions list takes."""
+PAGE = 50
+"""Sessions a page of the table holds (the next page is read by keyset)."""
 
 
 @dataclass(slots=True)
@@ -102,34 +111,57 @@ class Sessions:
         channel, owner = q.get("channel", "").strip(), q.get("owner", "").strip()
         since, until, text = q.get("since", "").strip(), q.get("until", "").strip(), \
             q.get("q", "").strip()
+        order, after = q.get("order", "newest").strip(), q.get("after", "").strip()
         # a time it cannot read was compared as text: 'yesterday' or '24h' matched
         # nothing, and the page said no session matched
-        problem = unknown_query(request, LISTING_QUERY)
+        problems = [p for p in [unknown_query(request, LISTING_QUERY)] if p]
+        since_at = until_at = cursor = None
         try:
             since_at = period_start(since) if since else None
+        except UsageError as exc:
+            problems.append(f"Active since: {exc}")
+        try:
             until_at = period_start(until) if until else None
         except UsageError as exc:
-            problem = problem or str(exc)
-        if problem:
-            return page("denied.html", viewer, login, active="sessions", status=422,
-                        capability=None, message=problem)
+            problems.append(f"Started before: {exc}")
+        if order not in SESSION_ORDERS:
+            problems.append(f"order: {order!r} is not one of {', '.join(SESSION_ORDERS)}")
+        if after and not after.isdigit():
+            problems.append(f"page cursor {after!r} is not one this page wrote; start again "
+                            "from the first page")
+        elif after:
+            cursor = int(after)
         # a match or its absence says something of a body: no text search without
         # the right to read bodies
         searched = text if viewer.reads_content else ""
-        rows: list[tuple[SessionInfo, str | None]] = []
+        rows: list[tuple[SessionRow, str | None]] = []
         cut = False
-        if viewer.reads_any or owner in ("", viewer.name):
-            found = await list_sessions(
-                self.runtime.ledger, owner=(owner or None) if viewer.reads_any else viewer.name,
-                source=channel or None, since=since_at, until=until_at,
-                text=searched or None, limit=LISTED + 1)
-            cut = len(found) > LISTED
-            for info in found[:LISTED]:
-                name = await title(self.runtime.ledger, info) if viewer.reads_content else None
-                rows.append((info, name))
+        following: int | None = None
+        if not problems and (viewer.reads_any or owner in ("", viewer.name)):
+            whose = (owner or None) if viewer.reads_any else viewer.name
+            if searched or until_at:  # a search: the most recently active that match
+                found = await list_sessions(
+                    self.runtime.ledger, owner=whose, source=channel or None,
+                    since=since_at, until=until_at, text=searched or None, limit=LISTED + 1)
+                cut = len(found) > LISTED
+                listed = await summed(self.runtime.ledger, [from_info(i) for i in found[:LISTED]])
+            else:  # the table: a page at a time, by keyset
+                paged = await list_session_rows(
+                    self.runtime.ledger, order=order, after=cursor,  # type: ignore[arg-type]
+                    source=channel or None, owner=whose, since=since_at, limit=PAGE + 1)
+                listed = paged[:PAGE]
+                following = listed[-1].key if len(paged) > PAGE else None
+            for row in listed:
+                name = await title(self.runtime.ledger, row.info) \
+                    if viewer.reads_content else None
+                rows.append((row, name))
         return page("sessions.html", viewer, login, active="sessions", rows=rows,
                     channel=channel, owner=owner, since=since, until=until, text=searched,
-                    ignored=bool(text) and not searched, cut=cut, listed=LISTED)
+                    ignored=bool(text) and not searched, cut=cut, listed=LISTED,
+                    problems=problems, order=order, orders=SESSION_ORDERS,
+                    since_bad=any(p.startswith("Active since") for p in problems),
+                    following=following, first_page=cursor is None,
+                    status=422 if problems else 200)
 
     async def _trail(self, request: Request, viewer: Viewer) -> tuple[str, Any]:
         session_id = request.path_params["session_id"]
