@@ -1,20 +1,29 @@
-"""The Sessions pages: the list (searchable) and one session read as a conversation.
+"""The Sessions pages: the table (paged, searchable) and one session read as a
+conversation.
 
-The list is searched by the database (:func:`overt.sessions.list_sessions`): by
-channel, owner, time, and the text of any message or answer. Only sessions the
-viewer may reach are searched (its own, or every one with ``sessions.read_any``),
-and only a viewer that may read bodies searches by text: for another, a match
-would tell what a message says. At most :data:`LISTED` are shown, and the page
-says when more matched.
+The table (:mod:`overt.sessions.sessions_table`) lists each session with its
+channel, owner, turns, tool calls, time, cost and failures, a page at a time by
+keyset (``?after=``), newest, oldest or errors first. A search by text (or by
+"started before") goes to the database instead (:func:`overt.sessions.list_sessions`):
+the most recently active sessions that match, at most :data:`LISTED`, and the page
+says when more matched. Only sessions the viewer may reach are listed (its own, or
+every one with ``sessions.read_any``), and only a viewer that may read bodies
+searches by text: for another, a match would tell what a message says. A session is
+titled by its first message for a viewer that may read it, else by its channel and
+time. A filter the page cannot read keeps the form and says what to fix (422).
 
 A session reads as its messages with the reasoning between them: each turn's
-question, then its records in ledger order (reasoning steps, policy decisions
-with the rule that fired, approvals, tool calls with their arguments and
-results), then its answer. Step labels follow ``overt export`` (``[思考]`` … or
-``[thinking]`` …, ``?labels=ja|en``), and the page links the same Markdown
-``overt export SESSION --labels …`` writes. Bodies are shown only to a viewer
-that may read content (:mod:`overt.web.viewer`); the export is content, so it
-needs that right too.
+question, then its records in ledger order (reasoning steps, held or denied
+decisions with the rule that fired, approvals, tool calls linked to their row on
+the turn's page), then its answer as Markdown. Each thing is said once: the
+engine's step quoting a call's result is the call's line, and the rule that let a
+call run is on that call. Each turn's badge says the worst thing that happened in
+it (:func:`overt.web.timeline.trail_verdict`) and links its permalink
+(``/turns/{id}``), where its arguments, results and requests are shown. Step labels
+follow ``overt export`` (``[思考]`` … or ``[thinking]`` …, ``?labels=ja|en``), and
+the page links the same Markdown ``overt export SESSION --labels …`` writes. Bodies
+are shown only to a viewer that may read content (:mod:`overt.web.viewer`); the
+export is content, so it needs that right too.
 """
 
 from __future__ import annotations
