@@ -94,8 +94,8 @@ def _reply(request: ModelRequest) -> ModelResponse:
                          reasoning="[thinking] a plain question\n[plan] 1. answer it")
 
 
-def _runtime(db: str) -> Runtime:
-    return Runtime(model=FunctionModel(_reply), ledger=open_ledger(db), tools=[lookup],
+def _runtime(db: str, model: FunctionModel | None = None) -> Runtime:
+    return Runtime(model=model or FunctionModel(_reply), ledger=open_ledger(db), tools=[lookup],
                    settings=EngineSettings(max_tool_calls=CALLS, max_tool_calls_per_turn=CALLS))
 
 
@@ -116,7 +116,10 @@ async def _fill(db: str) -> tuple[str, str]:
         for i in range(TURNS):
             text = f"look up item {i}" if i % 4 == 0 else f"question number {i} about the plan"
             await runtime.respond(IncomingMessage("cli", text, {}), session_id=session)
-        runtime.model = FunctionModel(_wide)  # type: ignore[misc]
+    finally:
+        await runtime.close()
+    runtime = _runtime(db, FunctionModel(_wide))
+    try:
         wide = await runtime.respond(IncomingMessage("cli", "look up every item", {}),
                                      session_id="bench:wide")
     finally:
@@ -277,12 +280,13 @@ def main(table_turns: int = TABLE_TURNS) -> dict[str, Any]:
         started = time.perf_counter()
         asyncio.run(_fill_table(big, table_turns))
         row("fill", f"{table_turns:,} turns ({2 * table_turns:,} entries) recorded in "
-                    f"{time.perf_counter() - started:.0f} s")
-        for name, ms in asyncio.run(_table_times(big)).items():
-            figures.setdefault("table_page_ms", {})[name] = ms
-            row(f"{name}, {table_turns:,} turns",
-                f"median {ms:.0f} ms   (target < {TABLE_TARGET_MS:.0f} ms: "
-                f"{'met' if ms < TABLE_TARGET_MS else 'MISSED'})")
+                    f"{time.perf_counter() - started:.0f} s; the tables over them:")
+        for name, (first, rest, pages) in asyncio.run(_table_times(big)).items():
+            figures.setdefault("table_page_ms", {})[name] = {"first": first, "next": rest}
+            row(f"{name} table",
+                f"first page {first:.0f} ms   next {pages - 1} pages median {rest:.0f} ms   "
+                f"(target < {TABLE_TARGET_MS:.0f} ms: "
+                f"{'met' if max(first, rest) < TABLE_TARGET_MS else 'MISSED'})")
     return figures
 
 
@@ -349,11 +353,12 @@ async def _fill_table(db: str, turns: int) -> None:
         await ledger.close()
 
 
-async def _table_times(db: str) -> dict[str, float]:
-    """Median server milliseconds of table pages: the first, and the 20th by keyset."""
+async def _table_times(db: str) -> dict[str, tuple[float, float, int]]:
+    """Server milliseconds of each table's first page, the median of up to 19 pages
+    after it (followed by keyset), and how many pages were read."""
     runtime = _runtime(db)
     app = create_app(runtime, TOKENS, extra_routes=cockpit_routes(runtime, TOKENS))
-    out: dict[str, float] = {}
+    out: dict[str, tuple[float, float, int]] = {}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://bench", timeout=600) as client:
         login = await client.get("/login")
@@ -373,9 +378,7 @@ async def _table_times(db: str) -> dict[str, float]:
                 if following is None:
                     break
                 url = following.group(1).replace("&amp;", "&")
-            out[f"{name}, first page"] = times[0]
-            out[f"{name}, pages 2-20"] = statistics.median(times[1:]) if len(times) > 1 \
-                else times[0]
+            out[name] = (times[0], statistics.median(times[1:] or times), len(times))
     await runtime.close()
     return out
 

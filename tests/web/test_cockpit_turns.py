@@ -254,6 +254,7 @@ def test_the_sessions_table_pages_by_keyset_lists_errors_first_and_keeps_a_bad_f
     assert "after=" in page.url
     expect(rows).to_have_count(3)
     expect(rows.last).to_contain_text("please answer in markdown")
+    shots(page, f"sessions-page2-{width}")
     page.get_by_role("link", name="Errors first").click()
     expect(rows).to_have_count(1)
     expect(rows.first).to_have_class("row-bad")
