@@ -267,3 +267,16 @@ def test_the_sessions_table_pages_by_keyset_lists_errors_first_and_keeps_a_bad_f
     expect(page.get_by_label("Channel")).to_have_value("http")
     expect(page.get_by_label("Active since")).to_have_value("last tuesday")
     expect(page.get_by_role("alert")).to_contain_text("Active since: unknown period")
+
+
+def test_live_shows_a_turn_with_a_failed_call_red_and_links_its_timeline(
+        chromium: Any, served: Served) -> None:
+    boom = ask(served.base, "boom on live")["turn_id"]
+    held = ask(served.base, "usage on live")["turn_id"]
+    page = log_in(chromium, served.base, OPERATOR)
+    failed = page.locator(f"#turn-{boom} header a.badge")
+    expect(failed).to_have_class("badge tone-bad")
+    expect(failed).to_have_text("completed · unknown tool")
+    expect(page.locator(f"#turn-{held} header a.badge")).to_have_class("badge tone-held")
+    failed.click()
+    expect(page).to_have_url(f"{served.base}/turns/{boom}")
