@@ -118,3 +118,13 @@ def test_node_ids_in_a_memory_result_become_links_and_text_stays_text() -> None:
     assert f'href="/memory/{node}"' in linked
     assert "href" not in str(body(f'{{"id": "{node}"}}'))
     assert str(body("not json <i>")).startswith('<pre class="plain">not json &lt;i&gt;')
+
+
+def test_a_plain_line_renders_as_markdown_it_renders_it() -> None:
+    from overt.web.readable import _parser
+    for text in ["An answer of a typical length to: question 9 about the plan",
+                 "ホストは落ちた。", "x - y = 3.5 (approx.)", "1. a list", "- item",
+                 "# title", "> quote", "a *b*", "a & b", "   padded", "tab\there",
+                 "2) two", "she said \"hi\" and it's done", "http://example.com/a_b",
+                 "+ plus", "=== ", "a\\b", ""]:
+        assert str(markdown(text)) == _parser().render(text), text

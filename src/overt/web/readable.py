@@ -48,8 +48,16 @@ def _parser() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
 
 
+_MARKUP = re.compile("['\"*_`\\[\\]<>&!\\\\|\\n\\r\\t]|^(?:[-+#>=]|\\d+[.)])")
+"""Anything that can make one line of text more than a paragraph of itself."""
+
+
 def markdown(text: str) -> Markup:
-    """``text`` rendered from Markdown, raw HTML escaped."""
+    """``text`` rendered from Markdown, raw HTML escaped. A line with no character
+    Markdown reads (most short answers) is its paragraph as markdown-it writes it,
+    without the parse: a session page renders a thousand answers."""
+    if text and text == text.strip() and not _MARKUP.search(text):
+        return Markup("<p>{}</p>\n").format(text)
     return Markup(_parser().render(text))
 
 
