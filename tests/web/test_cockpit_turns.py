@@ -132,6 +132,10 @@ def test_a_failed_turn_shows_red_and_its_unknown_tool_by_name(
     expect(page.locator("li.span.model")).to_have_count(2)
     call.locator("summary").first.click()
     expect(call.locator(".io")).to_contain_text('"x"')
+    # the result is said once, on its call (a later request as sent holds it too: that
+    # is what was sent); the engine's step quoting it is not a row of its own
+    expect(call.get_by_text("not_allowed: unknown tool")).to_have_count(1)
+    expect(page.locator("li.step", has_text="not_allowed")).to_have_count(0)
     no_sideways_scroll(page, width)
     assert serious_violations(page, width) == []
     shots(page, f"turn-failed-{width}")

@@ -86,8 +86,6 @@ class Span:
     """The policy's message for a call it held or denied (shown once, on that call)."""
     approval: str | None = None
     """The approval request a held call waited on, and how it was decided."""
-    notes: list[str] = field(default_factory=list)
-    """Digests of error steps about this call (why it failed, in words)."""
 
     @property
     def end_ms(self) -> float:
@@ -213,10 +211,8 @@ def _apply(line: Timeline, calls: dict[str, Span], e: Entry, event: Event | None
                 line.cost_usd += d.cost_usd
         case ReasoningStepRecorded() as d:
             if d.tool_call_id is not None and d.tool_call_id in calls:
-                # the engine's own line about a call (its result quoted, or why it was
-                # held): the call's row says it; an error's text is kept on the call
-                if d.phase == "error":
-                    calls[d.tool_call_id].notes.append(d.content_digest)
+                pass  # the engine's own line about a call (its result quoted, or why it
+                # was held): the call's row says it, with the result itself
             elif d.policy_decision_id is None:
                 line.rows.append(StepMark(e.seq, d.step_number, d.phase, at,
                                           d.content_digest, f"step-{e.seq}"))

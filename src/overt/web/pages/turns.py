@@ -54,7 +54,6 @@ class Bodies:
     inputs: dict[str, Markup] = field(default_factory=dict)
     outputs: dict[str, Markup] = field(default_factory=dict)
     steps: dict[str, str | None] = field(default_factory=dict)
-    notes: dict[str, list[str]] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
     """A tool name the model invented (the record holds its digest), by anchor."""
     refused: set[str] = field(default_factory=set)
@@ -159,8 +158,6 @@ class Turns:
                 found.outputs[row.anchor] = readable.body(result, links=links)
                 if row.status == "ok" and _says_failed(result):
                     found.refused.add(row.anchor)
-                found.notes[row.anchor] = [n for n in [
-                    await read(d, row.seq) for d in row.notes] if n]
         return found
 
     async def proof(self, request: Request, viewer: Viewer, login: Login) -> Response:
