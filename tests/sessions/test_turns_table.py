@@ -93,3 +93,11 @@ def test_an_unknown_order_or_a_cursor_it_did_not_write_is_refused(ledger: Any) -
     with pytest.raises(UsageError, match="not one this table wrote"):
         Cursor.parse("yesterday")
     assert Cursor.parse(Cursor(1.5, 7).text()) == Cursor(1.5, 7)
+
+
+def test_cost_order_since_a_time_reads_only_the_turns_ended_since(
+        make_runtime: RuntimeFactory, ledger: Any) -> None:
+    made = turns(make_runtime)
+    assert run(list_turns(ledger, order="duration", since="2999-01-01")) == []
+    found = run(list_turns(ledger, order="cost", since="2000-01-01", limit=10))
+    assert sorted(r.turn_id for r in found) == sorted(made)

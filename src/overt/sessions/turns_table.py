@@ -14,8 +14,9 @@ Orders:
   not ``ok``, a model error, a plugin's error), newest failure first, walked on the
   failures' partial index (``audit_log_failures``), each turn once;
 - ``cost`` / ``duration``: the most expensive or slowest first, keyset on the value
-  and ``seq``. These read every ``turn.completed`` entry the filters leave (no index
-  holds a turn's cost), so over a large ledger they are given a ``since``.
+  and ``seq``. No index holds a turn's cost, so these read every ``turn.completed``
+  entry in reach: all of them, or with ``since`` only those recorded since then
+  (found on ``audit_log_kind_at``). Over a large ledger, give them a ``since``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, Literal
 
 from overt.errors import UsageError
 from overt.ledger.chain import entry_data
-from overt.ledger.sql import POSTGRES, SQLITE, Dialect, failure_condition
+from overt.ledger.sql import POSTGRES, SQLITE, Dialect, failure_condition, kind_indexed
 from overt.sessions.book import _reader
 
 Order = Literal["newest", "oldest", "errors", "cost", "duration"]
@@ -155,6 +156,9 @@ async def list_turns(ledger: object, *, order: Order = "newest", after: Cursor |
         field = "cost_usd" if order == "cost" else "duration_ms"
         value = (f"json_extract(c.data, '$.{field}')" if d.name == "sqlite"
                  else f"(c.data::json ->> '{field}')::double precision")
+        if since is not None:  # read only the turns that ended since, on (kind, at)
+            where += f" AND c.at >= {d.ph} AND {kind_indexed('c')}"
+            params.append(since)
         if after is not None:
             where += f" AND ({value} < {d.ph} OR ({value} = {d.ph} AND c.seq < {d.ph}))"
             params.extend([after.value, after.value, after.seq])
