@@ -5,6 +5,7 @@ at 1280 px and at 390 px, with axe-core finding nothing serious."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from overt.channels.http import create_app
+from overt.events import InferenceRecorded, TurnCompleted, TurnStarted
 from overt.ledger import open_ledger
 from overt.models.fake import FunctionModel
 from overt.policy.capabilities import Capabilities
@@ -85,6 +87,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         made["markdown"] = first["turn_id"]
         made["failed"] = ask(base, "boom now", session_id=first["session_id"])["turn_id"]
         made["held"] = ask(base, "usage for today", session_id=first["session_id"])["turn_id"]
+        with ThreadPoolExecutor(1) as pool:  # playwright's loop runs on this thread
+            pool.submit(record_escalation, ledger).result()
+        made["escalated"] = "turn-escalated"
         for i in range(52):
             ask(base, f"filler {i}")
         with ThreadPoolExecutor(1) as pool:  # playwright's loop runs on this thread
@@ -106,6 +111,30 @@ def serious_violations(page: Any, width: int) -> list[dict[str, Any]]:
         ".filter(v => v.impact === 'serious' || v.impact === 'critical')"
         ".map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target)}))")
     return found
+
+
+def record_escalation(ledger: Any) -> None:
+    """A turn whose first model call was escalated to a stronger model, as the engine
+    records one (the router's reissue), written through the ledger's API."""
+    t, s = "turn-escalated", "cli:escalated"
+
+    def inference(model: str, escalated: bool) -> InferenceRecorded:
+        return InferenceRecorded(
+            turn_id=t, session_id=s, inference_id=f"i-{model}", iteration=0, model=model,
+            route="default", input_tokens=100, output_tokens=10, cost_usd=0.01,
+            duration_ms=40.0, tools_offered=[], tool_calls_requested=0, stop_reason="end_turn",
+            response_digest=None, escalated=escalated,
+            escalation_reason="low_confidence" if escalated else None)
+    asyncio.run(ledger.record([TurnStarted(
+        turn_id=t, session_id=s, source="cli", caller_session_id="escalated",
+        message_digest="sha256:00", model="small", route="default", max_tool_calls=5,
+        actor="operator:alice")]))
+    asyncio.run(ledger.record([inference("small", False)]))
+    asyncio.run(ledger.record([inference("large", True)]))
+    asyncio.run(ledger.record([TurnCompleted(
+        turn_id=t, session_id=s, status="completed", reply_digest=None, tools_used=None,
+        tool_calls=0, model_calls=2, input_tokens=200, output_tokens=20, cost_usd=0.02,
+        duration_ms=90.0)]))
 
 
 def no_sideways_scroll(page: Any, width: int) -> None:
@@ -170,6 +199,22 @@ def test_an_answer_in_markdown_is_rendered_and_its_raw_html_shown_as_text(
     shots(page, "turn-markdown")
 
 
+@pytest.mark.parametrize("width", WIDTHS)
+def test_an_escalation_shows_both_model_calls_and_why(chromium: Any, served: Served,
+                                                      shots: Any, width: int) -> None:
+    page = log_in(chromium, served.base, OPERATOR)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"/turns/{served.turns['escalated']}")
+    models = page.locator("li.span.model")
+    expect(models).to_have_count(2)
+    expect(models.nth(0).locator(".what")).to_have_text("model small")
+    expect(models.nth(1).locator(".what")).to_contain_text("escalated: low_confidence")
+    models.nth(1).locator("summary").first.click()
+    expect(models.nth(1)).to_contain_text("escalated to a stronger model because low confidence")
+    expect(page.locator("#verdict")).to_have_class("badge tone-ok")
+    no_sideways_scroll(page, width)
+
+
 def test_the_session_page_links_each_turn_and_says_what_failed(
         chromium: Any, served: Served) -> None:
     page = log_in(chromium, served.base, OPERATOR)
@@ -191,7 +236,7 @@ def test_the_turns_table_pages_by_keyset_and_lists_errors_first(
     first_page = rows.first.inner_text()
     page.get_by_role("link", name="Next page →").click()
     assert "after=" in page.url and "offset" not in page.url
-    expect(rows).to_have_count(5)
+    expect(rows).to_have_count(6)
     assert rows.first.inner_text() != first_page
     page.get_by_role("link", name="Errors first").click()
     expect(rows).to_have_count(1)
@@ -256,7 +301,7 @@ def test_the_sessions_table_pages_by_keyset_lists_errors_first_and_keeps_a_bad_f
     expect(rows.first).to_contain_text("filler 51")
     page.get_by_role("link", name="Next page →").click()
     assert "after=" in page.url
-    expect(rows).to_have_count(3)
+    expect(rows).to_have_count(4)
     expect(rows.last).to_contain_text("please answer in markdown")
     shots(page, f"sessions-page2-{width}")
     page.get_by_role("link", name="Errors first").click()
