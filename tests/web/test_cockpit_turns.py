@@ -181,6 +181,9 @@ def test_a_held_call_shows_amber_with_its_rule_and_why_once(
     expect(call).to_have_class("span tone-held tool")
     expect(call.locator("summary").first).to_contain_text("usage-is-private")
     expect(page.get_by_text("usage figures are shown after an operator approves")).to_have_count(1)
+    call.locator("summary").first.click()
+    expect(call.locator("a[href^='/approvals#req-']")).to_have_count(1)
+    expect(call).to_contain_text("pending")
     no_sideways_scroll(page, width)
 
 

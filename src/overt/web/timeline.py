@@ -85,7 +85,8 @@ class Span:
     why: str = ""
     """The policy's message for a call it held or denied (shown once, on that call)."""
     approval: str | None = None
-    """The approval request a held call waited on, and how it was decided."""
+    """How the approval request a held call waited on was decided (or ``pending``)."""
+    approval_id: str | None = None
 
     @property
     def end_ms(self) -> float:
@@ -232,17 +233,19 @@ def _apply(line: Timeline, calls: dict[str, Span], e: Entry, event: Event | None
                 span.start_ms = max(at - d.tool_duration_ms, 0.0)
             span.duration_ms, span.status = d.tool_duration_ms, d.tool_status
             span.tone = TOOL_TONES.get(d.tool_status, "bad")
-            if span.approval and span.approval.endswith("denied"):
+            if span.approval and span.approval.startswith("denied"):
                 span.tone = "held"
             span.args_digest, span.result_digest = d.args_sha256, d.result_digest
             span.error_type, span.reason_code = d.exc_type, d.reason_code or span.reason_code
             span.known_name = d.tool_status != "unknown_tool"
         case ApprovalRequested() as d:
             span = _call(line, calls, d.tool_call_id, d.tool_name, e.seq, at)
-            span.status, span.tone, span.approval = "held", "held", f"{d.request_id} pending"
+            span.status, span.tone, span.approval = "held", "held", "pending"
+            span.approval_id = d.request_id
         case ApprovalDecided() as d:
             span = _call(line, calls, d.tool_call_id, d.tool_name, e.seq, at)
-            span.approval = f"{d.request_id} {d.decision} by {d.decided_by}"
+            span.approval = f"{d.decision} by {d.decided_by}"
+            span.approval_id = d.request_id
             if span.status == "held":
                 span.status = d.decision
                 span.tone = TOOL_TONES.get(d.decision, "held")
