@@ -218,12 +218,18 @@ def test_an_escalation_shows_both_model_calls_and_why(chromium: Any, served: Ser
     no_sideways_scroll(page, width)
 
 
+@pytest.mark.parametrize("width", WIDTHS)
 def test_the_session_page_links_each_turn_and_says_what_failed(
-        chromium: Any, served: Served) -> None:
+        chromium: Any, served: Served, width: int) -> None:
     page = log_in(chromium, served.base, OPERATOR)
+    page.set_viewport_size({"width": width, "height": 900})
     page.goto(f"/sessions/{served.session}")  # type: ignore[attr-defined]
     expect(page.locator("h1")).to_have_text("please answer in markdown")
     expect(page.locator("section.turn-log.tone-bad")).to_have_count(1)
+    expect(page.locator("section.turn-log.tone-held")).to_have_count(1)
+    expect(page.locator(".bubble.agent strong")).to_have_text("bold")
+    no_sideways_scroll(page, width)
+    assert serious_violations(page, width) == []
     page.locator("section.turn-log.tone-bad a.turn-link").click()
     expect(page).to_have_url(f"{served.base}/turns/{served.turns['failed']}")
 
@@ -263,6 +269,11 @@ def test_a_bad_filter_keeps_the_form_and_says_what_to_fix(chromium: Any,
 def test_an_entry_has_a_permalink_linked_from_its_turn(chromium: Any, served: Served) -> None:
     page = log_in(chromium, served.base, AUDITOR)
     page.goto(f"/turns/{served.turns['failed']}")
+    # an actor without trail.read: no message for a title, no invented name, no bodies
+    expect(page.locator("h1")).to_contain_text("Turn on http at")
+    expect(page.locator("li.span.tool .what code")).to_have_text("unknown tool")
+    expect(page.get_by_text("boom now")).to_have_count(0)
+    expect(page.get_by_text("Inputs and outputs need")).to_have_count(3)
     page.get_by_role("link", name="entries").first.click()
     expect(page.locator("h1")).to_contain_text("turn.started")
     expect(page.locator("#entry")).to_contain_text(served.turns["failed"])
