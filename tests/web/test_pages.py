@@ -276,8 +276,9 @@ def test_an_address_holding_nul_is_a_400_on_both_backends_not_a_500(ledger: Ledg
             await log_in(c)
             return [(await c.get(url)).status_code for url in (
                 "/sessions?q=a%00b", "/sessions?owner=%00", "/sessions/a%00b",
-                "/memory/a%00b", "/memory?q=a%00", "/live?session=%00")]
-    assert run(main()) == [400] * 6
+                "/memory/a%00b", "/memory?q=a%00", "/live?session=%00", "/turns/a%00b",
+                "/turns/a%00b/proof.json", "/turns?channel=%00", "/sessions?order=%00")]
+    assert run(main()) == [400] * 10
     assert run(ledger.verify()).ok
 
 
