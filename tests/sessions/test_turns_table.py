@@ -90,8 +90,9 @@ def test_filters_keep_only_a_channel_and_a_set_of_sessions(make_runtime: Runtime
 def test_an_unknown_order_or_a_cursor_it_did_not_write_is_refused(ledger: Any) -> None:
     with pytest.raises(UsageError, match="unknown order"):
         run(list_turns(ledger, order="sideways"))  # type: ignore[arg-type]
-    with pytest.raises(UsageError, match="not one this table wrote"):
-        Cursor.parse("yesterday")
+    for bad in ("yesterday", "1.0:99999999999999999999", "nan:3", "inf:3", "1:-2"):
+        with pytest.raises(UsageError, match="not one this table wrote"):
+            Cursor.parse(bad)
     assert Cursor.parse(Cursor(1.5, 7).text()) == Cursor(1.5, 7)
 
 

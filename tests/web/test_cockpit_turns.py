@@ -330,6 +330,10 @@ def test_the_sessions_table_pages_by_keyset_lists_errors_first_and_keeps_a_bad_f
     expect(page.get_by_label("Channel")).to_have_value("http")
     expect(page.get_by_label("Active since")).to_have_value("last tuesday")
     expect(page.get_by_role("alert")).to_contain_text("Active since: unknown period")
+    for bad in ("99999999999999999999999", "²"):
+        assert page.goto(f"/sessions?after={bad}").status == 422
+        expect(page.get_by_role("alert")).to_contain_text("start again from the first page")
+    assert page.goto("/turns?after=1:99999999999999999999999").status == 422
 
 
 def test_live_shows_a_turn_with_a_failed_call_red_and_links_its_timeline(

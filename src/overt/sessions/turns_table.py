@@ -22,6 +22,7 @@ Orders:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -82,10 +83,13 @@ class Cursor:
         """
         value, _, seq = text.partition(":")
         try:
-            return cls(float(value), int(seq))
+            cursor = cls(float(value), int(seq))
         except ValueError:
+            cursor = None
+        if cursor is None or not math.isfinite(cursor.value) or not 0 <= cursor.seq < 2**63:
             raise UsageError(f"page cursor {text!r} is not one this table wrote "
-                             "(VALUE:SEQ); start again from the first page") from None
+                             "(VALUE:SEQ); start again from the first page")
+        return cursor
 
 
 def _dialect(ledger: Any) -> Dialect:

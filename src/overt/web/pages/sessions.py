@@ -135,7 +135,7 @@ class Sessions:
             problems.append(f"Started before: {exc}")
         if order not in SESSION_ORDERS:
             problems.append(f"order: {order!r} is not one of {', '.join(SESSION_ORDERS)}")
-        if after and not after.isdigit():
+        if after and not (after.isascii() and after.isdigit() and len(after) <= 18):
             problems.append(f"page cursor {after!r} is not one this page wrote; start again "
                             "from the first page")
         elif after:
