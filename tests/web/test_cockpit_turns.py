@@ -279,6 +279,7 @@ def test_an_entry_has_a_permalink_linked_from_its_turn(chromium: Any, served: Se
     expect(page.locator("#entry")).to_contain_text(served.turns["failed"])
     assert page.goto("/ledger/entries/999999").status == 404
     assert page.goto("/ledger/entries/abc").status == 404
+    assert page.goto("/ledger/entries/²").status == 404
 
 
 def test_prove_this_downloads_a_proof_check_proof_accepts(chromium: Any, served: Served,

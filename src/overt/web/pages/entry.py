@@ -32,7 +32,7 @@ class EntryPage:
             return page("denied.html", viewer, login, active="ledger", status=403,
                         capability=LEDGER)
         text = request.path_params["seq"]
-        if not text.isdigit() or len(text) > 18:
+        if not (text.isascii() and text.isdigit()) or len(text) > 18:
             return page("denied.html", viewer, login, active="ledger", status=404,
                         capability=None, message=f"{text!r} is not an entry number: "
                         "entries are numbered 1, 2, 3 …")
