@@ -38,7 +38,7 @@ from overt.web import readable
 from overt.web.auth import Login
 from overt.web.pages.checkpoint import newest
 from overt.web.render import page, unknown_query
-from overt.web.timeline import Span, StepMark, Timeline, lay_out
+from overt.web.timeline import StepMark, Timeline, lay_out
 from overt.web.viewer import Viewer
 
 PAGE = 50
@@ -88,9 +88,10 @@ class Turns:
         rows: list[TurnRow] = []
         if not problems:
             readable_sessions = await self.access.readable(viewer.actor)
-            rows = await list_turns(self.runtime.ledger, order=order,  # type: ignore[arg-type]
-                                    after=cursor, source=channel or None,
-                                    sessions=readable_sessions, since=since_at, limit=PAGE + 1)
+            chosen: Order = order  # type: ignore[assignment]  # checked against ORDERS
+            rows = await list_turns(self.runtime.ledger, order=chosen, after=cursor,
+                                    source=channel or None, sessions=readable_sessions,
+                                    since=since_at, limit=PAGE + 1)
         more = len(rows) > PAGE
         rows = rows[:PAGE]
         following = Cursor(*rows[-1].key).text() if more and rows else None
@@ -127,8 +128,8 @@ class Turns:
         tone, verdict = line.verdict(found.refused)
         return page("turn.html", viewer, login, active="sessions", line=line, tone=tone,
                     verdict=verdict, bodies=found, content=viewer.reads_content,
-                    markdown=readable.markdown, axis=line.total_ms, Span=Span,
-                    StepMark=StepMark, proving=self.checkpoint_key is not None)
+                    markdown=readable.markdown, axis=line.total_ms,
+                    proving=self.checkpoint_key is not None)
 
     async def _bodies(self, line: Timeline) -> Bodies:
         ledger = self.runtime.ledger
@@ -238,5 +239,3 @@ def _says_failed(result: str | None) -> bool:
         return False
     return isinstance(value, dict) and value.get("ok") is False
 
-
-__all__ = ["Order", "Turns"]
