@@ -102,3 +102,23 @@ def test_cost_order_since_a_time_reads_only_the_turns_ended_since(
     assert run(list_turns(ledger, order="duration", since="2999-01-01")) == []
     found = run(list_turns(ledger, order="cost", since="2000-01-01", limit=10))
     assert sorted(r.turn_id for r in found) == sorted(made)
+
+
+def test_dearest_and_slowest_first_walk_their_index(make_runtime: RuntimeFactory,
+                                                   ledger: Any, raw: Any) -> None:
+    turns(make_runtime)
+    said: list[tuple[str, list[Any]]] = []
+    select = ledger.select
+
+    async def spy(statement: str, params: Any = ()) -> Any:
+        said.append((statement, list(params)))
+        return await select(statement, params)
+    ledger.select = spy
+    for order, index in (("cost", "audit_log_turn_cost"), ("duration", "audit_log_turn_duration")):
+        said.clear()
+        first = run(list_turns(ledger, order=order, limit=2))
+        run(list_turns(ledger, order=order, after=Cursor(*first[-1].key), limit=2))
+        if not raw.pg:  # the plan: a range of the index, not every turn.completed
+            statement, params = said[-2]  # the page's read (the last counts failures)
+            plan = raw.query("EXPLAIN QUERY PLAN " + statement, params)
+            assert index in str(plan), plan

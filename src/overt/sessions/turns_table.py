@@ -14,9 +14,9 @@ Orders:
   not ``ok``, a model error, a plugin's error), newest failure first, walked on the
   failures' partial index (``audit_log_failures``), each turn once;
 - ``cost`` / ``duration``: the most expensive or slowest first, keyset on the value
-  and ``seq``. No index holds a turn's cost, so these read every ``turn.completed``
-  entry in reach: all of them, or with ``since`` only those recorded since then
-  (found on ``audit_log_kind_at``). Over a large ledger, give them a ``since``.
+  and ``seq``, walked on the index of each (``audit_log_turn_cost``,
+  ``audit_log_turn_duration``, migration 18). With ``since``, only the turns that
+  ended since then (on ``audit_log_kind_at``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,14 @@ from typing import Any, Literal
 
 from overt.errors import UsageError
 from overt.ledger.chain import entry_data
-from overt.ledger.sql import POSTGRES, SQLITE, Dialect, failure_condition, kind_indexed
+from overt.ledger.sql import (
+    POSTGRES,
+    SQLITE,
+    Dialect,
+    failure_condition,
+    kind_indexed,
+    turn_value,
+)
 from overt.sessions.book import _reader
 
 Order = Literal["newest", "oldest", "errors", "cost", "duration"]
@@ -157,15 +164,13 @@ async def list_turns(ledger: object, *, order: Order = "newest", after: Cursor |
                      f"WHERE s.kind = 'turn.started'{where} ORDER BY s.seq {direction} "
                      f"LIMIT {d.ph}")
     else:
-        field = "cost_usd" if order == "cost" else "duration_ms"
-        value = (f"json_extract(c.data, '$.{field}')" if d.name == "sqlite"
-                 else f"(c.data::json ->> '{field}')::double precision")
+        value = turn_value(d, "cost_usd" if order == "cost" else "duration_ms", "c")
         if since is not None:  # read only the turns that ended since, on (kind, at)
             where += f" AND c.at >= {d.ph} AND {kind_indexed('c')}"
             params.append(since)
         if after is not None:
-            where += f" AND ({value} < {d.ph} OR ({value} = {d.ph} AND c.seq < {d.ph}))"
-            params.extend([after.value, after.value, after.seq])
+            where += f" AND ({value}, c.seq) < ({d.ph}, {d.ph})"
+            params.extend([after.value, after.seq])
         statement = (f"SELECT {_COLUMNS} FROM audit_log c JOIN audit_log s ON "
                      f"s.turn_id = c.turn_id AND s.kind = 'turn.started' AND s.seq < c.seq "
                      f"WHERE c.kind = 'turn.completed'{where} "

@@ -31,6 +31,7 @@ from overt.ledger.sql import (
     reasoning_steps_view,
     reply_failures_index,
     trail_index_fill,
+    turn_order_indexes,
 )
 from overt.ledger.trail_index import COLUMNS, KEY, index_row, table_sql
 
@@ -266,6 +267,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (15, reply_failures_index(POSTGRES) + ";\n"),
         (16, _APPROVAL_READS_V16),
         (17, derived.postgres()),
+        (18, turn_order_indexes(POSTGRES)),
     )]
 
 FILLS: dict[int, Callable[[Any], None]] = {11: fill_trail_index}

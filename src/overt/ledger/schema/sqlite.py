@@ -32,6 +32,7 @@ from overt.ledger.sql import (
     reasoning_steps_view,
     reply_failures_index,
     trail_index_fill,
+    turn_order_indexes,
 )
 from overt.ledger.trail_index import KEY, index_row, table_sql
 
@@ -292,6 +293,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (15, reply_failures_index(SQLITE) + ";\n"),
         (16, _APPROVAL_READS_V16),
         (17, "SELECT 1"),  # PostgreSQL's roles; whoever may write a SQLite file may do anything
+        (18, turn_order_indexes(SQLITE)),
     )]
 
 FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {11: fill_trail_index}
