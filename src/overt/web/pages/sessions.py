@@ -28,9 +28,8 @@ export is content, so it needs that right too.
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -73,38 +72,14 @@ PAGE = 50
 """Sessions a page of the table holds (the next page is read by keyset)."""
 
 
-@dataclass(slots=True)
-class CallBodies:
-    arguments: str | None = None
-    result: str | None = None
-    is_error: bool = False
-
-
-@dataclass(slots=True)
-class TurnBodies:
-    """What a turn's history holds that the trail does not: its answer, each call's
-    arguments and result."""
-
-    answer: str | None = None
-    calls: dict[str, CallBodies] = field(default_factory=dict)
-
-
-def bodies(messages: tuple[Message, ...]) -> TurnBodies:
-    out = TurnBodies()
+def answer(messages: tuple[Message, ...]) -> str | None:
+    """A turn's answer: its last assistant message without tool calls (the calls'
+    arguments and results are on the turn's page, not repeated here)."""
+    found = None
     for m in messages:
-        if m.role == "assistant" and m.tool_calls:
-            for c in m.tool_calls:
-                out.calls.setdefault(c.id, CallBodies()).arguments = _json(dict(c.arguments))
-        elif m.role == "tool" and m.tool_call_id is not None:
-            call = out.calls.setdefault(m.tool_call_id, CallBodies())
-            call.result, call.is_error = m.content, m.is_error
-        elif m.role == "assistant":
-            out.answer = m.content
-    return out
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+        if m.role == "assistant" and not m.tool_calls:
+            found = m.content
+    return found
 
 
 class Sessions:
@@ -190,15 +165,15 @@ class Sessions:
         except NotFoundError:
             return page("denied.html", viewer, login, active="sessions", status=404,
                         capability=None, message=NO_SESSION)
-        history: dict[str, TurnBodies] = {}
+        history: dict[str, str | None] = {}
         if viewer.reads_content:
             try:
                 for turn in await session_history(self.runtime.ledger, session_id):
-                    history[turn.turn_id] = bodies(turn.messages)
+                    history[turn.turn_id] = answer(turn.messages)
             except LedgerIntegrityError as exc:  # a body changed behind the ledger's back
                 return page("denied.html", viewer, login, active="sessions", status=500,
                             capability=None, message=str(exc))
-        turns = [_turn(t, history.get(t.turn_id, TurnBodies())) for t in trail.turns]
+        turns = [_turn(t, history.get(t.turn_id)) for t in trail.turns]
         info = await session_info(self.runtime.ledger, session_id)
         name = await title(self.runtime.ledger, info, width=90) \
             if viewer.reads_content and info is not None else ""
@@ -248,7 +223,7 @@ class Shown:
     verdict: str = ""
 
 
-def _turn(turn: TurnTrail, found: TurnBodies) -> Shown:
+def _turn(turn: TurnTrail, answered: str | None) -> Shown:
     records: list[tuple[str, Any, str | None]] = []
     rules = {d.tool_call_id: d.rule for d in turn.decisions}
     for r in turn.records():
@@ -266,4 +241,4 @@ def _turn(turn: TurnTrail, found: TurnBodies) -> Shown:
         elif isinstance(r, ApprovalRecord):
             records.append(("approval", r, None))
     tone, verdict = trail_verdict(turn)
-    return Shown(turn, records, found.answer, tone, verdict)
+    return Shown(turn, records, answered, tone, verdict)
