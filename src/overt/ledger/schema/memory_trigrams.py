@@ -9,10 +9,13 @@ word matches leave in a result, and only with fragments of three characters or
 more (see :func:`overt.memory.search_sql.fragments`).
 
 SQLite: a contentless FTS5 table, ``memory_trigrams`` (``tokenize='trigram'``,
-case-insensitive), with ``memory_search``'s rowids (``slot << 40 | seq``), so a
-search within one actor reads that actor's rowid range only. It holds current
-revisions only: the trigger that indexes a node (``memory_search_insert``, from
-migration 13 on) is made again here with this table's insert and delete added.
+case-insensitive; title, body and the node's ``search_tags``, so a kind narrows
+the match inside the index), with ``memory_search``'s rowids (``slot << 40 |
+seq``), so a search within one actor reads that actor's rowid range only, and
+ranks inside the index (``bm25``) so that only the rows kept are read. It holds
+current revisions only: the trigger that indexes a node (``memory_search_insert``,
+from migration 13 on) is made again here with this table's insert and delete
+added.
 
 PostgreSQL: a GIN index of the trigrams (``pg_trgm``'s ``gin_trgm_ops``) over
 ``title || E'\\n' || body`` of ``memory_nodes``, which ``ILIKE`` uses. An index
@@ -44,7 +47,7 @@ _PAD = " zpad" * PAD_TOKENS  # migration 8's padding of each node's tags
 _SQLITE = f"""
 DROP TRIGGER memory_search_insert;
 CREATE VIRTUAL TABLE memory_trigrams USING fts5(
-    title, body, content='', columnsize=0, tokenize='trigram'
+    title, body, search_tags, content='', columnsize=0, tokenize='trigram'
 );
 CREATE TRIGGER memory_search_insert AFTER INSERT ON memory_nodes BEGIN
     INSERT INTO memory_search_actors (actor) SELECT new.actor
@@ -54,21 +57,21 @@ CREATE TRIGGER memory_search_insert AFTER INSERT ON memory_nodes BEGIN
     INSERT INTO memory_search (rowid, title, body, search_tags)
         SELECT (slot << {SLOT_SHIFT}) | seq, new.title, new.body, new.search_tags || '{_PAD}'
         FROM memory_search_rows WHERE node_id = new.id;
-    INSERT INTO memory_trigrams (rowid, title, body)
-        SELECT (slot << {SLOT_SHIFT}) | seq, new.title, new.body
+    INSERT INTO memory_trigrams (rowid, title, body, search_tags)
+        SELECT (slot << {SLOT_SHIFT}) | seq, new.title, new.body, new.search_tags
         FROM memory_search_rows WHERE node_id = new.id;
     INSERT INTO memory_search (memory_search, rowid, title, body, search_tags)
         SELECT 'delete', (r.slot << {SLOT_SHIFT}) | r.seq, old.title, old.body,
                old.search_tags || '{_PAD}'
         FROM memory_nodes old JOIN memory_search_rows r ON r.node_id = old.id
         WHERE old.id = new.supersedes;
-    INSERT INTO memory_trigrams (memory_trigrams, rowid, title, body)
-        SELECT 'delete', (r.slot << {SLOT_SHIFT}) | r.seq, old.title, old.body
+    INSERT INTO memory_trigrams (memory_trigrams, rowid, title, body, search_tags)
+        SELECT 'delete', (r.slot << {SLOT_SHIFT}) | r.seq, old.title, old.body, old.search_tags
         FROM memory_nodes old JOIN memory_search_rows r ON r.node_id = old.id
         WHERE old.id = new.supersedes;
 END;
-INSERT INTO memory_trigrams (rowid, title, body)
-    SELECT (r.slot << {SLOT_SHIFT}) | r.seq, n.title, n.body
+INSERT INTO memory_trigrams (rowid, title, body, search_tags)
+    SELECT (r.slot << {SLOT_SHIFT}) | r.seq, n.title, n.body, n.search_tags
     FROM memory_search_rows r JOIN memory_nodes n ON n.id = r.node_id
     WHERE NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id)
     ORDER BY r.seq;
