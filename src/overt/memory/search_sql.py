@@ -323,7 +323,8 @@ def fragments(d: Dialect, terms: list[str], *, kind: str | None, actor: str | No
     then the newer first. SQLite: ``bm25`` over ``memory_trigrams`` (title weight
     2, body 1), inside the index and within the actor's rowid range, so only the
     rows kept are read; PostgreSQL: 2 per term in the title plus 1 per term in the
-    body, over the rows the trigram index of ``memory_nodes`` finds (migration 18).
+    body, over the rows the trigram index of the actor's partition of
+    ``memory_trigrams`` finds (migration 18).
     """
     filters: list[str] = []
     params: list[Any] = []
@@ -352,17 +353,22 @@ def fragments(d: Dialect, terms: list[str], *, kind: str | None, actor: str | No
                 f"ORDER BY f.rank, n.created_at DESC, n.id DESC LIMIT ?",
                 [match, *([actor, actor] if actor is not None else []), limit + len(skip),
                  *params, limit])
+    # PostgreSQL: the actor's partition of memory_trigrams (current revisions only),
+    # ranked there; the ``limit`` kept are read from memory_nodes
+    checks = [f.replace("n.", "t.", 1) for f in filters]
     if skip:
-        filters.append(f"NOT (n.id = ANY({d.ph}))")
+        checks.append(f"NOT (t.node_id = ANY({d.ph}))")
         params.append(list(skip))
-    text = TEXT.replace("title", "n.title").replace("body", "n.body")
+    text = TEXT.replace("title", "t.title").replace("body", "t.body")
     found = " OR ".join(f"{text} ILIKE {d.ph}" for _ in terms)
     for term in terms:
-        ranked.append(f"CASE WHEN n.title ILIKE {d.ph} THEN 2 ELSE 0 END "
-                      f"+ CASE WHEN n.body ILIKE {d.ph} THEN 1 ELSE 0 END")
+        ranked.append(f"CASE WHEN t.title ILIKE {d.ph} THEN 2 ELSE 0 END "
+                      f"+ CASE WHEN t.body ILIKE {d.ph} THEN 1 ELSE 0 END")
         rank_params += [_like(term), _like(term)]
-    where = "".join(f" AND {f}" for f in filters)
-    return (f"SELECT {cols}, 0.0 FROM memory_nodes n WHERE ({found}) AND {CURRENT}{where} "
-            f"ORDER BY {' + '.join(ranked)} DESC, n.created_at COLLATE \"C\" DESC, "
-            f"n.id COLLATE \"C\" DESC LIMIT {d.ph}",
-            [*(_like(t) for t in terms), *params, *rank_params, limit])
+    where = "".join(f" AND {c}" for c in checks)
+    newer = 'f.created_at COLLATE "C" DESC, f.node_id COLLATE "C" DESC'
+    return (f"SELECT {cols}, 0.0 FROM (SELECT t.node_id, t.created_at, "
+            f"{' + '.join(ranked)} AS rank FROM memory_trigrams t WHERE ({found}){where} "
+            f"ORDER BY rank DESC, {newer.replace('f.', 't.')} LIMIT {d.ph}) f "
+            f"JOIN memory_nodes n ON n.id = f.node_id ORDER BY f.rank DESC, {newer}",
+            [*rank_params, *(_like(t) for t in terms), *params, limit])

@@ -17,29 +17,31 @@ current revisions only: the trigger that indexes a node (``memory_search_insert`
 from migration 13 on) is made again here with this table's insert and delete
 added.
 
-PostgreSQL: a GIN index of the trigrams (``pg_trgm``'s ``gin_trgm_ops``) over
-``title || E'\\n' || body`` of ``memory_nodes``, which ``ILIKE`` uses. An index
-is kept up by the database itself on the rows the owner's
-``overt_write_memory_nodes`` inserts (migration 17): the writer role needs no
-right it lacks, and nothing new is written by anyone. ``pg_trgm`` is used where it
-is installed already (in any schema), else created in schema
-``overt_extensions``, not in the ledger's own: dropping a ledger's schema must not
-take another ledger's index with it. Creating it needs ``CREATE`` on the
-database (``pg_trgm`` is a trusted extension); a ledger owner without it is
-stopped with a message saying what to run, and nothing of the migration is
-applied. A server without the extension at all (no ``postgresql-contrib``)
-is stopped the same way.
+PostgreSQL: ``memory_trigrams``, partitioned by a hash of the actor as
+``memory_search`` is (16 partitions), holds each current revision's title and body
+(with its actor, kind and time), and a GIN index of the trigrams (``pg_trgm``'s
+``gin_trgm_ops``) over ``title || E'\\n' || body``, which ``ILIKE`` uses: a search
+within one actor reads that actor's partition, current revisions only. A trigger on
+``memory_nodes`` adds the row and deletes the superseded revision's; its function is
+the owner's, ``SECURITY DEFINER`` (migration 17's model: the writer role inserts
+nothing here, and gets ``SELECT`` only). ``pg_trgm`` is used where it is installed
+already (in any schema), else created in schema ``overt_extensions``, not in the
+ledger's own: dropping a ledger's schema must not take another ledger's index with
+it. Creating it needs ``CREATE`` on the database (``pg_trgm`` is a trusted
+extension); a ledger owner without it is stopped with a message saying what to
+run, and nothing of the migration is applied. A server without the extension at
+all (no ``postgresql-contrib``) is stopped the same way.
 """
 
 from __future__ import annotations
 
-from overt.ledger.schema.memory_search import PAD_TOKENS, SLOT_SHIFT
+from overt.ledger.schema.memory_search import PAD_TOKENS, PARTITIONS, SLOT_SHIFT
 
 EXTENSION_SCHEMA = "overt_extensions"
 """Where the migration creates ``pg_trgm`` when the database does not have it."""
 
 TEXT = "(title || E'\\n' || body)"
-"""The expression of ``memory_nodes`` the PostgreSQL index holds (a query states it
+"""The expression of ``memory_trigrams`` the PostgreSQL index holds (a query states it
 word for word to use the index)."""
 
 _PAD = " zpad" * PAD_TOKENS  # migration 8's padding of each node's tags
@@ -80,7 +82,37 @@ INSERT INTO memory_trigrams (rowid, title, body, search_tags)
 _NEEDS = ("overt''s memory search needs PostgreSQL''s pg_trgm extension (to find text "
           "inside words)")
 
+_PARTITIONS = "".join(
+    f"CREATE TABLE memory_trigrams_{r} PARTITION OF memory_trigrams "
+    f"FOR VALUES WITH (MODULUS {PARTITIONS}, REMAINDER {r});\n" for r in range(PARTITIONS))
+
 _POSTGRES = f"""
+CREATE TABLE memory_trigrams (
+    node_id    TEXT NOT NULL,
+    actor      TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    title      TEXT NOT NULL,
+    body       TEXT NOT NULL,
+    PRIMARY KEY (node_id, actor)
+) PARTITION BY HASH (actor);
+{_PARTITIONS}
+CREATE FUNCTION overt_memory_trigrams() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO memory_trigrams (node_id, actor, kind, created_at, title, body)
+        VALUES (NEW.id, NEW.actor, NEW.kind, NEW.created_at, NEW.title, NEW.body);
+    IF NEW.supersedes IS NOT NULL THEN
+        DELETE FROM memory_trigrams WHERE node_id = NEW.supersedes;
+    END IF;
+    RETURN NULL;
+END $$;
+REVOKE ALL ON FUNCTION overt_memory_trigrams() FROM PUBLIC;
+CREATE TRIGGER memory_nodes_trigrams AFTER INSERT ON memory_nodes
+    FOR EACH ROW EXECUTE FUNCTION overt_memory_trigrams();
+INSERT INTO memory_trigrams (node_id, actor, kind, created_at, title, body)
+    SELECT n.id, n.actor, n.kind, n.created_at, n.title, n.body FROM memory_nodes n
+    WHERE NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id);
 DO $$
 DECLARE
     found text;
@@ -104,7 +136,7 @@ BEGIN
         END;
         found := '{EXTENSION_SCHEMA}';
     END IF;
-    EXECUTE format('CREATE INDEX memory_nodes_trigrams ON memory_nodes '
+    EXECUTE format('CREATE INDEX memory_trigrams_text ON memory_trigrams '
                    'USING GIN ({TEXT.replace("'", "''")} %I.gin_trgm_ops) '
                    'WITH (fastupdate = off)', found);
 END $$;
@@ -117,5 +149,6 @@ def sqlite() -> str:
 
 
 def postgres() -> str:
-    """The PostgreSQL migration: ``pg_trgm`` found or created, and the index."""
+    """The PostgreSQL migration: ``memory_trigrams``, filled, its trigger, ``pg_trgm``
+    found or created, and the index."""
     return _POSTGRES
