@@ -372,6 +372,19 @@ class HookProvided(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HookDeclined(Event):
+    """A ``pre_tool_call_can_provide_result`` implementation had no answer for a call
+    (it returned ``None``, or a dict without ``"result"``): the next plugin, then the
+    registry, answered it. Not an error."""
+
+    kind: ClassVar[str] = "hook.declined"
+    plugin: str
+    hook: str
+    tool_call_id: str
+    tool_name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HookRequestRewritten(Event):
     """A ``pre_api_request`` implementation replaced the request sent to the model.
 
@@ -628,7 +641,8 @@ def _data_getter(cls: type[Event]) -> tuple[tuple[str, ...], Callable[[Event], t
 AnyEvent = (
     RuntimeStarted | TurnStarted | InferenceRecorded | ToolCallStarted | ToolCallCompleted
     | TurnCompleted | LedgerPruned | LedgerCheckpointed | HookBlocked | HookProvided
-    | HookRequestRewritten | HookToolsNarrowed | HookReissued | HookTransformed | HookError
+    | HookDeclined | HookRequestRewritten | HookToolsNarrowed | HookReissued | HookTransformed
+    | HookError
     | PolicyDecided | ApprovalRequested | ApprovalDecided | TurnPaused | TurnResumed
     | CapabilityChecked | ReasoningStepRecorded | NodeCreated | NodeSuperseded | LinkCreated
     | LinkRetracted | ChannelReceived | ChannelReplied | ChannelReplyStarted | ChannelReplyFailed

@@ -115,11 +115,12 @@ class Runtime:
         self.gate = gate or Gate()
         self.operator = operator or Actor.operator()
 
-        def system_prompt_for(specs: tuple[ToolSpec, ...]) -> str:
-            # what the prompt says the agent may do is the gate's word on each tool
+        def system_prompt_for(specs: tuple[ToolSpec, ...], source: str = "cli") -> str:
+            # what the prompt says the agent may do is the gate's word on each tool,
+            # for a message from this source
             allowed = permissions(self.gate, self.tools,
                                   actor=Actor.agent(self.settings.agent),
-                                  route=self.settings.route)
+                                  route=self.settings.route, source=source)
             return render(template, specs, max_calls, allowed)
 
         self._system_prompt_for = system_prompt_for
@@ -159,7 +160,7 @@ class Runtime:
         """
         plugins = PluginHost.load(
             config.plugins_enabled, config.plugins_disabled, config.plugin_files,
-            timeouts={"pre_tool_call": config.pre_tool_call_timeout_s})
+            timeouts={"pre_tool_call": config.pre_tool_call_timeout_s}, memory=config.memory)
         catalog = ModelCatalog(plugins.models(), options=ModelOptions(
             cache_dir=config.cache_dir, progress=progress, provider_settings=config.providers))
         routing.add_aliases(config, catalog)
@@ -245,6 +246,7 @@ class Runtime:
                                     error_digest=digest))
             return
         self.engine.system_prompt = self._system_prompt_for(self.tools.specs())
+        self.engine.source_prompts.clear()
 
     async def respond(self, message: IncomingMessage, *, session_id: str | None = None,
                       history: Sequence[Message] | None = None, actor: Actor | None = None,

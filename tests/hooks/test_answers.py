@@ -28,3 +28,30 @@ def test_a_runtime_without_plugins_asks_no_hook_during_a_turn(ledger: Any) -> No
     assert runtime.plugins.names == ["builtin"]
     assert runtime.engine.hooks.names() == ["register_tools", "register_models"]
     assert not runtime.engine.hooks.per_turn  # so the loop never builds a TurnHooks
+
+
+@pytest.mark.parametrize(("result", "error"), [
+    ('{"error": "kora_tool_dispatch_error: ConnectionError: substrate down"}',
+     "kora_tool_dispatch_error: ConnectionError: substrate down"),
+    (' {"error":"x_failed"}\n', "x_failed"),
+    ({"error": "not yet encoded"}, "not yet encoded"),
+])
+def test_the_seed_error_envelope_is_read_as_the_error_it_reports(
+    result: object, error: str
+) -> None:
+    from overt.hooks.answers import error_envelope
+
+    assert error_envelope(result) == error
+
+
+@pytest.mark.parametrize("result", [
+    '{"error": "x", "partial": [1, 2]}',  # a result that mentions an error
+    '{"error": ""}', '{"error": null}', '{"error": {"message": "x"}}', '{"errors": "x"}',
+    '{"error": "x"', "error: x", '["error"]', "", '{"primary_state": "ready"}',
+    {"error": "x", "code": 3}, {"error": 5}, ["error"], None, 7,
+    '{"error": ' + '[' * 50 + ']' * 50 + '}',
+])
+def test_anything_else_is_a_result_like_any_other(result: object) -> None:
+    from overt.hooks.answers import error_envelope
+
+    assert error_envelope(result) is None

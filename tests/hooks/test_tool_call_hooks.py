@@ -108,8 +108,10 @@ def test_sample_trace_a_bridged_tool_is_provided_and_never_reaches_registry_disp
     assert "kora__get_operational_state" in [t.name for t in model.requests[0].tools]
     assert seen == ["pre_tool_call", "pre_tool_call_can_provide_result",
                     "post_tool_call(provided_by=KoraBridge)", "transform_tool_result"]
-    assert kinds(ledger)[2:7] == ["inference", "policy.decision", "tool_call.started",
-                                  "hook.provided", "tool_call.completed"]
+    assert kinds(ledger)[2:8] == ["inference", "policy.decision", "tool_call.started",
+                                  "hook.declined", "hook.provided", "tool_call.completed"]
+    (declined,) = records(ledger, "hook.declined")
+    assert declined["plugin"] == "Trail"  # it only watches: it had nothing to provide
     (completed,) = records(ledger, "tool_call.completed")
     assert completed["tool_status"] == "ok" and completed["provided_by"] == "KoraBridge"
     (provided,) = records(ledger, "hook.provided")
@@ -202,12 +204,38 @@ def test_answers_that_are_not_results_fall_through_to_the_next_plugin_then_the_r
             return None
 
     model = ScriptedModel([{"tool_calls": [call("write_file", path="p", text="t")]}, "ok"])
-    run(plugged(model, NotADict(), NoResultKey(), Declines(), tools=[write_file])
-        .respond(cli_message()))
-    assert dispatched == ["write_file"]
+    result = run(plugged(model, NotADict(), NoResultKey(), Declines(), tools=[write_file])
+                 .respond(cli_message()))
+    assert dispatched == ["write_file"] and result.error is None
+    assert model.requests[1].messages[-1].content == "wrote 1 bytes to p"
     errors = records(ledger, "hook.error")
-    assert [(e["plugin"], e["consequence"]) for e in errors] == [
-        ("NotADict", "fell_through"), ("NoResultKey", "fell_through")]
+    assert [(e["plugin"], e["consequence"]) for e in errors] == [("NotADict", "fell_through")]
+
+
+def test_a_provider_with_nothing_to_provide_is_recorded_as_declined_not_as_an_error(
+    plugged: PluggedFactory, ledger: Any, dispatched: list[str]
+) -> None:
+    class NoResultKey:
+        @hookimpl
+        def pre_tool_call_can_provide_result(self) -> dict[str, str]:
+            return {"note": "not mine"}
+
+    model = ScriptedModel([{"tool_calls": [call("write_file", path="p", text="t")]},
+                           {"tool_calls": [call("write_file", path="q", text="u")]}, "ok"])
+    result = run(plugged(model, NoResultKey(), KoraBridge(), tools=[write_file])
+                 .respond(cli_message()))
+    assert dispatched == ["write_file", "write_file"] and result.error is None
+    assert records(ledger, "hook.error") == []
+    declined = records(ledger, "hook.declined")
+    assert [(d["plugin"], d["hook"], d["tool_name"]) for d in declined] == [
+        ("NoResultKey", "pre_tool_call_can_provide_result", "write_file"),
+        ("KoraBridge", "pre_tool_call_can_provide_result", "write_file")] * 2
+    completed = records(ledger, "tool_call.completed")
+    assert [(c["tool_status"], c["provided_by"]) for c in completed] == [("ok", None)] * 2
+    started = records(ledger, "tool_call.started")
+    assert [d["tool_call_id"] for d in declined] == [
+        started[0]["tool_call_id"]] * 2 + [started[1]["tool_call_id"]] * 2
+    assert run(ledger.verify()).ok
 
 
 def test_a_raising_provider_is_logged_at_debug_recorded_and_the_next_plugin_answers(

@@ -97,6 +97,7 @@ _NEXT = max(NAMES) + 1
     "VALUES ('S', 3, 'new', 'turn.started', 'now')",
     "INSERT INTO memory_nodes VALUES ('n', 'Note', 't', 'b', 'a', 'now', NULL, 'n', 1, NULL, '')",
     "INSERT INTO memory_search VALUES ('n', 'a', 'Note', 'now', to_tsvector('forged'))",
+    "INSERT INTO memory_trigrams VALUES ('n', 'a', 'Note', 'now', 'forged', 'forged')",
     # a seal of a range nobody pruned, chained correctly at the head
     "INSERT INTO audit_log SELECT seq + 1, 'x', 'ledger.pruned', at, NULL, NULL, "
     "'{\"through_seq\":2}', hash, hash FROM audit_log ORDER BY seq DESC LIMIT 1",
@@ -245,7 +246,8 @@ def test_the_writer_executes_no_function_that_runs_as_the_owner_but_the_writes(
             "WHERE p.pronamespace = current_schema()::regnamespace AND p.prosecdef "
             "ORDER BY 1", (writer,)).fetchall()
     assert {name: may for name, may, _ in rows} == {
-        "overt_memory_search": False, "overt_prune": False, "overt_trail_index": False,
+        "overt_memory_search": False, "overt_memory_trigrams": False, "overt_prune": False,
+        "overt_trail_index": False,
         "overt_write_memory_link_retractions": True, "overt_write_memory_links": True,
         "overt_write_memory_nodes": True, "overt_write_merkle_nodes": True}
     assert {owner for _, _, owner in rows} == {_owner}

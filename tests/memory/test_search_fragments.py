@@ -50,11 +50,13 @@ def test_a_two_letter_word_is_matched_whole_not_as_a_prefix(store: MemoryStore) 
     assert titles(store, "ka") == []
 
 
-def test_a_word_held_whole_is_not_also_a_prefix_but_a_longer_fragment_is(
+def test_a_word_held_whole_ranks_before_the_words_it_is_inside(
         store: MemoryStore) -> None:
     run(store.create_node("Note", "Dates", "We write dates as ISO 8601.", ME))
-    assert titles(store, "iso") == ["Dates"]
+    assert titles(store, "iso") == ["Dates", "Isokron"]
     assert titles(store, "isok") == ["Isokron"]
+    (first,) = run(store.search("iso", limit=1))
+    assert first.node.title == "Dates" and first.score > 0
 
 
 def test_a_prefix_is_looked_for_within_the_actor_searched(store: MemoryStore) -> None:

@@ -18,7 +18,8 @@ ALICE = Writer("agent:alice")
 BOB = Writer("agent:bob")
 
 
-@pytest.mark.parametrize("before", [7, 8, 13])  # by actor; no lengths; prefixes (SQLite)
+@pytest.mark.parametrize("before", [7, 8, 13, 18])  # by actor; no lengths; prefixes
+# (SQLite); trigrams
 def test_nodes_written_before_the_index_existed_are_found_once_the_ledger_migrates(
     ledger_url: str, monkeypatch: pytest.MonkeyPatch, before: int
 ) -> None:
@@ -48,6 +49,9 @@ def test_nodes_written_before_the_index_existed_are_found_once_the_ledger_migrat
         assert [h.node.id for h in run(store.search("kafka", actor="agent:bob"))] == [note.id]
         assert [h.node.id for h in run(store.search("kaf", actor="agent:alice"))] == [
             second.id]
+        assert [h.node.id for h in run(store.search("afk", actor="agent:alice"))] == [
+            second.id]  # inside "kafka": through the trigrams, filled by the migration
+        assert run(store.search("abbitm")) == []  # a superseded revision's text
         later = run(store.supersede(note, "Kafka tuning", "Batch writes, 1 MiB.", BOB))
         assert [h.node.id for h in run(store.search("tuning"))] == [later.id]
     finally:

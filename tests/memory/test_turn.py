@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from overt.models.fake import FunctionModel, Reply
@@ -143,3 +144,74 @@ def test_memory_written_on_one_route_is_found_on_another(ledger: Any) -> None:
     assert started.data["route"] == "default"
     search = run(ledger.entries(kinds=["tool_call.completed"]))[-1]
     assert search.data["tool_status"] == "ok"
+
+
+KRONICLE_TOML = """\
+[memory]
+kinds = ["KronicleBlock"]
+links = { summarizes = [["KronicleBlock", "*"]] }
+
+[[policy.rules]]
+name = "memory-writes"
+tools = ["node_*", "link_*"]
+effect = "allow"
+reason_code = "memory_writes"
+"""
+
+
+def _configured_runtime(tmp_path: Path, ledger_url: str, toml: str,
+                        steps: list[Step]) -> tuple[Runtime, FunctionModel]:
+    from overt.config.file import load
+
+    (tmp_path / "overt.toml").write_text(f'db = "{ledger_url}"\ntranscript = ""\n{toml}')
+    config = load({}, path=tmp_path / "overt.toml")
+    model = agent(steps)
+    return Runtime.from_config(config, model=model), model
+
+
+def test_memory_kinds_from_overt_toml_reach_the_agents_memory_tools(
+    tmp_path: Path, ledger_url: str
+) -> None:
+    runtime, model = _configured_runtime(tmp_path, ledger_url, KRONICLE_TOML, [
+        lambda _: {"tool_calls": [tool("node_create", kind="KronicleBlock",
+                                       title="Week 47", body="Three deploys, one rollback."),
+                                  tool("node_create", kind="Decision", title="Freeze Friday",
+                                       body="No deploys on Fridays.")]},
+        lambda r: {"tool_calls": [tool("link_create", kind="summarizes",
+                                       from_id=r[0]["node"]["id"],
+                                       to_id=r[1]["node"]["id"])]},
+        lambda r: {"tool_calls": [tool("node_search", query="rollback",
+                                       kind="KronicleBlock")]},
+        lambda r: f"{r[-1]['results'][0]['kind']}: {r[-1]['results'][0]['title']}"])
+    try:
+        result = run(runtime.respond(cli_message("summarize the week")))
+        assert result.error is None and result.text == "KronicleBlock: Week 47"
+        create = {s.name: s for s in model.requests[0].tools}["node_create"].input_schema
+        assert "KronicleBlock" in create["properties"]["kind"]["enum"]
+        statuses = [e.data["tool_status"] for e in run(runtime.ledger.entries(
+            kinds=["tool_call.completed"]))]
+        assert statuses == ["ok"] * 4
+        created = [e.data["node_kind"] for e in run(runtime.ledger.entries(
+            kinds=["node.created"]))]
+        assert created == ["KronicleBlock", "Decision"]
+        assert len(run(runtime.ledger.entries(kinds=["link.created"]))) == 1
+    finally:
+        run(runtime.close())
+
+
+def test_without_the_config_kind_the_agent_is_told_the_kind_is_unknown(
+    tmp_path: Path, ledger_url: str
+) -> None:
+    without_memory = KRONICLE_TOML[KRONICLE_TOML.index("[[policy.rules]]"):]
+    runtime, _ = _configured_runtime(tmp_path, ledger_url, without_memory, [
+        lambda _: {"tool_calls": [tool("node_create", kind="KronicleBlock", title="Week 47",
+                                       body="Three deploys.")]},
+        lambda r: json.dumps(r[0])])
+    try:
+        result = run(runtime.respond(cli_message("summarize the week")))
+        answer = json.loads(result.text)
+        assert answer["ok"] is False and answer["error"]["code"] == "unknown_kind"
+        assert "KronicleBlock" not in answer["error"]["known"]
+        assert run(runtime.ledger.entries(kinds=["node.created"])) == []
+    finally:
+        run(runtime.close())

@@ -44,6 +44,35 @@ def test_a_descriptor_may_say_its_tool_is_read_only() -> None:
         shapes.to_spec({**ANTHROPIC, "read_only": "yes"})
 
 
+def test_the_openai_shape_may_say_read_only_inside_its_function_object() -> None:
+    inside = {"type": "function", "function": {**OPENAI["function"], "read_only": True}}
+    assert shapes.to_spec(inside).read_only
+    hinted = {"type": "function", "function": {**OPENAI["function"],
+                                               "annotations": {"readOnlyHint": True}}}
+    assert shapes.to_spec(hinted).read_only
+    assert shapes.to_spec({**ANTHROPIC, "annotations": {"readOnlyHint": True}}).read_only
+    assert not shapes.to_spec({**OPENAI, "annotations": {"readOnlyHint": False}}).read_only
+    assert not shapes.to_spec({**ANTHROPIC, "annotations": {"title": "Weather"}}).read_only
+
+
+@pytest.mark.parametrize(("descriptor", "message"), [
+    ({"type": "function", "function": {**OPENAI["function"], "read_only": 1}},
+     "function.read_only must be true or false"),
+    ({**ANTHROPIC, "annotations": {"readOnlyHint": "true"}},
+     "annotations.readOnlyHint must be true or false"),
+    ({**ANTHROPIC, "annotations": ["readOnlyHint"]}, "annotations must be an object"),
+    ({**OPENAI, "read_only": False, "function": {**OPENAI["function"], "read_only": True}},
+     "read_only=false, function.read_only=true disagree"),
+    ({**ANTHROPIC, "read_only": True, "annotations": {"readOnlyHint": False}},
+     "read_only=true, annotations.readOnlyHint=false disagree"),
+])
+def test_a_read_only_declaration_that_is_malformed_or_contradicts_itself_is_refused(
+    descriptor: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(UsageError, match=message):
+        shapes.to_spec(descriptor)
+
+
 def test_to_spec_tells_the_shapes_apart() -> None:
     expected = ToolSpec("weather", "The weather in a city.", SCHEMA)
     assert shapes.to_spec(ANTHROPIC) == shapes.to_spec(OPENAI) == expected

@@ -11,6 +11,7 @@ from overt.events import (
     ApprovalRequested,
     Event,
     HookBlocked,
+    HookDeclined,
     HookError,
     HookProvided,
     HookReissued,
@@ -136,8 +137,9 @@ def turn_record(entries: list[Entry], contents: dict[str, str | None]) -> str:
             case TurnResumed() as d:
                 out.append(f"  [{e.seq}] turn resumed ({d.decision}) by {d.resumed_by} "
                            f"in pid {d.pid} on {d.host}")
-            case (HookBlocked() | HookProvided() | HookRequestRewritten() | HookToolsNarrowed()
-                  | HookReissued() | HookTransformed() | HookError()) as d:
+            case (HookBlocked() | HookProvided() | HookDeclined() | HookRequestRewritten()
+                  | HookToolsNarrowed() | HookReissued() | HookTransformed()
+                  | HookError()) as d:
                 out.append(f"  [{e.seq}] {e.kind} by plugin {d.plugin} in {d.hook}"
                            + _details(e.data, skip=("plugin", "hook")))
                 if isinstance(d, HookReissued):

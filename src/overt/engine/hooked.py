@@ -25,6 +25,7 @@ from overt.engine.record import Recorder, audit_name
 from overt.errors import HookTimeout, OvertError, UsageError
 from overt.events import (
     HookBlocked,
+    HookDeclined,
     HookError,
     HookErrorConsequence,
     HookProvided,
@@ -33,7 +34,7 @@ from overt.events import (
     HookToolsNarrowed,
     HookTransformed,
 )
-from overt.hooks.answers import Block, Reissue
+from overt.hooks.answers import Block, Reissue, error_envelope
 from overt.hooks.calls import HookSet, Impl, call_async_timed
 from overt.tools import shapes
 from overt.types import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
@@ -189,22 +190,29 @@ class TurnHooks:
             started = time.perf_counter()
             try:
                 answer = await _call_timed(impl, kwargs, timeout)
-                if answer is None:
-                    continue
-                if not isinstance(answer, Mapping) or "result" not in answer:
+                if answer is not None and not isinstance(answer, Mapping):
                     raise UsageError(f'expected {{"result": ...}} or None, got '
                                      f"{type(answer).__name__}")
             except Exception as exc:  # noqa: BLE001  fail-safe: logged at DEBUG, recorded
                 self._failed(impl.plugin, "pre_tool_call_can_provide_result", exc, "fell_through",
                              call_.id, logging.DEBUG)
                 continue
-            is_error = answer.get("is_error") is True
+            if answer is None or "result" not in answer:  # no answer from this plugin
+                self.rec.add(HookDeclined(
+                    turn_id=self.turn_id, session_id=self.session_id, plugin=impl.plugin,
+                    hook="pre_tool_call_can_provide_result", tool_call_id=audit_name(call_.id),
+                    tool_name=audit_name(call_.name)))
+                continue
             self.rec.add(HookProvided(
                 turn_id=self.turn_id, session_id=self.session_id, plugin=impl.plugin,
                 hook="pre_tool_call_can_provide_result", tool_call_id=audit_name(call_.id),
                 tool_name=audit_name(call_.name)))
-            outcome = ToolOutcome("execution_error" if is_error else "ok",
-                                  render_result(answer["result"]), is_error,
+            content = render_result(answer["result"])
+            is_error = answer.get("is_error") is True
+            failure = None if is_error else error_envelope(answer["result"])
+            if failure is not None:  # a bridge's {"error": "..."}: a failure, said as one
+                is_error, content = True, f"tool_execution_error: {failure}"
+            outcome = ToolOutcome("execution_error" if is_error else "ok", content, is_error,
                                   ms_since(started), executed=True)
             return outcome, impl.plugin
         return None

@@ -102,12 +102,16 @@ class Engine:
                  observers: Sequence[Callable[[Event], None]] = (),
                  hooks: HookSet | None = None,
                  models: Callable[[str], Model] | None = None,
-                 system_prompt_for: Callable[[tuple[ToolSpec, ...]], str] | None = None,
+                 system_prompt_for: Callable[[tuple[ToolSpec, ...], str], str] | None = None,
                  prices: PriceTable | None = None, budget: BudgetGuard | None = None,
                  gate: Gate | None = None) -> None:
-        """``hooks``: the plugins' implementations (none by default). ``models``
-        resolves a model a ``Reissue`` names. ``system_prompt_for`` renders the
-        system prompt again when a plugin changed the tools offered."""
+        """``system_prompt``: the system prompt of a turn from the CLI offering every
+        tool (of every turn, when there is no ``system_prompt_for``).
+        ``system_prompt_for(tools, source)`` renders the prompt of a turn from
+        ``source`` offering ``tools``: for the other sources (once each, see
+        :meth:`prompt_for`), and again when a plugin changed the tools offered.
+        ``hooks``: the plugins' implementations (none by default). ``models``
+        resolves a model a ``Reissue`` names."""
         self.model = model
         self.tools = tools
         self.ledger = ledger
@@ -118,6 +122,9 @@ class Engine:
         self.hooks = hooks or NO_HOOKS
         self.models = models
         self.system_prompt_for = system_prompt_for
+        self.source_prompts: dict[str, str] = {}
+        """The prompts :meth:`prompt_for` rendered, by source (cleared when the tools
+        change)."""
         self.prices = prices or PriceTable()
         self.budget = budget
         self.gate = gate or Gate()
@@ -128,6 +135,19 @@ class Engine:
         self.record_requests = True
         """Whether each inference's request is recorded (replay, which compares each
         with the recorded one itself, records nothing it keeps)."""
+
+    def prompt_for(self, source: str) -> str:
+        """The system prompt of a turn from ``source`` offering every tool: what the
+        gate does on that source is what the prompt promises (an approval wait on the
+        CLI, a refusal on a Slack DM). Rendered once per source; ``system_prompt`` for
+        the CLI, and for every source when there is no ``system_prompt_for``."""
+        if source == "cli" or self.system_prompt_for is None:
+            return self.system_prompt
+        prompt = self.source_prompts.get(source)
+        if prompt is None:
+            prompt = self.source_prompts[source] = self.system_prompt_for(
+                self.tools.specs(), source)
+        return prompt
 
     async def run_turn(self, message: IncomingMessage, *, session_id: str | None = None,
                        history: Sequence[Message] = (), earlier: Sequence[HistoryTurn] = (),
@@ -279,11 +299,11 @@ class Turn:
             message_digest=rec.content(text), model=self.model.name,
             route=self.route, max_tool_calls=settings.max_tool_calls, actor=actor))
         specs = engine.tools.specs()
-        system_prompt = engine.system_prompt
+        system_prompt = engine.prompt_for(self.source)
         if hooks is not None and hooks.has.pre_tool_list_finalized:
             chosen = await hooks.tools(specs)
             if chosen != specs and engine.system_prompt_for is not None:
-                system_prompt = engine.system_prompt_for(chosen)
+                system_prompt = engine.system_prompt_for(chosen, self.source)
             specs = chosen
         if engine.budget is not None:
             note = await engine.budget.describe(self.session_id)

@@ -7,8 +7,11 @@ message for the model or the operator), never a bare bool.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from overt import json_input
 from overt.errors import UsageError
 
 _CODE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$")
@@ -58,3 +61,31 @@ class Reissue:
 
     def __post_init__(self) -> None:
         _check_code(self.reason_code)
+
+
+_ENVELOPE_MAX_CHARS = 64 * 1024  # an error message, not a document: larger is a result
+
+
+def error_envelope(result: Any) -> str | None:
+    """The error a provided result reports in the error envelope, else None.
+
+    The envelope is a JSON object whose one key is ``"error"``, holding a non-empty
+    string: ``{"result": json.dumps({"error": "kora_tool_dispatch_error: ..."})}``, as
+    a tool bridge answers a call it could not dispatch (or the same object as the
+    result itself, not yet encoded). Anything else, including an object with an
+    ``"error"`` key beside others, is a result like any other.
+    """
+    if isinstance(result, str):
+        text = result.strip()
+        if not (text.startswith("{") and text.endswith("}") and '"error"' in text) \
+                or len(text) > _ENVELOPE_MAX_CHARS:
+            return None
+        try:
+            result = json_input.loads(text, what="a provided result", max_depth=8)
+        except ValueError:  # not JSON (or deeper than an envelope): a plain result
+            return None
+    if isinstance(result, Mapping) and len(result) == 1:
+        error = result.get("error")
+        if isinstance(error, str) and error.strip():
+            return error
+    return None

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -40,6 +40,9 @@ from overt.tools import shapes
 from overt.tools.base import Tool
 from overt.tools.registry import ToolRegistry
 from overt.types import ToolSpec
+
+if TYPE_CHECKING:
+    from overt.memory.kinds import MemoryKinds
 
 ENTRY_POINT_GROUP = "overt.plugins"
 BUILTIN = "builtin"
@@ -77,10 +80,10 @@ def discover(plugin_files: Sequence[str] = ()) -> list[Candidate]:
     return found
 
 
-def _builtin_module() -> ModuleType:
-    from overt.hooks import builtin
+def _builtin_module(memory: MemoryKinds | None = None) -> object:
+    from overt.hooks.builtin import Builtin
 
-    return builtin
+    return Builtin(memory)
 
 
 def _file_loader(path: str, name: str) -> Callable[[], ModuleType]:
@@ -119,17 +122,22 @@ class PluginHost:
         self._models: list[Model | ModelProvider] | None = None
 
     @classmethod
-    def builtin_only(cls, **kwargs: Any) -> PluginHost:
-        """A host with overt's built-in plugin alone."""
+    def builtin_only(cls, *, memory: MemoryKinds | None = None, **kwargs: Any) -> PluginHost:
+        """A host with overt's built-in plugin alone (its memory tools over ``memory``'s
+        kinds; default: the built-in kinds)."""
         host = cls(**kwargs)
-        host.register(_builtin_module(), BUILTIN, "built-in")
+        host.register(_builtin_module(memory), BUILTIN, "built-in")
         return host
 
     @classmethod
     def load(cls, enabled: Sequence[str] = (), disabled: Sequence[str] = (),
                     plugin_files: Sequence[str] = (), *,
-                    timeouts: Mapping[str, float | None] | None = None) -> PluginHost:
+                    timeouts: Mapping[str, float | None] | None = None,
+                    memory: MemoryKinds | None = None) -> PluginHost:
         """Discover, then load and register exactly the plugins that are enabled.
+
+        ``memory``: the node and link kinds of the built-in memory tools (default: the
+        built-in kinds; ``Config.memory`` holds those ``[memory]`` adds).
 
         Raises:
             PluginError: an enabled plugin is not installed, or cannot be loaded
@@ -151,7 +159,7 @@ class PluginHost:
                               f"installed (installed: {known})")
         host = cls(timeouts=timeouts)
         if BUILTIN not in off:
-            host.register(_builtin_module(), BUILTIN, "built-in")
+            host.register(_builtin_module(memory), BUILTIN, "built-in")
         for name in reversed(wanted):  # pluggy calls the last registered first
             candidate = candidates[name]
             try:

@@ -29,7 +29,7 @@ Rules that hold for every hook:
   ``pre_tool_call`` the answer is skipped and the next plugin is asked
   (fail-safe). ``pre_tool_call`` fails closed: the call is blocked.
 - **On the record.** Every hook that changes what happens says so in the ledger:
-  ``hook.blocked``, ``hook.provided``, ``hook.request_rewritten``,
+  ``hook.blocked``, ``hook.provided``, ``hook.declined``, ``hook.request_rewritten``,
   ``hook.tools_narrowed``, ``hook.reissued``, ``hook.transformed``. Those entries
   hold identifiers and digests, never message text or tool arguments.
 
@@ -175,11 +175,12 @@ def pre_tool_call_can_provide_result(tool_name: str, args: dict[str, Any], task_
 
     The call is audited like any other (``tool_call.started`` is committed
     before this hook runs, then ``tool_call.completed``) with the plugin's name
-    as ``provided_by``, beside a ``hook.provided`` entry. Fails safe: an
-    implementation that raises or runs past the tool timeout is logged at
-    DEBUG, recorded as ``hook.error`` (consequence ``fell_through``) and the
-    next plugin is asked. A non-None answer that is not a result is recorded
-    the same way.
+    as ``provided_by``, beside a ``hook.provided`` entry. ``None`` or a dict
+    without ``"result"`` is this plugin's "nothing to provide": recorded as a
+    ``hook.declined`` entry, not an error. Fails safe: an implementation that
+    raises or runs past the tool timeout is logged at DEBUG, recorded as
+    ``hook.error`` (consequence ``fell_through``) and the next plugin is asked.
+    An answer that is neither ``None`` nor a dict is recorded the same way.
     """
 
 

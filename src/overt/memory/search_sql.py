@@ -21,9 +21,16 @@ Terms are of two sorts (:func:`words`):
   nothing more: ``PICK-12`` finds the node that says PICK-12, not one that says
   only PICK-123 (SQLite: an FTS5 phrase; PostgreSQL: ``phraseto_tsquery``).
 
+A word of three characters or more is also looked for **inside** words, through
+the index of trigrams (migration 18: SQLite's FTS5 ``trigram``, PostgreSQL's
+``pg_trgm``), when the word matches leave room in the result: ``kron`` finds
+``Isokron``, ``サーバー`` finds ``東京のサーバー``. Such a match ranks after every
+word match (:func:`fragments`). A key is not: ``PICK-12`` still finds PICK-12 and
+not PICK-123.
+
 A term holds letters, digits and those joiners only, so nothing a user types
 (quotes, ``*``, parentheses, ``NEAR``, ``:``) reaches FTS5 or ``to_tsquery`` as
-syntax.
+syntax, nor ``%`` or ``_`` a ``LIKE`` pattern.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from collections.abc import Collection
 from typing import Any
 
 from overt.ledger.schema.memory_search import SEQ_MASK, SLOT_SHIFT
+from overt.ledger.schema.memory_trigrams import TEXT
 from overt.ledger.sql import Dialect
 
 CURRENT = ("NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id)")
@@ -44,6 +52,8 @@ _WORD = re.compile(r"[^\W_]+(?:[-./:_][^\W_]+)*")
 _JOINERS = frozenset("-./:_")
 PREFIX_MIN = 3
 """The length from which an ASCII word is matched as a prefix."""
+FRAGMENT_MIN = 3
+"""The length from which a word is looked for inside words (a trigram's)."""
 # Words so common they only slow a search down and blur its ranking (PostgreSQL's
 # english configuration drops them too; SQLite's FTS5 would not).
 STOP_WORDS = frozenset((
@@ -284,3 +294,81 @@ def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
             f"ORDER BY f.score DESC, {_NEWER_FIRST.format('f')}",
             [*([actor] if actor else []), " ".join(t for t in terms if not is_key(t)),
              [t for t in terms if is_key(t)], *narrowing, limit, limit, *narrowing, limit])
+
+
+def fragment_terms(terms: list[str]) -> list[str]:
+    """The terms looked for inside words: words (not keys) of :data:`FRAGMENT_MIN`
+    characters or more."""
+    return [t for t in terms if not is_key(t) and len(t) >= FRAGMENT_MIN]
+
+
+def _like(term: str) -> str:
+    """``term`` inside any text, as a ``LIKE`` pattern (a term holds no ``%``, ``_``
+    or ``\\``: escaped all the same)."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def fragments(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
+              limit: int, columns: str, skip: Collection[str] = ()) -> tuple[str, list[Any]]:
+    """(statement, params) selecting ``columns`` of node alias ``n`` plus a score of 0:
+    the current nodes, of ``kind`` and ``actor`` when given and not among ``skip``
+    (the word matches already found), whose title or body holds one of ``terms``
+    (:func:`fragment_terms`) anywhere, case aside, at most ``limit``.
+
+    They follow the word matches, whatever their rank: a caller asks for them only
+    to fill the places those leave (see
+    :meth:`overt.memory.store.MemoryStore.search`). Among themselves, the more of
+    the terms a node holds the higher it ranks, a title's counting twice a body's,
+    then the newer first. SQLite: ``bm25`` over ``memory_trigrams`` (title weight
+    2, body 1), inside the index and within the actor's rowid range, so only the
+    rows kept are read; PostgreSQL: 2 per term in the title plus 1 per term in the
+    body, over the rows the trigram index of the actor's partition of
+    ``memory_trigrams`` finds (migration 18).
+    """
+    filters: list[str] = []
+    params: list[Any] = []
+    for column, value in (("kind", kind), ("actor", actor)):
+        if value is not None:
+            filters.append(f"n.{column} = {d.ph}")
+            params.append(value)
+    cols = ", ".join(f"n.{c.strip()}" for c in columns.split(","))
+    ranked: list[str] = []
+    rank_params: list[Any] = []
+    if d.name == "sqlite":
+        if skip:
+            filters.append(f"n.id NOT IN ({d.phs(len(skip))})")
+            params += list(skip)
+        match = "{title body} : (" + " OR ".join(fts5_term(t) for t in terms) + ")"
+        if kind is not None:  # the kind's tag, then the actor's (``tags``): that kind only
+            match += f' AND search_tags : "{kind_tag(kind)} za"'
+        where = "".join(f" AND {f}" for f in filters)
+        # the best ``limit`` and as many again as may be skipped, ranked in the index
+        return (f"SELECT {cols}, 0.0 FROM (SELECT {_SEQ} AS seq, "
+                f"bm25(memory_trigrams, {TITLE_WEIGHT}, 1.0, 0.0) AS rank "
+                f"FROM memory_trigrams WHERE memory_trigrams MATCH ?{_sqlite_within(actor)} "
+                f"ORDER BY rank, {_SEQ} DESC LIMIT ?) f "
+                f"JOIN memory_search_rows r ON r.seq = f.seq "
+                f"JOIN memory_nodes n ON n.id = r.node_id WHERE 1 = 1{where} "
+                f"ORDER BY f.rank, n.created_at DESC, n.id DESC LIMIT ?",
+                [match, *([actor, actor] if actor is not None else []), limit + len(skip),
+                 *params, limit])
+    # PostgreSQL: the actor's partition of memory_trigrams (current revisions only),
+    # ranked there; the ``limit`` kept are read from memory_nodes
+    checks = [f.replace("n.", "t.", 1) for f in filters]
+    if skip:
+        checks.append(f"NOT (t.node_id = ANY({d.ph}))")
+        params.append(list(skip))
+    text = TEXT.replace("title", "t.title").replace("body", "t.body")
+    found = " OR ".join(f"{text} ILIKE {d.ph}" for _ in terms)
+    for term in terms:
+        ranked.append(f"CASE WHEN t.title ILIKE {d.ph} THEN 2 ELSE 0 END "
+                      f"+ CASE WHEN t.body ILIKE {d.ph} THEN 1 ELSE 0 END")
+        rank_params += [_like(term), _like(term)]
+    where = "".join(f" AND {c}" for c in checks)
+    newer = 'f.created_at COLLATE "C" DESC, f.node_id COLLATE "C" DESC'
+    return (f"SELECT {cols}, 0.0 FROM (SELECT t.node_id, t.created_at, "
+            f"{' + '.join(ranked)} AS rank FROM memory_trigrams t WHERE ({found}){where} "
+            f"ORDER BY rank DESC, {newer.replace('f.', 't.')} LIMIT {d.ph}) f "
+            f"JOIN memory_nodes n ON n.id = f.node_id ORDER BY f.rank DESC, {newer}",
+            [*rank_params, *(_like(t) for t in terms), *params, limit])

@@ -21,6 +21,9 @@ indexed later, which is the newer one within a ledger.) Query words are
 lower-cased, split on anything but letters and digits, stripped of common
 English stop words and matched with OR, stemmed (porter / english). Only
 current revisions are found. Scores are comparable within one backend only.
+After the word matches, when they are fewer than asked for, come the nodes that
+hold a word of three characters or more inside their text (``kron`` in
+``Isokron``), each with score 0 (:func:`~overt.memory.search_sql.fragments`).
 
 A search within one actor's memory (the default of ``node_search``) reads only
 that actor's part of the index (see :mod:`overt.ledger.schema.memory_search`).
@@ -188,8 +191,14 @@ class MemoryStore:
         statement, params = search_sql.search(self._d, terms, kind=kind, actor=actor,
                                               limit=limit, columns=NODE_COLUMNS, weights=weights,
                                               prefixes=prefixes)
-        rows = await self._rows(statement, params)
-        return [Hit(_node(r), float(r[10])) for r in rows]
+        hits = [Hit(_node(r), float(r[10])) for r in await self._rows(statement, params)]
+        inside = search_sql.fragment_terms(terms)
+        if inside and len(hits) < limit:  # text inside words fills what words leave
+            statement, params = search_sql.fragments(
+                self._d, inside, kind=kind, actor=actor, limit=limit - len(hits),
+                columns=NODE_COLUMNS, skip=[h.node.id for h in hits])
+            hits += [Hit(_node(r), 0.0) for r in await self._rows(statement, params)]
+        return hits
 
     async def link(self, link_id: str) -> Link | None:
         """The link ``link_id``, saying whether it was retracted."""

@@ -187,8 +187,10 @@ async def session_history(ledger: object, session_id: str, *,
                           before_turn: str | None = None) -> list[HistoryTurn]:
     """The answered turns of ``session_id``, oldest first, each as the messages the
     model saw and said: the user's message, each tool call with its result, the
-    answer. Turns not answered yet (in progress, paused for approval) and turns that
-    failed are left out; so is ``before_turn`` and every turn started after it.
+    answer. A turn paused for an approval is there as far as it went, then a note
+    that it waits (or how its request was decided: :func:`waiting_note`), until it
+    is answered. Turns in progress and turns that failed are left out; so is
+    ``before_turn`` and every turn started after it.
 
     Reads the whole conversation; :class:`HistoryReader` reads only what is new.
 
@@ -209,12 +211,45 @@ def fold(rows: Sequence[Row], *, before_turn: str | None = None) -> list[History
     return conversation.turns()
 
 
+def waiting_note(tool_name: str, request_id: str, decision: str | None = None) -> str:
+    """What a turn paused for an approval says in its session's history until it is
+    answered: that the request waits (or how it was decided), in the agent's words."""
+    if decision is None:
+        return (f"(This request is waiting for an operator's approval before I run "
+                f"{tool_name}: approval request {request_id}. {tool_name} has not run; "
+                "the answer follows once the request is decided.)")
+    if decision == "approved":
+        return (f"(An operator approved approval request {request_id}: {tool_name} runs "
+                "now, and the answer follows.)")
+    if decision == "denied":
+        return (f"(An operator denied approval request {request_id}: {tool_name} will not "
+                "run; the answer follows.)")
+    return (f"(Approval request {request_id} {decision}: {tool_name} will not run; the "
+            "answer follows.)")
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A paused turn's held call: what its history says until the turn is answered."""
+
+    turn: HistoryTurn
+    tool_call_id: str
+    tool_name: str
+    request_id: str
+
+
 class _Conversation:
-    """Conversation entries folded into turns, one entry at a time (so more can follow)."""
+    """Conversation entries folded into turns, one entry at a time (so more can follow).
+
+    A turn paused for an approval is in the conversation (as far as it went, and a
+    note that it waits: :func:`waiting_note`) until its answer replaces it, so a
+    follow-up message is answered knowing of the request that waits.
+    """
 
     def __init__(self) -> None:
         self.messages: dict[str, list[Message]] = {}
         self.answered: dict[str, HistoryTurn] = {}
+        self.held: dict[str, _Held] = {}
 
     def add(self, rows: Sequence[Row], *, before_turn: str | None = None) -> None:
         for seq, kind, turn_id, status, call_id, name, body, args_body, digest, args_digest \
@@ -231,7 +266,20 @@ class _Conversation:
             messages = self.messages.get(turn_id)
             if messages is None:  # the turn started before a prune: its beginning is gone
                 continue
-            if kind == "tool_call.completed":
+            if kind == "turn.paused":
+                self.held[turn_id] = _Held(
+                    HistoryTurn(turn_id, (*messages, Message(
+                        "assistant", waiting_note(name or "", status or "")))),
+                    call_id or "", name or "", status or "")
+            elif kind == "approval.decided":
+                held = self.held.get(turn_id)
+                if held is not None and held.tool_call_id == call_id:
+                    note = waiting_note(held.tool_name, held.request_id, status or "")
+                    self.held[turn_id] = _Held(
+                        HistoryTurn(turn_id, (*held.turn.messages[:-1],
+                                              Message("assistant", note))),
+                        held.tool_call_id, held.tool_name, held.request_id)
+            elif kind == "tool_call.completed":
                 call = ToolCall(call_id or "", name or "",
                                 _arguments(_checked(args_body, args_digest, seq)))
                 messages.append(Message("assistant", "", (call,)))
@@ -239,14 +287,25 @@ class _Conversation:
                     "tool", text if text is not None else "(result not stored)",
                     tool_call_id=call.id, name=call.name, is_error=status != "ok"))
             elif kind == "turn.completed":
+                self.held.pop(turn_id, None)
                 messages.append(Message("assistant", text or ""))
                 if status in ANSWERED and text is not None:
                     self.answered[turn_id] = HistoryTurn(turn_id, tuple(messages))
 
     def turns(self) -> list[HistoryTurn]:
-        """The answered turns, in the order they started."""
-        answered = self.answered
-        return [turn for t in self.messages if (turn := answered.get(t)) is not None]
+        """The answered turns and those waiting for an approval, in the order they
+        started."""
+        answered, held = self.answered, self.held
+        if not held:
+            return [turn for t in self.messages if (turn := answered.get(t)) is not None]
+        out = []
+        for t in self.messages:
+            turn = answered.get(t)
+            if turn is None and (waiting := held.get(t)) is not None:
+                turn = waiting.turn
+            if turn is not None:
+                out.append(turn)
+        return out
 
     def drop(self, turn_ids: Sequence[str]) -> None:
         """Forget ``turn_ids`` (the oldest: a later entry of theirs is passed over, as
@@ -254,6 +313,7 @@ class _Conversation:
         for turn_id in turn_ids:
             self.messages.pop(turn_id, None)
             self.answered.pop(turn_id, None)
+            self.held.pop(turn_id, None)
 
 
 @dataclass(slots=True)

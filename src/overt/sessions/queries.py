@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from overt.ledger.sql import BODY_WINDOW, Dialect, content_order, content_seq
 
-CONVERSATION_KINDS = ("turn.started", "tool_call.completed", "turn.completed")
+CONVERSATION_KINDS = ("turn.started", "tool_call.completed", "turn.paused",
+                      "approval.decided", "turn.completed")
 """The entries a conversation is rebuilt from: each turn's message, its tool calls
-with their results, and its answer."""
+with their results, its answer, and (until it has one) the approval it waits for."""
 
 
 def _body(d: Dialect, digest: str) -> str:
@@ -34,14 +35,20 @@ def _conversation(d: Dialect, where: str) -> str:
     def of_call(expression: str) -> str:
         return f"CASE WHEN a.kind = 'tool_call.completed' THEN {expression} END"
 
+    def of_any_call(expression: str) -> str:  # a call run, held or decided
+        return f"CASE WHEN a.kind <> 'turn.started' AND a.kind <> 'turn.completed' " \
+               f"THEN {expression} END"
+
     primary = (f"CASE a.kind WHEN 'turn.started' THEN {field('message_digest')} "
                f"WHEN 'turn.completed' THEN {field('reply_digest')} "
-               f"ELSE {field('result_digest')} END")
+               f"WHEN 'tool_call.completed' THEN {field('result_digest')} END")
     status = (f"CASE a.kind WHEN 'turn.completed' THEN {field('status')} "
-              f"WHEN 'tool_call.completed' THEN {field('tool_status')} END")
+              f"WHEN 'tool_call.completed' THEN {field('tool_status')} "
+              f"WHEN 'turn.paused' THEN {field('request_id')} "
+              f"WHEN 'approval.decided' THEN {field('decision')} END")
     kinds = ", ".join(f"'{k}'" for k in CONVERSATION_KINDS)
-    return (f"SELECT a.seq, a.kind, a.turn_id, {status}, {of_call(field('tool_call_id'))}, "
-            f"{of_call(field('tool_name'))}, {_body(d, primary)}, "
+    return (f"SELECT a.seq, a.kind, a.turn_id, {status}, {of_any_call(field('tool_call_id'))}, "
+            f"{of_any_call(field('tool_name'))}, {_body(d, primary)}, "
             f"{of_call(_body(d, field('args_sha256')))}, {primary}, "
             f"{of_call(field('args_sha256'))} FROM {source} "
             f"WHERE a.session_id = {d.ph} AND {where} AND a.kind IN ({kinds})")
@@ -50,7 +57,10 @@ def _conversation(d: Dialect, where: str) -> str:
 def conversation(d: Dialect) -> str:
     """(seq, kind, turn_id, status, tool_call_id, tool_name, body, args_body, digest,
     args_digest) of a session's conversation entries after a ``seq``, in ``seq``
-    order. ``status`` is a turn's or a tool call's; ``body`` the message
+    order. ``status`` is a turn's or a tool call's, the approval request a paused
+    turn waits for (``turn.paused``), or an approval's decision
+    (``approval.decided``, whose ``tool_call_id`` and ``tool_name`` name the held
+    call, as a pause's do); ``body`` the message
     (turn.started), the result (tool_call.completed) or the answer (turn.completed);
     ``args_body`` a tool call's arguments; ``digest`` and ``args_digest`` what the
     entry says they hash to (the reader checks them). The fields are read here, so

@@ -12,8 +12,13 @@ overt's own :class:`~overt.types.ToolSpec` is the neutral, Anthropic-like shape;
 adapters convert at the edge with :func:`to_anthropic` / :func:`to_openai`, and
 descriptors that plugins hand in (either shape) become specs with
 :func:`to_spec`. Converting a well-formed descriptor there and back gives it
-back unchanged; keys outside the shape are dropped, but for ``"read_only": true``
-beside either shape, a plugin's word that the tool changes nothing.
+back unchanged; keys outside the shape are dropped, but for a plugin's word that
+the tool changes nothing (:func:`declared_read_only`): ``"read_only": true`` or MCP's
+tool annotation ``"annotations": {"readOnlyHint": true}``, beside either shape or,
+in the OpenAI shape, inside its ``"function"`` object::
+
+    {"type": "function", "function": {"name": "kora__get_operational_state",
+                                      "parameters": {...}, "read_only": true}}
 """
 
 from __future__ import annotations
@@ -81,10 +86,39 @@ def to_spec(value: ToolSpec | Mapping[str, Any]) -> ToolSpec:
         return value
     _require_mapping(value)
     spec = from_openai(value) if "function" in value else from_anthropic(value)
-    read_only = value.get("read_only", False)
-    if not isinstance(read_only, bool):
-        raise UsageError(f"tool {spec.name}: read_only must be true or false")
-    return replace(spec, read_only=read_only) if read_only else spec
+    return replace(spec, read_only=True) if declared_read_only(value, spec.name) else spec
+
+
+def declared_read_only(descriptor: Mapping[str, Any], name: str = "") -> bool:
+    """Whether a descriptor says its tool changes nothing: ``"read_only": true``, or
+    ``"annotations": {"readOnlyHint": true}`` (MCP's tool annotation), beside the
+    descriptor or inside an OpenAI descriptor's ``"function"``. Unsaid: False.
+
+    Raises:
+        UsageError: a value is not true or false, or two of them disagree.
+    """
+    places = [descriptor]
+    if isinstance(descriptor.get("function"), Mapping):
+        places.append(descriptor["function"])
+    said: dict[str, bool] = {}
+    for place in places:
+        annotations = place.get("annotations")
+        if annotations is not None and not isinstance(annotations, Mapping):
+            raise UsageError(f"tool {name}: annotations must be an object")
+        for key, value in (("read_only", place.get("read_only")),
+                           ("annotations.readOnlyHint",
+                            (annotations or {}).get("readOnlyHint"))):
+            if value is None:
+                continue
+            key = key if place is descriptor else f"function.{key}"
+            if not isinstance(value, bool):
+                raise UsageError(f"tool {name}: {key} must be true or false")
+            said[key] = value
+    if len(set(said.values())) > 1:
+        stated = ", ".join(f"{k}={str(v).lower()}" for k, v in said.items())
+        raise UsageError(f"tool {name}: {stated} disagree on whether the tool changes "
+                         "anything")
+    return any(said.values())
 
 
 def anthropic_to_openai(descriptor: Mapping[str, Any]) -> dict[str, Any]:

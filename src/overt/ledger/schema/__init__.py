@@ -32,7 +32,9 @@ NAMES: dict[int, str] = {
         "delivery sweep read what they concern",
     17: "roles: the writer appends; the owner's triggers and functions write the rest "
         "(PostgreSQL; SQLite has no roles)",
-    18: "turns by cost and by duration: a page of the dearest or slowest turns is one range",
+    18: "memory search finds text inside words: an index of trigrams (SQLite: FTS5 "
+        "trigram; PostgreSQL: pg_trgm)",
+    19: "turns by cost and by duration: a page of the dearest or slowest turns is one range",
 }
 
 
