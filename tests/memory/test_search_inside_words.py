@@ -234,7 +234,7 @@ def test_an_owner_who_may_not_create_pg_trgm_is_told_what_to_run_and_nothing_is_
         conn.execute("CREATE EXTENSION pg_trgm")  # as the message says, by a superuser
     ledger: Any = open_ledger(as_role)
     try:
-        assert ledger.schema_versions()[-1] == 18
+        assert 18 in ledger.schema_versions()  # and every later one
         assert titles(store_for(ledger), "kron") == ["Isokron"]  # written before the index
     finally:
         ledger.close_sync()
