@@ -34,20 +34,32 @@ from typing import Any, Protocol, runtime_checkable
 
 from overt.clock import now_iso
 from overt.errors import UsageError
-from overt.events import Event, LinkCreated, LinkRetracted, NodeCreated, NodeSuperseded
+from overt.events import (
+    MEMORY_ORIGINS,
+    Event,
+    LinkCreated,
+    LinkRetracted,
+    MemoryOrigin,
+    NodeCreated,
+    NodeSuperseded,
+)
 from overt.ids import new_ulid
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import digest_text
 from overt.ledger.sql import POSTGRES, SQLITE, Dialect
 from overt.memory import search_sql
 
-NODE_COLUMNS = "id, kind, title, body, actor, created_at, supersedes, root_id, revision, turn_id"
-LINK_COLUMNS = "id, kind, from_id, to_id, actor, created_at"
+NODE_COLUMNS = ("id, kind, title, body, actor, created_at, supersedes, root_id, revision, "
+                "turn_id, session_id, tool_call_id, origin")
+LINK_COLUMNS = ("id, kind, from_id, to_id, actor, created_at, turn_id, session_id, "
+                "tool_call_id, origin")
 
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """One revision of a memory node."""
+    """One revision of a memory node, and what wrote it: ``origin`` (``tool``,
+    ``api``, ``cli``; ``None`` when it was written before origins were recorded),
+    the tool call (``tool_call_id``) and the turn and session it ran in."""
 
     id: str
     kind: str
@@ -59,6 +71,9 @@ class Node:
     root_id: str
     revision: int
     turn_id: str | None = None
+    session_id: str | None = None
+    tool_call_id: str | None = None
+    origin: MemoryOrigin | None = None
 
     def to_dict(self, *, body_limit: int | None = None) -> dict[str, Any]:
         """As JSON for a tool result; ``body_limit`` shortens long bodies (and says so)."""
@@ -75,7 +90,8 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """A typed link from one node chain to another (``from_id`` / ``to_id`` are root ids)."""
+    """A typed link from one node chain to another (``from_id`` / ``to_id`` are root ids),
+    and what wrote it (as for :class:`Node`)."""
 
     id: str
     kind: str
@@ -84,6 +100,10 @@ class Link:
     actor: str
     created_at: str
     retracted: bool = False
+    turn_id: str | None = None
+    session_id: str | None = None
+    tool_call_id: str | None = None
+    origin: MemoryOrigin | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "from_id": self.from_id, "to_id": self.to_id,
@@ -101,12 +121,41 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class Writer:
-    """Who writes, and in which turn: stamped on rows and events."""
+    """Who writes, and from where: stamped on rows and events.
+
+    ``origin="tool"``: a tool call, named by ``tool_call_id`` (the id its
+    ``tool_call.started`` entry records), in turn ``turn_id`` of ``session_id``
+    (both ``None`` for a call made outside a turn). The call must be running when
+    the write is recorded: ``verify`` (and, on PostgreSQL, the database) refuses a
+    write that names a call the chain does not show in progress. ``"api"`` (the
+    default) and ``"cli"``: a write from outside any turn, naming neither a turn
+    nor a tool call; ``session_id`` may label it (``"seed:memory"``).
+
+    Raises:
+        UsageError: an unknown origin, a tool write without its call, or a turn or
+            tool call named by a write that did not come from a tool.
+    """
 
     actor: str
     turn_id: str | None = None
     session_id: str | None = None
     tool_call_id: str | None = None
+    origin: MemoryOrigin = "api"
+
+    def __post_init__(self) -> None:
+        if self.origin not in MEMORY_ORIGINS:
+            raise UsageError(f"a memory write's origin is one of {', '.join(MEMORY_ORIGINS)}, "
+                             f"not {self.origin!r}")
+        if self.origin == "tool" and not self.tool_call_id:
+            raise UsageError("a memory write from a tool names its tool call (tool_call_id)")
+        if self.origin != "tool" and (self.turn_id or self.tool_call_id):
+            raise UsageError(f"a memory write from the {self.origin} names no turn and no "
+                             "tool call: only a tool call's write is part of a turn")
+
+    def stamp(self) -> dict[str, Any]:
+        """The provenance fields of a row and of its event."""
+        return {"turn_id": self.turn_id, "session_id": self.session_id,
+                "tool_call_id": self.tool_call_id, "origin": self.origin}
 
 
 @runtime_checkable
@@ -121,11 +170,12 @@ class MemoryLedger(Protocol):
 
 def _node(row: Sequence[Any]) -> Node:
     return Node(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], int(row[8]),
-                row[9])
+                row[9], row[10], row[11], row[12])
 
 
-def _link(row: Sequence[Any]) -> Link:
-    return Link(row[0], row[1], row[2], row[3], row[4], row[5])
+def _link(row: Sequence[Any], retracted: bool = False) -> Link:
+    return Link(row[0], row[1], row[2], row[3], row[4], row[5], retracted, row[6], row[7],
+                row[8], row[9])
 
 
 class MemoryStore:
@@ -189,7 +239,7 @@ class MemoryStore:
                                               limit=limit, columns=NODE_COLUMNS, weights=weights,
                                               prefixes=prefixes)
         rows = await self._rows(statement, params)
-        return [Hit(_node(r), float(r[10])) for r in rows]
+        return [Hit(_node(r), float(r[13])) for r in rows]
 
     async def link(self, link_id: str) -> Link | None:
         """The link ``link_id``, saying whether it was retracted."""
@@ -199,9 +249,7 @@ class MemoryStore:
             f"ON r.link_id = l.id WHERE l.id = {self._d.ph}", (link_id,))
         if not rows:
             return None
-        found = _link(rows[0])
-        return Link(found.id, found.kind, found.from_id, found.to_id, found.actor,
-                    found.created_at, retracted=rows[0][6] is not None)
+        return _link(rows[0], retracted=rows[0][10] is not None)
 
     async def links_touching(self, root_ids: Sequence[str]) -> list[Link]:
         """Links in force (not retracted) from or to any of ``root_ids``, oldest first."""
@@ -237,11 +285,10 @@ class MemoryStore:
         """
         node_id = new_ulid()
         node = Node(node_id, kind, title, body, writer.actor, now_iso(), None, node_id, 1,
-                    writer.turn_id)
-        event = NodeCreated(turn_id=writer.turn_id, session_id=writer.session_id,
-                            node_id=node_id, node_kind=kind, actor=writer.actor,
+                    **writer.stamp())
+        event = NodeCreated(node_id=node_id, node_kind=kind, actor=writer.actor,
                             title_digest=digest_text(title), body_digest=digest_text(body),
-                            tool_call_id=writer.tool_call_id)
+                            **writer.stamp())
         await self.ledger.record([*also, event], rows=[("memory_nodes", _node_row(node))])
         return node
 
@@ -255,12 +302,11 @@ class MemoryStore:
                 meanwhile: a revision is superseded at most once).
         """
         node = Node(new_ulid(), previous.kind, title, body, writer.actor, now_iso(),
-                    previous.id, previous.root_id, previous.revision + 1, writer.turn_id)
+                    previous.id, previous.root_id, previous.revision + 1, **writer.stamp())
         event = NodeSuperseded(
-            turn_id=writer.turn_id, session_id=writer.session_id, node_id=node.id,
-            supersedes=previous.id, root_id=node.root_id, revision=node.revision,
-            node_kind=node.kind, actor=writer.actor, title_digest=digest_text(title),
-            body_digest=digest_text(body), tool_call_id=writer.tool_call_id)
+            node_id=node.id, supersedes=previous.id, root_id=node.root_id,
+            revision=node.revision, node_kind=node.kind, actor=writer.actor,
+            title_digest=digest_text(title), body_digest=digest_text(body), **writer.stamp())
         await self.ledger.record([*also, event], rows=[("memory_nodes", _node_row(node))])
         return node
 
@@ -271,11 +317,11 @@ class MemoryStore:
         Raises:
             LedgerError: nothing was written.
         """
-        link = Link(new_ulid(), kind, from_root, to_root, writer.actor, now_iso())
-        event = LinkCreated(turn_id=writer.turn_id, session_id=writer.session_id,
-                            link_id=link.id, link_kind=kind, from_id=from_root, to_id=to_root,
-                            actor=writer.actor, tool_call_id=writer.tool_call_id)
-        row = {**link.to_dict(), "turn_id": writer.turn_id}
+        link = Link(new_ulid(), kind, from_root, to_root, writer.actor, now_iso(),
+                    **writer.stamp())
+        event = LinkCreated(link_id=link.id, link_kind=kind, from_id=from_root, to_id=to_root,
+                            actor=writer.actor, **writer.stamp())
+        row = {**link.to_dict(), **writer.stamp()}
         await self.ledger.record([*also, event], rows=[("memory_links", row)])
         return link
 
@@ -286,11 +332,10 @@ class MemoryStore:
         Raises:
             LedgerError: nothing was written (also when it was already retracted).
         """
-        event = LinkRetracted(turn_id=writer.turn_id, session_id=writer.session_id,
-                              link_id=link.id, link_kind=link.kind, actor=writer.actor,
-                              tool_call_id=writer.tool_call_id)
+        event = LinkRetracted(link_id=link.id, link_kind=link.kind, actor=writer.actor,
+                              **writer.stamp())
         row = {"link_id": link.id, "actor": writer.actor, "created_at": now_iso(),
-               "turn_id": writer.turn_id}
+               **writer.stamp()}
         await self.ledger.record([*also, event], rows=[("memory_link_retractions", row)])
 
 
@@ -298,7 +343,8 @@ def _node_row(node: Node) -> dict[str, Any]:
     return {"id": node.id, "kind": node.kind, "title": node.title, "body": node.body,
             "actor": node.actor, "created_at": node.created_at, "supersedes": node.supersedes,
             "root_id": node.root_id, "revision": node.revision, "turn_id": node.turn_id,
-            "search_tags": search_sql.tags(node.kind, node.actor)}
+            "session_id": node.session_id, "tool_call_id": node.tool_call_id,
+            "origin": node.origin, "search_tags": search_sql.tags(node.kind, node.actor)}
 
 
 def store_for(ledger: Ledger) -> MemoryStore:

@@ -32,6 +32,8 @@ NAMES: dict[int, str] = {
         "delivery sweep read what they concern",
     17: "roles: the writer appends; the owner's triggers and functions write the rest "
         "(PostgreSQL; SQLite has no roles)",
+    18: "memory provenance: each memory row names its session, tool call and origin, "
+        "as its entry does",
 }
 
 

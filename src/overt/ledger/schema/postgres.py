@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from overt.ledger.chain import entry_data
-from overt.ledger.schema import NAMES, derived, memory, memory_search
+from overt.ledger.schema import NAMES, derived, memory, memory_search, provenance
 from overt.ledger.sql import (
     POSTGRES,
     appending_indexes,
@@ -266,6 +266,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (15, reply_failures_index(POSTGRES) + ";\n"),
         (16, _APPROVAL_READS_V16),
         (17, derived.postgres()),
+        (18, provenance.postgres()),
     )]
 
 FILLS: dict[int, Callable[[Any], None]] = {11: fill_trail_index}
