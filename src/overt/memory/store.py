@@ -168,7 +168,8 @@ class MemoryLedger(Protocol):
     async def select(self, statement: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
 
-def _node(row: Sequence[Any]) -> Node:
+def node_from_row(row: Sequence[Any]) -> Node:
+    """A node revision from a row of :data:`NODE_COLUMNS`."""
     return Node(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], int(row[8]),
                 row[9], row[10], row[11], row[12])
 
@@ -186,37 +187,43 @@ class MemoryStore:
         self._reader = reader
         self._d = dialect
 
-    async def _rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+    @property
+    def dialect(self) -> Dialect:
+        """The SQL dialect of the ledger's backend."""
+        return self._d
+
+    async def select(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of a plain read of the ledger's tables (``dialect``'s placeholders)."""
         return await self._reader.select(statement, params)
 
     # -- reads ----------------------------------------------------------------
 
     async def node(self, node_id: str) -> Node | None:
         """The revision ``node_id``, current or not."""
-        rows = await self._rows(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE id = "
+        rows = await self.select(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE id = "
                                 f"{self._d.ph}", (node_id,))
-        return _node(rows[0]) if rows else None
+        return node_from_row(rows[0]) if rows else None
 
     async def current(self, root_id: str) -> Node | None:
         """The newest revision of the chain that starts at ``root_id``."""
-        rows = await self._rows(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE root_id = "
+        rows = await self.select(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE root_id = "
                                 f"{self._d.ph} ORDER BY revision DESC LIMIT 1", (root_id,))
-        return _node(rows[0]) if rows else None
+        return node_from_row(rows[0]) if rows else None
 
     async def currents(self, root_ids: Sequence[str]) -> dict[str, Node]:
         """The current revision of each chain, by root id."""
         if not root_ids:
             return {}
-        rows = await self._rows(
+        rows = await self.select(
             f"SELECT {NODE_COLUMNS} FROM memory_nodes n WHERE n.root_id IN "
             f"({self._d.phs(len(root_ids))}) AND {search_sql.CURRENT}", tuple(root_ids))
-        return {node.root_id: node for node in map(_node, rows)}
+        return {node.root_id: node for node in map(node_from_row, rows)}
 
     async def history(self, root_id: str) -> list[Node]:
         """Every revision of the chain, oldest first."""
-        rows = await self._rows(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE root_id = "
+        rows = await self.select(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE root_id = "
                                 f"{self._d.ph} ORDER BY revision", (root_id,))
-        return [_node(r) for r in rows]
+        return [node_from_row(r) for r in rows]
 
     async def search(self, query: str, *, kind: str | None = None, actor: str | None = None,
                      limit: int = 10) -> list[Hit]:
@@ -229,21 +236,21 @@ class MemoryStore:
         weights = search_sql.PLAIN_WEIGHTS
         prefixes: set[str] = set()
         if terms and self._d is SQLITE:
-            averages = await self._rows(search_sql.SQLITE_AVERAGES)
+            averages = await self.select(search_sql.SQLITE_AVERAGES)
             weights = search_sql.sqlite_weights(averages[0][0] if averages else None)
             candidates = [t for t in terms if search_sql.may_be_prefix(t)]
             if candidates:  # a word not found whole is matched as a prefix
-                whole = (await self._rows(*search_sql.sqlite_found_whole(candidates, actor)))[0]
+                whole = (await self.select(*search_sql.sqlite_found_whole(candidates, actor)))[0]
                 prefixes = {t for t, found in zip(candidates, whole, strict=True) if not found}
         statement, params = search_sql.search(self._d, terms, kind=kind, actor=actor,
                                               limit=limit, columns=NODE_COLUMNS, weights=weights,
                                               prefixes=prefixes)
-        rows = await self._rows(statement, params)
-        return [Hit(_node(r), float(r[13])) for r in rows]
+        rows = await self.select(statement, params)
+        return [Hit(node_from_row(r), float(r[13])) for r in rows]
 
     async def link(self, link_id: str) -> Link | None:
         """The link ``link_id``, saying whether it was retracted."""
-        rows = await self._rows(
+        rows = await self.select(
             f"SELECT {', '.join('l.' + c.strip() for c in LINK_COLUMNS.split(','))}, "
             f"r.link_id FROM memory_links l LEFT JOIN memory_link_retractions r "
             f"ON r.link_id = l.id WHERE l.id = {self._d.ph}", (link_id,))
@@ -256,7 +263,7 @@ class MemoryStore:
         if not root_ids:
             return []
         ids = self._d.phs(len(root_ids))
-        rows = await self._rows(
+        rows = await self.select(
             f"SELECT {LINK_COLUMNS} FROM memory_links l WHERE (l.from_id IN ({ids}) "
             f"OR l.to_id IN ({ids})) AND NOT EXISTS (SELECT 1 FROM memory_link_retractions r "
             "WHERE r.link_id = l.id) ORDER BY l.created_at, l.id", (*root_ids, *root_ids))
@@ -264,10 +271,10 @@ class MemoryStore:
 
     async def graph(self, limit: int = 500) -> tuple[list[Node], list[Link]]:
         """The newest ``limit`` current nodes and the links in force among them."""
-        rows = await self._rows(
+        rows = await self.select(
             f"SELECT {NODE_COLUMNS} FROM memory_nodes n WHERE {search_sql.CURRENT} "
             f"ORDER BY n.created_at DESC, n.id DESC LIMIT {int(limit)}")
-        nodes = [_node(r) for r in rows]
+        nodes = [node_from_row(r) for r in rows]
         roots = {n.root_id for n in nodes}
         links = [link for link in await self.links_touching(sorted(roots))
                  if link.from_id in roots and link.to_id in roots]
