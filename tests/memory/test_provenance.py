@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from overt.cli.main import main
+from overt.clock import now_iso
 from overt.errors import UsageError
 from overt.events import NodeCreated, NodeSuperseded
-from overt.clock import now_iso
 from overt.ledger import open_ledger
 from overt.ledger.canonical import digest_text
-from overt.memory.search_sql import tags
 from overt.memory.provenance import history, written_in
+from overt.memory.search_sql import tags
 from overt.memory.store import Writer, store_for
 from tests.conftest import cli_message, run
 from tests.memory.test_turn import agent, remembering, tool
@@ -75,7 +75,7 @@ def test_each_revision_names_the_turn_and_tool_call_that_wrote_it(ledger: Any) -
 
 
 def test_what_a_session_or_a_turn_wrote_is_listed(ledger: Any) -> None:
-    node_id, turns = planted(ledger)
+    _, turns = planted(ledger)
     store = store_for(ledger)
     in_session = run(written_in(store, session_id=turns[0].session_id))
     assert [r.node.revision for r in in_session] == [1, 2]

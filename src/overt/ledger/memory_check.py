@@ -29,10 +29,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from overt.events import MEMORY_ORIGINS
 from overt.ledger.base import VerifyReport
 from overt.ledger.canonical import digest_text
 from overt.ledger.chain import entry_data
-from overt.events import MEMORY_ORIGINS
 from overt.ledger.sql import KIND_INDEXED, Dialect, chunks, direct_calls
 from overt.memory.search_sql import tags
 
