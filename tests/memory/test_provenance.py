@@ -155,3 +155,40 @@ def test_a_ledger_written_before_provenance_is_filled_in_from_its_entries(
         assert "from where not recorded" in api.describe()
     finally:
         current.close_sync()
+
+
+def test_a_write_held_for_approval_and_a_direct_call_name_their_calls_and_verify(
+    ledger: Any
+) -> None:
+    """A memory write a policy holds for an approval runs when approved, in its turn,
+    and names that call; a tool run outside a turn names its call and no turn."""
+    from overt.policy.engine import Policy
+    from overt.policy.gate import Gate
+    from overt.policy.rules import Rule
+    from overt.runtime import Runtime
+
+    model = agent([
+        lambda _: {"tool_calls": [tool("node_create", kind="Note", title="Held",
+                                       body="written once approved")]},
+        lambda _: "Done.",
+    ])
+    ask = Rule("memory.ask", "ask", "memory_reviewed", "an operator reviews memory writes",
+               tools=("node_*",))
+    rt = Runtime(model=model, ledger=ledger, gate=Gate(Policy([ask])))
+    paused = run(rt.respond(cli_message("note it", session="p2")))
+    assert paused.awaiting_approval
+    resumed = run(rt.approve(paused.awaiting_approval))
+    assert resumed.result is not None
+    direct = run(remembering(agent([]), ledger).call_tool(
+        "node_create", {"kind": "Note", "title": "Direct", "body": "from a job"}))
+    assert direct.status == "ok", direct
+    store = store_for(ledger)
+    [held] = run(written_in(store, turn_id=paused.turn_id))
+    assert held.origin == "tool" and held.tool_name == "node_create"
+    assert held.node.tool_call_id is not None and held.node.session_id == paused.session_id
+    [node] = [h.node for h in run(store.search("direct", actor=None))]
+    [job] = run(history(store, node.id))
+    assert job.origin == "tool" and job.node.turn_id is None
+    assert job.node.tool_call_id == direct.tool_call_id and job.tool_name == "node_create"
+    assert "outside any turn" in job.describe()
+    assert run(ledger.verify()).ok
