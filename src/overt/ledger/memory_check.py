@@ -104,31 +104,28 @@ tool_call_id)."""
 def call_running(seq: int, turn_id: str | None, session_id: str | None, call_id: str,
                  calls: list[Call], pruned: bool) -> bool:
     """Whether tool call ``call_id`` ran at entry ``seq``, in turn ``turn_id`` (``None``:
-    outside any turn) of ``session_id``: its ``tool_call.started`` is earlier there, no
-    ``tool_call.completed`` of it came between, and the turn had not completed.
-    ``calls``: the entries of that turn (or of calls outside a turn) about calls and the
-    turn's start and end, in seq order.
+    outside any turn) of ``session_id``: of the entries before ``seq`` that start or
+    complete that call, or end the turn, the newest is the call's ``tool_call.started``,
+    in that session. ``calls``: the entries of that turn (or of calls outside a turn)
+    about calls and the turn's start and end, in seq order.
 
-    When the ledger was pruned (``pruned``), the call's start may have gone with the
-    pruned range if its turn began there (no ``turn.started`` left), or if it ran
-    outside any turn: then it counts as running, as a body of such a turn counts as
-    present (:func:`overt.ledger.chain.with_body_check`)."""
-    if turn_id is not None and any(k == "turn.completed" and s < seq
-                                   for s, k, *_ in calls):
-        return False
-    if pruned and (turn_id is None or not any(k == "turn.started" for _, k, *_ in calls)):
-        return True
-    running = False
-    for at, kind, _turn, session, call in calls:
+    When none is found and the ledger was pruned (``pruned``), the call's start may
+    have gone with the pruned range if its turn began there (no ``turn.started``
+    left), or if it ran outside any turn: then it counts as running, as a body of
+    such a turn counts as present (:func:`overt.ledger.chain.with_body_check`).
+    PostgreSQL's ``overt_memory_call_running`` decides the same
+    (:mod:`overt.ledger.schema.provenance`)."""
+    newest: Call | None = None
+    for record in calls:
+        at, kind, _, _, call = record
         if at >= seq:
             break
-        if call != call_id:
-            continue
-        if kind == "tool_call.started" and (session or "") == (session_id or ""):
-            running = True
-        elif kind == "tool_call.completed":
-            running = False
-    return running
+        if (kind == "turn.completed" and turn_id is not None) or (
+                call == call_id and kind in ("tool_call.started", "tool_call.completed")):
+            newest = record
+    if newest is not None:
+        return newest[1] == "tool_call.started" and (newest[3] or "") == (session_id or "")
+    return pruned and (turn_id is None or not any(k == "turn.started" for _, k, *_ in calls))
 
 
 def provenance_problem(seq: int, turn_id: str | None, session_id: str | None,

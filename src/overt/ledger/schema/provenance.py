@@ -14,9 +14,9 @@ On PostgreSQL the owner's ``overt_write_<table>`` functions (migration 17,
 :mod:`overt.ledger.schema.derived`) are replaced: besides what they checked, the
 row's session, tool call and origin must be its entry's, and the entry's
 provenance must hold (:func:`provenance_sql`): a write naming a tool call is
-recorded while that call runs (its ``tool_call.started`` is earlier in the same
-turn and session, no ``tool_call.completed`` of it came between, and the turn
-had not completed); a write from the API or the CLI names no turn and no call.
+recorded while that call runs (of the entries before it that start or complete
+the call, or end its turn, the newest is the call's ``tool_call.started``, in the
+same turn and session); a write from the API or the CLI names no turn and no call.
 So the writer role cannot claim a revision came from another conversation's
 turn or tool call.
 
@@ -78,39 +78,37 @@ ALTER TABLE {table} ENABLE TRIGGER {table}_append_only;
 
 _CALL = "(data::json ->> 'tool_call_id')"
 
-# Whether tool call p_call was running at entry p_seq: in turn p_turn (or outside any
-# turn, p_turn null: the direct calls' index) and session p_session. Plain SQL over
-# the chain, no rights of its own; only the owner's functions call it. As
-# overt.ledger.memory_check.call_running decides it, pruned ledgers included.
+# Whether tool call p_call was running at entry p_seq, in turn p_turn (or outside any
+# turn, p_turn null: read through the direct calls' index) and session p_session: the
+# newest entry before p_seq that starts or completes the call, or ends the turn, is
+# the call's start. Read backwards from p_seq, it stops at that entry (near, for a
+# write made while its call runs). Plain SQL over the chain, no rights of its own;
+# only the owner's functions call it. As overt.ledger.memory_check.call_running
+# decides it, pruned ledgers included.
 _RUNNING = f"""
 CREATE FUNCTION overt_memory_call_running(p_seq bigint, p_turn text, p_session text,
                                           p_call text) RETURNS boolean
 LANGUAGE plpgsql STABLE SET search_path FROM CURRENT AS $$
+DECLARE
+    r record;
 BEGIN
-    IF p_turn IS NOT NULL AND EXISTS (SELECT 1 FROM audit_log t WHERE t.turn_id = p_turn
-            AND t.seq < p_seq AND t.kind = 'turn.completed') THEN
-        RETURN false;
-    END IF;
-    IF EXISTS (SELECT 1 FROM audit_log WHERE kind = 'ledger.pruned' AND {KIND_INDEXED})
-            AND (p_turn IS NULL
-            OR NOT EXISTS (SELECT 1 FROM audit_log t WHERE t.turn_id = p_turn
-                           AND t.kind = 'turn.started')) THEN
-        RETURN true;  -- its start may have gone with the pruned range
-    END IF;
     IF p_turn IS NULL THEN
-        RETURN EXISTS (SELECT 1 FROM audit_log s WHERE {DIRECT_CALLS}
-            AND {_CALL} = p_call AND s.kind = 'tool_call.started' AND s.seq < p_seq
-            AND coalesce(s.session_id, '') = coalesce(p_session, '')
-            AND NOT EXISTS (SELECT 1 FROM audit_log WHERE {DIRECT_CALLS}
-                AND {_CALL} = p_call AND kind = 'tool_call.completed'
-                AND seq > s.seq AND seq < p_seq));
+        SELECT kind, session_id INTO r FROM audit_log WHERE {DIRECT_CALLS}
+            AND {_CALL} = p_call AND seq < p_seq ORDER BY seq DESC LIMIT 1;
+    ELSE
+        SELECT kind, session_id INTO r FROM audit_log WHERE turn_id = p_turn AND seq < p_seq
+            AND (kind = 'turn.completed' OR (kind IN ('tool_call.started',
+                 'tool_call.completed') AND {_CALL} = p_call))
+            ORDER BY seq DESC LIMIT 1;
     END IF;
-    RETURN EXISTS (SELECT 1 FROM audit_log s WHERE s.turn_id = p_turn AND s.seq < p_seq
-            AND s.kind = 'tool_call.started' AND (s.data::json ->> 'tool_call_id') = p_call
-            AND coalesce(s.session_id, '') = coalesce(p_session, '')
-            AND NOT EXISTS (SELECT 1 FROM audit_log c WHERE c.turn_id = p_turn
-                AND c.seq > s.seq AND c.seq < p_seq AND c.kind = 'tool_call.completed'
-                AND (c.data::json ->> 'tool_call_id') = p_call));
+    IF FOUND THEN
+        RETURN r.kind = 'tool_call.started'
+            AND coalesce(r.session_id, '') = coalesce(p_session, '');
+    END IF;
+    -- none: its start may have gone with a pruned range
+    RETURN EXISTS (SELECT 1 FROM audit_log WHERE kind = 'ledger.pruned' AND {KIND_INDEXED})
+        AND (p_turn IS NULL OR NOT EXISTS (SELECT 1 FROM audit_log t
+                                           WHERE t.turn_id = p_turn AND t.kind = 'turn.started'));
 END $$;
 """
 
