@@ -25,9 +25,9 @@ def op(ledger: Any, ledger_url: str, tmp_path: Path,
     return Operator(ledger_url, tmp_path, capsys)
 
 
-def planting(ledger: Any) -> tuple[str, list[Any]]:
+def planting(ledger: Any) -> str:
     """A session whose first turn writes two nodes and links them, and whose second
-    revises one and retracts the link. Its id, and its turns' results."""
+    revises one and retracts the link. Its id."""
     model = agent([
         lambda _: {"tool_calls": [
             tool("node_create", kind="Decision", title="Payee", body="Invoices go to bob."),
@@ -45,7 +45,8 @@ def planting(ledger: Any) -> tuple[str, list[Any]]:
     first = run(rt.respond(cli_message("remember the payee", session="b1")))
     second = run(rt.respond(cli_message("the payee changed", session="b1"),
                             session_id=first.session_id))
-    return str(first.session_id), [first, second]
+    assert first.error is None and second.error is None
+    return str(first.session_id)
 
 
 def _entries(made: dict[str, Any], *kinds: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -55,7 +56,7 @@ def _entries(made: dict[str, Any], *kinds: str) -> list[tuple[dict[str, Any], di
 def test_a_session_bundle_holds_the_memory_it_wrote_and_who_wrote_it(
     ledger: Any, op: Operator
 ) -> None:
-    sid, turns = planting(ledger)
+    sid = planting(ledger)
     path = op.export("session.json", "--session", sid)
     code, out = op.check(path)
     assert code == 0, out
@@ -84,7 +85,7 @@ def test_a_session_bundle_holds_the_memory_it_wrote_and_who_wrote_it(
 def test_a_redacted_bundle_withholds_the_memory_text_and_still_verifies(
     ledger: Any, op: Operator
 ) -> None:
-    sid, _ = planting(ledger)
+    sid = planting(ledger)
     path = op.export("redacted.json", "--session", sid, "--withhold-bodies")
     code, out = op.check(path)
     assert code == 0, out
@@ -100,7 +101,7 @@ def test_a_redacted_bundle_withholds_the_memory_text_and_still_verifies(
 def test_a_memory_text_changed_in_the_bundle_fails_both_verifiers(
     ledger: Any, op: Operator, tmp_path: Path, part: str
 ) -> None:
-    sid, _ = planting(ledger)
+    sid = planting(ledger)
     made = load(op.export("session.json", "--session", sid))
     [(_, data)] = _entries(made, "node.superseded")
     digest = data[f"{part}_digest"]
