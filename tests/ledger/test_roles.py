@@ -23,6 +23,7 @@ from overt.ledger import open_ledger
 from overt.ledger.canonical import digest_text
 from overt.ledger.roles import setup_roles
 from overt.ledger.schema import NAMES
+from overt.memory.store import Writer, store_for
 from tests import backends
 from tests.conftest import run
 
@@ -559,3 +560,45 @@ def _schema(url: str) -> str:
 
 def _owner_sql(url: str, owner: str, statement: str) -> None:
     _writer_sql(url, owner, statement)
+
+
+def test_a_ledger_migrated_to_provenance_by_its_owner_takes_the_writers_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Roles set up at schema 17; the owner migrates to memory provenance (migration 18
+    replaces the owner's write functions): the writer's memory writes go through the
+    new functions, and a second setup-roles leaves it so."""
+    from overt.ledger import pg_migrate
+    from tests.memory.helpers import start_call
+
+    url = backends.new_url("postgres", tmp_path)
+    suffix = new_ulid().lower()[-10:]
+    owner, writer = f"overt_owner_{suffix}", f"overt_writer_{suffix}"
+    monkeypatch.setattr(pg_migrate, "MIGRATIONS",
+                        [m for m in pg_migrate.MIGRATIONS if m[0] < 18])
+    try:
+        open_ledger(url).close_sync()  # type: ignore[attr-defined]
+        setup_roles(url, owner, writer)
+        monkeypatch.undo()
+        as_owner: Any = open_ledger(_as(url, owner))  # migrates, as the owner
+        assert max(as_owner.schema_versions()) == max(NAMES)
+        as_owner.close_sync()
+        for _ in range(2):
+            ledger: Any = open_ledger(_as(url, writer))
+            start_call(ledger)
+            node = run(store_for(ledger).create_node(
+                "Note", "t", "b", Writer("agent:a", "01TURN", "cli:s1", "call-1",
+                                         origin="tool")))
+            assert run(store_for(ledger).node(node.id)) == node
+            assert run(ledger.verify()).ok
+            ledger.close_sync()
+            setup_roles(url, owner, writer)
+    finally:
+        backends.drop(url)
+        import psycopg
+
+        with psycopg.connect(backends.PG_BASE, autocommit=True) as conn:
+            for role in (writer, owner):
+                if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+                    conn.execute(f'DROP OWNED BY "{role}"')
+                    conn.execute(f'DROP ROLE "{role}"')
