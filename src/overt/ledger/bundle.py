@@ -34,6 +34,7 @@ from overt.ledger import merkle
 from overt.ledger.canonical import canonical_json, digest_text
 from overt.ledger.chain import BODY_FIELDS, row_to_entry
 from overt.ledger.checkpoints import Checkpoint, dialect
+from overt.ledger.memory_check import Call, provenance_problem
 from overt.ledger.proofs import _entry_columns, _entry_hash, _paths, _proving_tree, _whole_turn
 from overt.ledger.signing import DASH, PublicKey
 
@@ -426,6 +427,12 @@ def summarise(bundle: dict[str, Any], datas: list[dict[str, Any]], cp: Checkpoin
     cost = 0.0
     calls = {(c["turn_id"], d.get("tool_call_id")): d.get("tool_name")
              for c, d in zip(entries, datas, strict=True) if c["kind"] == "tool_call.started"}
+    turn_calls: dict[str, list[Call]] = {}  # what provenance_problem reads, by turn
+    for c, d in zip(entries, datas, strict=True):
+        if c["kind"] in ("tool_call.started", "tool_call.completed", "turn.started",
+                         "turn.completed"):
+            turn_calls.setdefault(c["turn_id"], []).append(
+                (c["seq"], c["kind"], c["turn_id"], c["session_id"], d.get("tool_call_id")))
     for columns, data in zip(entries, datas, strict=True):
         kind = columns["kind"]
         for name in ("actor", "decided_by"):
@@ -445,7 +452,10 @@ def summarise(bundle: dict[str, Any], datas: list[dict[str, Any]], cp: Checkpoin
             tokens_out += int(data.get("output_tokens") or 0)
             cost += float(data.get("cost_usd") or 0)
         elif kind in MEMORY_KINDS or kind in LINK_KINDS:
-            memory.append(_memory_line(kind, data, columns["turn_id"], calls))
+            problem = provenance_problem(columns["seq"], columns["turn_id"],
+                                         columns["session_id"], data,
+                                         turn_calls.get(columns["turn_id"], []), False)
+            memory.append(_memory_line(kind, data, columns["turn_id"], calls, problem))
     sessions = sorted({str(c["session_id"]) for c in entries})
     return Summary(
         cp.origin, cp.size, cp.time, key.key_id, bundle["scope"], bundle["subject"],
@@ -457,9 +467,12 @@ def summarise(bundle: dict[str, Any], datas: list[dict[str, Any]], cp: Checkpoin
 
 
 def _memory_line(kind: str, data: dict[str, Any], turn_id: str,
-                 calls: dict[tuple[str, Any], Any]) -> str:
+                 calls: dict[tuple[str, Any], Any], problem: str | None) -> str:
     """A memory write of a checked bundle: what, by whom, through which tool call of
-    its turn (the call's tool from its ``tool_call.started``)."""
+    its turn (the call's tool from its ``tool_call.started``), and what is wrong with
+    that claim if anything (the turn is whole in the bundle: the claim is read from it
+    as ``verify`` reads it from the ledger; the bundle is no less valid for it, the log
+    it proves holds the claim)."""
     if kind in MEMORY_KINDS:
         what = (f"{data.get('node_kind')} {data.get('node_id')} revision "
                 f"{data.get('revision', 1)}")
@@ -469,12 +482,12 @@ def _memory_line(kind: str, data: dict[str, Any], turn_id: str,
     else:
         what = f"link {data.get('link_kind')} {data.get('link_id')} retracted"
     call = data.get("tool_call_id")
-    if call is None:
+    if problem is not None:
+        how = f"but its entry {problem} (the ledger should have refused it)"
+    elif call is None:
         how = f"through the {data.get('origin') or 'unrecorded origin'}"
-    elif (turn_id, call) in calls:
-        how = f"in tool call {call} ({calls[turn_id, call]})"
     else:
-        how = f"naming tool call {call}, which this turn's entries do not start"
+        how = f"in tool call {call} ({calls.get((turn_id, call))})"
     return f"{what} by {data.get('actor')}, {how}"
 
 
