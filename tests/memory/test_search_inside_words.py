@@ -17,7 +17,7 @@ from overt.memory.store import MemoryStore, Writer, store_for
 from tests import backends
 from tests.conftest import run
 
-ME = Writer("agent:default", "01TURN", "cli:s1", "call-1")
+ME = Writer("agent:default")
 OTHER = Writer("agent:other")
 
 
@@ -214,6 +214,11 @@ def test_an_owner_who_may_not_create_pg_trgm_is_told_what_to_run_and_nothing_is_
     # a ledger the overt before migration 18 made, with a node in its memory
     monkeypatch.setattr(pg_migrate, "MIGRATIONS",
                         [m for m in pg_migrate.MIGRATIONS if m[0] < 18])
+    # and, as that overt wrote them, without the provenance columns (migration 19)
+    from overt.memory import store as memory_store
+    row = memory_store._node_row
+    monkeypatch.setattr(memory_store, "_node_row", lambda node: {
+        k: v for k, v in row(node).items() if k not in ("session_id", "tool_call_id", "origin")})
     before: Any = open_ledger(as_role)
     fill(store_for(before))
     before.close_sync()
@@ -234,7 +239,7 @@ def test_an_owner_who_may_not_create_pg_trgm_is_told_what_to_run_and_nothing_is_
         conn.execute("CREATE EXTENSION pg_trgm")  # as the message says, by a superuser
     ledger: Any = open_ledger(as_role)
     try:
-        assert 18 in ledger.schema_versions()  # and every later one
+        assert ledger.schema_versions()[-1] >= 18
         assert titles(store_for(ledger), "kron") == ["Isokron"]  # written before the index
     finally:
         ledger.close_sync()

@@ -156,7 +156,7 @@ def direct_calls_index(d: Dialect) -> str:
 
 TURN_ORDER_FIELDS = ("cost_usd", "duration_ms")
 """The ``turn.completed`` fields a table of turns is ordered by, each indexed
-(migration 19)."""
+(migration 20)."""
 
 
 def turn_value(d: Dialect, field: str, alias: str = "") -> str:
@@ -169,7 +169,7 @@ def turn_value(d: Dialect, field: str, alias: str = "") -> str:
 
 
 def turn_order_indexes(d: Dialect) -> str:
-    """Migration 19: the turns by cost and by duration, then ``seq`` (a page of the
+    """Migration 20: the turns by cost and by duration, then ``seq`` (a page of the
     dearest or slowest turns is a range of one, whatever the ledger's size)."""
     return "".join(
         f"CREATE INDEX audit_log_turn_{field.split('_')[0]} ON audit_log "

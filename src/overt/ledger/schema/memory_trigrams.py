@@ -128,6 +128,7 @@ BEGIN
         BEGIN
             CREATE SCHEMA IF NOT EXISTS {EXTENSION_SCHEMA};
             CREATE EXTENSION pg_trgm SCHEMA {EXTENSION_SCHEMA};
+            GRANT USAGE ON SCHEMA {EXTENSION_SCHEMA} TO PUBLIC;
         EXCEPTION WHEN insufficient_privilege THEN
             RAISE EXCEPTION '{_NEEDS}, and role % may not create it in database %: as a '
                 'superuser, or a role with CREATE on the database, run CREATE EXTENSION '
@@ -135,6 +136,11 @@ BEGIN
                 current_user, current_database();
         END;
         found := '{EXTENSION_SCHEMA}';
+    ELSIF NOT has_schema_privilege(found, 'USAGE') THEN
+        RAISE EXCEPTION '{_NEEDS}, installed in schema %, which role % may not use: as '
+            'its owner or a superuser, run GRANT USAGE ON SCHEMA % TO %; (or overt ledger '
+            'setup-roles, which grants it), then open the ledger again',
+            found, current_user, found, current_user;
     END IF;
     EXECUTE format('CREATE INDEX memory_trigrams_text ON memory_trigrams '
                    'USING GIN ({TEXT.replace("'", "''")} %I.gin_trgm_ops) '

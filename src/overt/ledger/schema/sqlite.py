@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from overt.errors import LedgerError
 from overt.ledger.chain import entry_data
-from overt.ledger.schema import NAMES, memory, memory_search, memory_trigrams
+from overt.ledger.schema import NAMES, memory, memory_search, memory_trigrams, provenance
 from overt.ledger.sql import (
     CONTENT_KEY_SHIFT,
     SQLITE,
@@ -294,7 +294,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (16, _APPROVAL_READS_V16),
         (17, "SELECT 1"),  # PostgreSQL's roles; whoever may write a SQLite file may do anything
         (18, memory_trigrams.sqlite()),
-        (19, turn_order_indexes(SQLITE)),
+        (19, provenance.sqlite(_no_update)),
+        (20, turn_order_indexes(SQLITE)),
     )]
 
 FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {11: fill_trail_index}
