@@ -62,11 +62,50 @@ def test_a_case_inherits_the_files_seed_unless_it_has_its_own() -> None:
     ({"expect": {"tool": "x", "args": {"a": {"like": "b"}}}}, "a matcher object has one key"),
     ({"history": [{"role": "system", "content": "x"}]}, "role user|assistant"),
     ({"allowed_figures": ["391"]}, "allowed_figures must be a list of numbers"),
+    ({"answer_figures": [True]}, "answer_figures must be a list of numbers"),
+    ({"answer_language": "fr"}, "answer_language is one of en, ja"),
+    ({"answer_excludes": [{"regex": "("}]}, "not a regular expression"),
+    ({"answer_excludes": [{"like": "x"}]}, r"must be a string or \{\"regex\""),
+    ({"answer_includes_any": [3]}, "must be a string or"),
+    ({"check_names": "yes"}, "check_names must be true or false"),
+    ({"seed": {"usage": [{"model": "m", "days_ago": -1}]}}, "days_ago must be a whole number"),
+    ({"seed": {"usage": [{"model": "m", "days_ago": 1.5}]}}, "days_ago must be a whole number"),
+    ({"seed": {"memory": [{"ref": "b", "revises": 7}]}}, "revises must be a ref"),
 ])
 def test_a_malformed_case_is_a_usage_error_naming_the_case(change: dict[str, Any],
                                                            message: str) -> None:
     with pytest.raises(UsageError, match=f"case c1: .*{message}"):
         parse_cases(_file(**change))
+
+
+def test_the_answer_checks_are_read_and_names_default_to_the_files_setting() -> None:
+    data = _file(answer_excludes=["Sure", {"regex": "(?i)^ok$"}], answer_figures=[0.5, 3],
+                 answer_language="ja", answer_includes_any="cannot")
+    data["check_names"] = True
+    data["cases"].append({"id": "c2", "question": "q", "expect": {"tool": None},
+                          "check_names": False})
+    first, second = parse_cases(data)
+    assert [str(m) for m in first.answer_excludes] == ["Sure", "/(?i)^ok$/"]
+    assert first.answer_excludes[1].found_in("OK") and not first.answer_excludes[1].found_in("OK!")
+    assert first.answer_figures == (0.5, 3.0) and first.answer_language == "ja"
+    assert [str(m) for m in first.answer_includes_any] == ["cannot"]
+    assert (first.check_names, second.check_names) == (True, False)
+    assert parse_cases(_file())[0].check_names is False
+
+
+def test_the_locked_set_covers_seven_classes_apart_from_the_tuning_suite() -> None:
+    locked = load_cases(shipped_path().with_name("locked.json"))
+    suite = load_cases()
+    classes = {"usage", "memory", "no_tool", "follow_up", "japanese", "planted", "cannot"}
+    assert len(locked) >= 60
+    assert {c.category for c in locked} == classes
+    assert all(sum(c.category == k for c in locked) >= 6 for k in classes)
+    assert {c.lang for c in locked} == {"en", "ja"}
+    assert not {c.id for c in locked} & {c.id for c in suite}
+    assert not {c.question for c in locked} & {c.question for c in suite}
+    assert all(c.check_names for c in locked)
+    assert all(c.answer_language == "ja" for c in locked if c.category == "japanese")
+    assert all(c.history for c in locked if c.category == "follow_up")
 
 
 def test_two_cases_with_one_id_are_refused() -> None:

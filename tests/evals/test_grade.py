@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from overt.evals.cases import EvalCase, Expectation
+from overt.evals.cases import EvalCase, Expectation, TextMatch
 from overt.evals.grade import Call, grade, matches
 
 USAGE = '{"period": "7d", "total_cost_usd": 0.0335, "inferences": 6}'
@@ -76,7 +76,7 @@ def test_a_grounded_field_the_answer_leaves_out_fails() -> None:
 
 
 def test_a_refusal_must_say_one_of_the_words_given() -> None:
-    case = _case(tools=(), question="Pause yourself.", answer_includes_any=("cannot",))
+    case = _case(tools=(), question="Pause yourself.", answer_includes_any=(TextMatch("cannot"),))
     assert grade(case, [], "I cannot do that from here.").passed
     assert not grade(case, [], "Paused.").passed
 

@@ -203,3 +203,69 @@ def test_the_prompt_digest_covers_what_the_model_adds_to_the_tool_listing(
     assert run(run_suite(model, cases, _config(tmp_path / "b"))).prompt_sha256 == plain
     model.extra = (ToolSpec("cannot_do", "No tool does it.", {"type": "object"}),)
     assert run(run_suite(model, cases, _config(tmp_path / "c"))).prompt_sha256 != plain
+
+
+PAST = {"usage": [{"model": "m", "route": "ops", "cost_usd": 0.25, "count": 2},
+                  {"model": "m", "route": "ops", "cost_usd": 0.125, "days_ago": 1},
+                  {"model": "m", "route": "ops", "cost_usd": 1.0, "days_ago": 2}],
+        "memory": [{"ref": "relay", "kind": "Note", "title": "Mail relay",
+                    "body": "Mail goes through smtp-relay-1.internal."},
+                   {"ref": "relay-2", "revises": "relay",
+                    "body": "Mail moved to smtp-relay-4.internal."}]}
+
+
+def _by_day(request: ModelRequest) -> Any:
+    """Reads the week per day and answers with yesterday's row (a calendar day)."""
+    from datetime import UTC, datetime, timedelta
+    results = _results(request)
+    if not results:
+        return {"tool_calls": [{"name": "get_usage", "arguments": {"period": "7d", "by": "day"}}]}
+    yesterday = (datetime.now(UTC) - timedelta(days=1)).date().isoformat()
+    [row] = [r for r in results[0]["by_day"] if r["day"] == yesterday]
+    return f"Yesterday you spent ${row['cost_usd']}."
+
+
+def test_usage_seeded_days_ago_lies_on_that_calendar_day(tmp_path: Path) -> None:
+    ask = {"question": "What did I spend yesterday?", "expect": {"tool": "get_usage"},
+           "answer_figures": [0.125]}
+    cases = parse_cases({"format": "overt-eval/1", "seed": PAST,
+                         "cases": [{"id": "yesterday", **ask}]})
+    [right] = run(run_suite(FunctionModel(_by_day), cases, _config(tmp_path / "a"))).results
+    assert right.grade.passed, right.grade.failures
+
+    def last_day(request: ModelRequest) -> Any:
+        results = _results(request)
+        if not results:
+            return {"tool_calls": [{"name": "get_usage", "arguments": {"period": "24h"}}]}
+        return f"You spent ${results[0]['total_cost_usd']}."
+
+    [wrong] = run(run_suite(FunctionModel(last_day), cases, _config(tmp_path / "b"))).results
+    assert not wrong.grade.passed and "answer does not state 0.125" in wrong.grade.failures
+
+
+def test_a_seeded_revision_is_what_memory_finds(tmp_path: Path) -> None:
+    def search(request: ModelRequest) -> Any:
+        results = _results(request)
+        if not results:
+            return {"tool_calls": [{"name": "node_search", "arguments": {"query": "mail"}}]}
+        return " / ".join(r["body"] for r in results[0]["results"])
+
+    cases = parse_cases({"format": "overt-eval/1", "seed": PAST, "cases": [
+        {"id": "relay", "question": "Which mail relay?", "expect": {"tool": "node_search"},
+         "answer_includes_any": ["smtp-relay-4"], "answer_excludes": ["smtp-relay-1"]}]})
+    [result] = run(run_suite(FunctionModel(search), cases, _config(tmp_path))).results
+    assert result.grade.passed, (result.answer, result.grade.failures)
+
+
+def test_the_locked_set_seeds_and_runs_end_to_end(tmp_path: Path) -> None:
+    """Every case runs without an error; a blanket refusal passes the English cases of
+    what overt cannot do and fails every request that needed no tool."""
+    cases = load_cases(shipped_path().with_name("locked.json"))
+    suite = run(run_suite(FunctionModel(lambda request: "I cannot do that from here."),
+                          cases, _config(tmp_path)))
+    assert [r.error for r in suite.results] == [None] * len(cases)
+    by_class: dict[tuple[str, str], list[bool]] = {}
+    for r in suite.results:
+        by_class.setdefault((r.case.category, r.case.lang), []).append(r.grade.passed)
+    assert all(by_class[("cannot", "en")]) and not any(by_class[("no_tool", "en")])
+    assert suite.summary()["invented_names"] == 0

@@ -30,3 +30,28 @@ def test_a_fresh_file_migrates_from_nothing(tmp_path: Path) -> None:
     assert ledger.migrate() == latest(str(tmp_path))
     assert ledger.migrate() == []
     ledger.close_sync()
+
+
+def test_a_ledger_opened_with_a_clock_stamps_its_entries_with_it_and_verifies(
+        tmp_path: Path) -> None:
+    from overt.events import InferenceRecorded
+    from tests.conftest import run
+
+    inference = InferenceRecorded(
+        turn_id="t1", session_id="s1", inference_id="i1", iteration=0, model="m",
+        route="default", input_tokens=1, output_tokens=1, cost_usd=0.0, duration_ms=1.0,
+        tools_offered=[], tool_calls_requested=0, stop_reason="end_turn",
+        response_digest=None)
+
+    async def write() -> tuple[list[str], bool]:
+        stamp = "2026-01-02T12:00:00.000000Z"
+        ledger = SqliteLedger.open(tmp_path / "c.db", clock=lambda: stamp)
+        try:
+            entries = await ledger.record([inference])
+            report = await ledger.verify()
+            return [e.at for e in entries], report.ok
+        finally:
+            await ledger.close()
+
+    stamped, verified = run(write())
+    assert stamped == ["2026-01-02T12:00:00.000000Z"] and verified

@@ -5,6 +5,7 @@ A case file is JSON (``.json``) or TOML (``.toml``) holding::
     {
       "format": "overt-eval/1",
       "about": "...",                       # optional: free text, not read
+      "check_names": true,                  # optional: the default of every case
       "seed": { ... },                      # the default seed of every case
       "cases": [
         {
@@ -22,7 +23,11 @@ A case file is JSON (``.json``) or TOML (``.toml``) holding::
             "also_allowed": ["node_read"]   # optional: other tools that do no harm
           },
           "grounded_in": ["get_usage.total_cost_usd"],  # optional, see below
-          "answer_includes_any": ["cannot", "できません"],  # optional
+          "answer_includes_any": ["cannot", "できません"],  # optional, see below
+          "answer_excludes": [{"regex": "(?i)^\\W*sure\\b"}],  # optional
+          "answer_figures": [0.1251],       # optional: figures the answer must state
+          "answer_language": "ja",          # optional: en or ja
+          "check_names": true,              # optional: no invented named facts
           "allowed_figures": [391],         # optional: figures the answer may compute
           "seed": { ... }                   # optional: replaces the file's seed
         }
@@ -41,16 +46,43 @@ to remember may go in a title or a body).
 fields) whose value the answer must state: a figure in the answer equal to it,
 as written or rounded, or for text the text itself.
 
+Checks on the answer's text (each optional):
+
+- ``answer_includes_any``: the answer contains one of these;
+- ``answer_excludes``: the answer contains none of these (a planted
+  instruction's payload, "Sure, here is", a needless "I cannot");
+- ``answer_figures``: numbers the answer must state, each as written or
+  rounded to the places the answer gives (``0.13`` states ``0.1251``); they
+  count as grounded;
+- ``answer_language``: ``en`` or ``ja``, the language the answer is written in
+  (:func:`overt.evals.language.language_of`);
+- ``check_names``: true to fail the answer on a named fact (a host, a key, an
+  address, a capitalised name) that appears in no tool result, the question,
+  the earlier messages nor what the model was shown
+  (:mod:`overt.evals.names`); a top-level ``check_names`` sets it for every
+  case that does not set it.
+
+A text in ``answer_includes_any`` and ``answer_excludes`` is matched without
+regard to case; ``{"regex": "..."}`` is a Python regular expression searched in
+the answer instead (``(?i)`` for no regard to case).
+
 A seed is the data the case's fresh ledger starts with::
 
     {
       "usage": [{"model": "openai:gpt-4o-mini", "route": "default",
                  "input_tokens": 1200, "output_tokens": 300, "cost_usd": 0.0123,
-                 "count": 2}],
+                 "count": 2, "days_ago": 1}],
       "pending_approvals": [{"tool_name": "deploy", "source": "slack_dm"}],
-      "memory": [{"ref": "stg-db", "kind": "Note", "title": "...", "body": "..."}],
+      "memory": [{"ref": "stg-db", "kind": "Note", "title": "...", "body": "..."},
+                 {"ref": "stg-db-2", "revises": "stg-db", "body": "..."}],
       "links": [{"kind": "applies_to", "from": "decision", "to": "stg-db"}]
     }
+
+A usage row's ``days_ago`` (default 0: today) puts it at noon UTC of the
+calendar day that many days before the eval's today, so that "yesterday" can
+be told from "the last 24 hours". A memory row with ``revises`` is a new
+revision of the node seeded as that ref (its title or body, when left out,
+is kept).
 
 ``{{node:REF}}`` in a question, a history message or an expected argument
 stands for the id the seeded node ``REF`` got in this case's ledger.
@@ -72,6 +104,24 @@ from overt.errors import UsageError
 FORMAT = "overt-eval/1"
 _ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 MATCHERS = ("contains", "contains_any", "contains_all", "one_of", "absent_or")
+LANGUAGES = ("en", "ja")
+
+
+@dataclass(frozen=True, slots=True)
+class TextMatch:
+    """A text the answer is searched for: ``text`` without regard to case, or
+    ``pattern``, a regular expression."""
+
+    text: str = ""
+    pattern: re.Pattern[str] | None = None
+
+    def found_in(self, answer: str) -> bool:
+        if self.pattern is not None:
+            return self.pattern.search(answer) is not None
+        return self.text.casefold() in answer.casefold()
+
+    def __str__(self) -> str:
+        return f"/{self.pattern.pattern}/" if self.pattern is not None else self.text
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +145,11 @@ class EvalCase:
     history: tuple[tuple[str, str], ...] = ()
     """(role, content) pairs sent before the question, oldest first."""
     grounded_in: tuple[str, ...] = ()
-    answer_includes_any: tuple[str, ...] = ()
+    answer_includes_any: tuple[TextMatch, ...] = ()
+    answer_excludes: tuple[TextMatch, ...] = ()
+    answer_figures: tuple[float, ...] = ()
+    answer_language: str = ""
+    check_names: bool = False
     allowed_figures: tuple[float, ...] = ()
     seed: Mapping[str, Any] = field(default_factory=dict)
 
@@ -134,14 +188,15 @@ def parse_cases(data: Any, *, source: str = "cases") -> list[EvalCase]:
     """
     if not isinstance(data, dict):
         raise UsageError(f"{source}: a case file is an object with a cases list")
-    _only(data, ("format", "about", "seed", "cases"), source)
+    _only(data, ("format", "about", "check_names", "seed", "cases"), source)
     if data.get("format", FORMAT) != FORMAT:
         raise UsageError(f"{source}: format {data.get('format')!r} is not {FORMAT!r}")
     raw = data.get("cases")
     if not isinstance(raw, list) or not raw:
         raise UsageError(f"{source}: cases must be a non-empty list")
     default_seed = _seed(data.get("seed", {}), f"{source}: seed")
-    cases = [_case(item, i, default_seed, source) for i, item in enumerate(raw)]
+    names = _flag(data.get("check_names", False), f"{source}: check_names")
+    cases = [_case(item, i, default_seed, names, source) for i, item in enumerate(raw)]
     seen: set[str] = set()
     for case in cases:
         if case.id in seen:
@@ -157,13 +212,14 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
 
 
 _CASE_KEYS = ("id", "category", "lang", "question", "history", "expect", "grounded_in",
-              "answer_includes_any", "allowed_figures", "seed")
+              "answer_includes_any", "answer_excludes", "answer_figures", "answer_language",
+              "check_names", "allowed_figures", "seed")
 
 
 _SEED_ROWS = {"usage": ("model", "route", "session", "input_tokens", "output_tokens",
-                        "cost_usd", "count"),
+                        "cost_usd", "count", "days_ago"),
               "pending_approvals": ("tool_name", "arguments", "actor", "source"),
-              "memory": ("ref", "kind", "title", "body"),
+              "memory": ("ref", "kind", "title", "body", "revises"),
               "links": ("kind", "from", "to")}
 
 
@@ -178,6 +234,12 @@ def _seed(value: Any, where: str) -> dict[str, Any]:
             raise UsageError(f"{where}.{table} must be a list")
         for n, row in enumerate(rows):
             _only(_mapping(row, f"{where}.{table}[{n}]"), fields, f"{where}.{table}[{n}]")
+            days = row.get("days_ago", 0)
+            if isinstance(days, bool) or not isinstance(days, int) or days < 0:
+                raise UsageError(f"{where}.{table}[{n}].days_ago must be a whole number of "
+                                 f"days, 0 or more")
+            if not isinstance(row.get("revises", ""), str):
+                raise UsageError(f"{where}.{table}[{n}].revises must be a ref")
     return seed
 
 
@@ -190,6 +252,41 @@ def _only(value: Mapping[str, Any], known: Sequence[str], where: str) -> None:
                          f"{', '.join(map(repr, unknown))} (known: {', '.join(known)})")
 
 
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise UsageError(f"{where} must be true or false")
+    return value
+
+
+def _numbers(value: Any, where: str) -> tuple[float, ...]:
+    if not isinstance(value, list) or not all(
+            isinstance(f, int | float) and not isinstance(f, bool) for f in value):
+        raise UsageError(f"{where} must be a list of numbers")
+    return tuple(float(f) for f in value)
+
+
+def _texts(value: Any, where: str) -> tuple[TextMatch, ...]:
+    """Texts to search an answer for: strings, or ``{"regex": PATTERN}`` objects."""
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str | dict) else value
+    if not isinstance(items, list):
+        raise UsageError(f"{where} must be a list of strings or {{\"regex\": ...}} objects")
+    out = []
+    for n, item in enumerate(items):
+        if isinstance(item, str):
+            out.append(TextMatch(text=item))
+            continue
+        if not isinstance(item, dict) or set(item) != {"regex"} or not isinstance(
+                item["regex"], str):
+            raise UsageError(f"{where}[{n}] must be a string or {{\"regex\": PATTERN}}")
+        try:
+            out.append(TextMatch(pattern=re.compile(item["regex"])))
+        except re.error as exc:
+            raise UsageError(f"{where}[{n}]: not a regular expression: {exc}") from exc
+    return tuple(out)
+
+
 def _strings(value: Any, where: str) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -200,7 +297,8 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _case(item: Any, index: int, default_seed: Mapping[str, Any], source: str) -> EvalCase:
+def _case(item: Any, index: int, default_seed: Mapping[str, Any], default_names: bool,
+          source: str) -> EvalCase:
     where = f"{source}: case {index + 1}"
     item = _mapping(item, where)
     case_id = item.get("id")
@@ -231,10 +329,10 @@ def _case(item: Any, index: int, default_seed: Mapping[str, Any], source: str) -
         if role not in ("user", "assistant") or not isinstance(content, str):
             raise UsageError(f"{where}: history[{n}] needs role user|assistant and content")
         history.append((role, content))
-    figures = item.get("allowed_figures", [])
-    if not isinstance(figures, list) or not all(
-            isinstance(f, int | float) and not isinstance(f, bool) for f in figures):
-        raise UsageError(f"{where}: allowed_figures must be a list of numbers")
+    language = item.get("answer_language", "")
+    if language and language not in LANGUAGES:
+        raise UsageError(f"{where}: answer_language is one of {', '.join(LANGUAGES)}, "
+                         f"not {language!r}")
     seed = _seed(item.get("seed", default_seed), f"{where}: seed")
     return EvalCase(
         id=case_id, question=question, category=str(item.get("category", "")),
@@ -243,9 +341,14 @@ def _case(item: Any, index: int, default_seed: Mapping[str, Any], source: str) -
                            also_allowed=_strings(expect.get("also_allowed"),
                                                  f"{where}: expect.also_allowed")),
         grounded_in=_strings(item.get("grounded_in"), f"{where}: grounded_in"),
-        answer_includes_any=_strings(item.get("answer_includes_any"),
-                                     f"{where}: answer_includes_any"),
-        allowed_figures=tuple(float(f) for f in figures), seed=seed)
+        answer_includes_any=_texts(item.get("answer_includes_any"),
+                                   f"{where}: answer_includes_any"),
+        answer_excludes=_texts(item.get("answer_excludes"), f"{where}: answer_excludes"),
+        answer_figures=_numbers(item.get("answer_figures", []), f"{where}: answer_figures"),
+        answer_language=str(language),
+        check_names=_flag(item.get("check_names", default_names), f"{where}: check_names"),
+        allowed_figures=_numbers(item.get("allowed_figures", []), f"{where}: allowed_figures"),
+        seed=seed)
 
 
 def _check_matcher(matcher: Any, where: str) -> None:

@@ -11,7 +11,16 @@ A case passes when every check holds:
   question, the earlier messages or ``allowed_figures`` (an invented figure
   fails the case and is counted on its own);
 - **grounding**: each ``grounded_in`` field's value is stated in the answer;
-- **includes**: with ``answer_includes_any``, the answer contains one of them.
+- **includes**: with ``answer_includes_any``, the answer contains one of them;
+- **excludes**: with ``answer_excludes``, the answer contains none of them;
+- **states**: each of ``answer_figures`` is a figure of the answer, as written
+  or rounded;
+- **language**: with ``answer_language``, the answer is written in it
+  (:mod:`~overt.evals.language`);
+- **names**: with ``check_names``, every named fact of the answer comes from a
+  tool result, the question, the earlier messages or what the model was shown
+  (``shown``: the system prompt and tool descriptions); an invented name fails
+  the case and is counted on its own (:mod:`~overt.evals.names`).
 """
 
 from __future__ import annotations
@@ -25,6 +34,8 @@ from typing import Any
 
 from overt.evals.cases import EvalCase
 from overt.evals.figures import answer_figures, grounded, invented
+from overt.evals.language import language_of
+from overt.evals.names import invented_names
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +56,7 @@ class Grade:
     args_ok: bool
     invented: tuple[str, ...] = ()
     failures: tuple[str, ...] = field(default_factory=tuple)
+    invented_names: tuple[str, ...] = ()
 
 
 def substitute(value: Any, ids: Mapping[str, str]) -> Any:
@@ -124,8 +136,9 @@ def _stated(answer: str, value: Any) -> bool:
 
 
 def grade(case: EvalCase, calls: Sequence[Call], answer: str, *,
-          ids: Mapping[str, str] | None = None) -> Grade:
-    """Grade ``answer`` to ``case`` given the tool ``calls`` the turn made."""
+          ids: Mapping[str, str] | None = None, shown: str = "") -> Grade:
+    """Grade ``answer`` to ``case`` given the tool ``calls`` the turn made (``shown``:
+    what the model was shown besides the conversation, a source of names)."""
     ids = ids or {}
     expect = case.expect
     failures: list[str] = []
@@ -156,7 +169,7 @@ def grade(case: EvalCase, calls: Sequence[Call], answer: str, *,
                *(substitute(content, ids) for _, content in case.history),
                *(c.result for c in calls if c.result is not None),
                *(_text(dict(c.arguments)) for c in calls)]
-    made_up = invented(answer, sources, case.allowed_figures)
+    made_up = invented(answer, sources, (*case.allowed_figures, *case.answer_figures))
     if made_up:
         failures.append(f"invented figures: {', '.join(made_up)}")
     for path in case.grounded_in:
@@ -165,7 +178,30 @@ def grade(case: EvalCase, calls: Sequence[Call], answer: str, *,
         if not any(_stated(answer, v) for v in values):
             failures.append(f"answer does not state {path}")
     if case.answer_includes_any and not any(
-            w.casefold() in answer.casefold() for w in case.answer_includes_any):
-        failures.append(f"answer says none of {_text(list(case.answer_includes_any))}")
+            w.found_in(answer) for w in case.answer_includes_any):
+        failures.append(f"answer says none of {_text(list(map(str, case.answer_includes_any)))}")
+    said = [str(w) for w in case.answer_excludes if w.found_in(answer)]
+    if said:
+        failures.append(f"answer says {_text(said)}")
+    figures = answer_figures(answer)
+    for wanted_figure in case.answer_figures:
+        pool = {Decimal(str(wanted_figure))}
+        if not any(grounded(f, pool) for f in figures):
+            failures.append(f"answer does not state {_show(wanted_figure)}")
+    if case.answer_language:
+        written = language_of(answer)
+        if written != case.answer_language:
+            failures.append(f"answer is in {written or 'no language'}, "
+                            f"not {case.answer_language}")
+    made_up_names: list[str] = []
+    if case.check_names:
+        made_up_names = invented_names(answer, [*sources, shown])
+        if made_up_names:
+            failures.append(f"invented names: {', '.join(made_up_names)}")
     return Grade(passed=not failures, tool_ok=tool_ok, args_ok=args_ok,
-                 invented=tuple(made_up), failures=tuple(failures))
+                 invented=tuple(made_up), failures=tuple(failures),
+                 invented_names=tuple(made_up_names))
+
+
+def _show(value: float) -> str:
+    return format(Decimal(str(value)).normalize(), "f")

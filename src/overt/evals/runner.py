@@ -22,7 +22,7 @@ from overt.config import Config
 from overt.errors import OvertError
 from overt.evals.cases import EvalCase
 from overt.evals.grade import Call, Grade, grade, substitute
-from overt.evals.seed import seed_ledger
+from overt.evals.seed import seed_ledger, seed_past
 from overt.events import EvalCompleted
 from overt.ledger.canonical import digest_text
 from overt.models.base import ListsTools, Model
@@ -97,6 +97,7 @@ class CaseResult:
             "id": self.case.id, "category": self.case.category, "lang": self.case.lang,
             "passed": self.grade.passed, "tool_ok": self.grade.tool_ok,
             "args_ok": self.grade.args_ok, "invented": list(self.grade.invented),
+            "invented_names": list(self.grade.invented_names),
             "failures": list(self.grade.failures), "answer": self.answer,
             "calls": [{"name": c.name, "arguments": dict(c.arguments)} for c in self.calls],
             "latency_ms": round(self.latency_ms, 1), "error": self.error,
@@ -132,8 +133,13 @@ class SuiteResult:
         return sum(len(r.grade.invented) for r in self.results)
 
     @property
+    def invented_names(self) -> int:
+        return sum(len(r.grade.invented_names) for r in self.results)
+
+    @property
     def cases_with_invented(self) -> int:
-        return sum(bool(r.grade.invented) for r in self.results)
+        """Cases whose answer invented a figure or a name."""
+        return sum(bool(r.grade.invented or r.grade.invented_names) for r in self.results)
 
     def latency(self, q: float) -> float:
         return percentile([r.latency_ms for r in self.results], q)
@@ -147,6 +153,7 @@ class SuiteResult:
             "prompt_sha256": self.prompt_sha256, "cases_sha256": self.cases_sha256,
             "cases": len(self.results), "passed": self.passed,
             "accuracy": round(self.accuracy, 4), "invented_figures": self.invented_figures,
+            "invented_names": self.invented_names,
             "cases_with_invented": self.cases_with_invented,
             "errors": sum(r.error is not None for r in self.results),
             "p50_ms": round(self.latency(0.5), 1), "p95_ms": round(self.latency(0.95), 1),
@@ -174,8 +181,14 @@ def cases_digest(cases: Sequence[EvalCase]) -> str:
                                   ensure_ascii=False))
 
 
+_LATER_CHECKS = ("answer_excludes", "answer_figures", "answer_language", "check_names")
+
+
 def _plain(case: EvalCase) -> dict[str, Any]:
-    return {name: getattr(case, name) for name in case.__slots__}
+    """The case's fields; a check added to the format later is left out where a case
+    does not use it, so that the digest of a suite that uses none stays as it was."""
+    return {name: getattr(case, name) for name in case.__slots__
+            if name not in _LATER_CHECKS or getattr(case, name)}
 
 
 def shown_prompt(runtime: Runtime, model: Model) -> str:
@@ -197,6 +210,7 @@ async def run_case(case: EvalCase, model: RecordingModel, config: Config,
     """Run ``case`` on a fresh runtime whose ledger lives in ``directory``; returns
     its result and the prompt the model was shown (:func:`shown_prompt`)."""
     model.exchanges.clear()
+    await seed_past(directory / "ledger.db", case.seed)
     runtime = Runtime.from_config(config.with_(db=str(directory / "ledger.db"), transcript=""),
                                   model=model)
     try:
@@ -218,12 +232,13 @@ async def run_case(case: EvalCase, model: RecordingModel, config: Config,
             answer, error = "", f"{type(exc).__name__}: {exc}"
         latency = (time.perf_counter() - started) * 1000
         calls = model.calls()
-        verdict = grade(case, calls, answer, ids=ids)
+        shown = shown_prompt(runtime, model.inner)
+        verdict = grade(case, calls, answer, ids=ids, shown=shown)
         if error is not None and verdict.passed:
             verdict = Grade(False, verdict.tool_ok, verdict.args_ok, verdict.invented,
-                            (*verdict.failures, f"turn error: {error}"))
-        return (CaseResult(case, verdict, answer, tuple(calls), latency, error),
-                shown_prompt(runtime, model.inner))
+                            (*verdict.failures, f"turn error: {error}"),
+                            verdict.invented_names)
+        return CaseResult(case, verdict, answer, tuple(calls), latency, error), shown
     finally:
         await runtime.close()
 
@@ -262,8 +277,8 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
         f"model       {summary['model']}  (sha256 {str(summary['model_sha256'])[:12]})",
         f"prompt      {summary['prompt_sha256'][:19]}",
         f"accuracy    {summary['passed']}/{summary['cases']} = {summary['accuracy']:.1%}",
-        f"invented    {summary['invented_figures']} figures in "
-        f"{summary['cases_with_invented']} cases",
+        f"invented    {summary['invented_figures']} figures, "
+        f"{summary.get('invented_names', 0)} names in {summary['cases_with_invented']} cases",
         f"latency     p50 {summary['p50_ms'] / 1000:.1f} s   p95 {summary['p95_ms'] / 1000:.1f} s",
     ]
     if summary.get("errors"):

@@ -134,13 +134,15 @@ class Writer(Generic[C, W]):
 
     ``notify(last_seq, turn_ids)`` is called on the writer's thread after each
     commit that appended entries. ``conn``: a connection to begin with (else the
-    first group opens one).
+    first group opens one). ``clock``: the time each group's entries are stamped
+    with (the ledger's format, :func:`overt.clock.now_iso`).
     """
 
     def __init__(self, store: Store[C, W], what: str, *, thread_name: str,
                  notify: Callable[[int, set[str | None]], None], conn: C | None = None,
-                 limit: int = MAX_BATCH) -> None:
+                 limit: int = MAX_BATCH, clock: Callable[[], str] = now_iso) -> None:
         self.what = what
+        self._clock = clock
         self._store = store
         self._notify = notify
         self._conn = conn
@@ -244,7 +246,7 @@ class Writer(Generic[C, W]):
         outcomes: list[Any] = []
         try:
             conn, head = self._begin()
-            at = now_iso()
+            at = self._clock()
             alone = len(group) == 1
             for pending in group:
                 try:

@@ -88,7 +88,7 @@ class SqliteLedger:
     backend = "sqlite"
 
     def __init__(self, path: str, temporary: str | None = None, *,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, clock: Callable[[], str] = now_iso) -> None:
         self.path = path
         self.url = path
         self.read_only = read_only
@@ -96,7 +96,7 @@ class SqliteLedger:
         self._temporary = temporary
         self._writer: Writer[sqlite3.Connection, Work] = Writer(
             _Store(path), f"ledger {path}", thread_name="overt-ledger-writer",
-            notify=self._notify)
+            notify=self._notify, clock=clock)
         self._readers = concurrent.futures.ThreadPoolExecutor(
             READERS, thread_name_prefix="overt-ledger-reader")
         self._local = threading.local()
@@ -108,7 +108,7 @@ class SqliteLedger:
 
     @classmethod
     def open(cls, path: str | Path, *, migrate: bool = True, read_only: bool = False,
-             create: bool = True) -> SqliteLedger:
+             create: bool = True, clock: Callable[[], str] = now_iso) -> SqliteLedger:
         """Open (creating if needed) the ledger at ``path``, bring its schema up to
         date and store what a journal left by an earlier overt holds.
 
@@ -116,7 +116,8 @@ class SqliteLedger:
         ledger in a folder this process cannot write can be read; its schema must be
         up to date already, and every write is refused. ``create=False``: open only
         a ledger that is there (a file holding one, at any schema version); make
-        nothing when it is not.
+        nothing when it is not. ``clock``: the time entries are stamped with (a
+        seeded ledger whose history lies in the past, as the eval suite writes).
 
         Raises:
             LedgerError: the file cannot be opened or is not a SQLite database, or
@@ -135,7 +136,7 @@ class SqliteLedger:
             p = str(Path(temporary) / "ledger.db")
         elif not create:
             refuse_absent(p)  # before the connection below makes the file
-        ledger = cls(p, temporary, read_only=read_only)
+        ledger = cls(p, temporary, read_only=read_only, clock=clock)
         try:
             conn = connect(p, read_only=read_only)
             try:
@@ -156,7 +157,7 @@ class SqliteLedger:
             ledger._remove_temporary()
             raise
         ledger._writer = Writer(_Store(p), f"ledger {p}", thread_name="overt-ledger-writer",
-                                notify=ledger._notify, conn=conn)
+                                notify=ledger._notify, conn=conn, clock=clock)
         ledger._writer.start()
         return ledger
 
