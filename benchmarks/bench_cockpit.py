@@ -15,8 +15,22 @@
 3. (No target in the issue.) A text search on the Sessions page over that
    ledger: ``GET /sessions?q=...`` for a word no message or answer holds, so the
    database reads every one of the 2,000 bodies (1,000 messages, 1,000 answers).
+4. A turn with 25 tool calls: its page ``GET /turns/{id}`` (the timeline, every
+   request, response, argument and result rendered for an operator who reads
+   content), server time as in 1 (target < 300 ms).
+5. The load event in Chromium (Debian's, driven by Playwright) for the pages of 1
+   and 4, served by uvicorn: ``loadEventEnd`` of the navigation, median of five
+   loads (target < 1 s). Skipped, saying why, without chromium or playwright.
+6. The Sessions and Turns tables over a ledger of 1,000,000 turns (``--turns`` to
+   change it): 100,000 sessions of 10 turns, one turn in 500 ending in a model
+   error, each turn its ``turn.started`` and ``turn.completed`` written through
+   the ledger's API (``record``) in batches of 5,000 entries. Server time of the
+   first page and of the page 20 pages in (followed by keyset, as a reader clicks
+   "Next page"), in each order (target < 300 ms); dearest first also with
+   ``since=today`` (here every turn is from today).
 
-``python -m benchmarks.bench_cockpit`` (or ``make bench``) prints them.
+``python -m benchmarks.bench_cockpit`` (or ``make bench``) prints them;
+``--turns N`` sizes the ledger of 6 (building 1,000,000 turns takes minutes).
 """
 
 from __future__ import annotations
@@ -37,6 +51,8 @@ import uvicorn
 from benchmarks._stats import percentile, row
 from overt.channels.auth import Tokens, token_digest
 from overt.channels.http import create_app
+from overt.engine.values import EngineSettings
+from overt.events import TurnCompleted, TurnStarted
 from overt.ledger import open_ledger
 from overt.models.fake import FunctionModel
 from overt.runtime import Runtime
@@ -55,6 +71,11 @@ PAGES = 20
 APPENDS = 15
 RENDER_TARGET_MS = 300.0
 LIVE_TARGET_MS = 1000.0
+LOAD_TARGET_MS = 1000.0
+TABLE_TARGET_MS = 300.0
+TABLE_TURNS = 1_000_000
+CALLS = 25
+CHROMIUM = "/usr/bin/chromium"
 TOKEN = "ovt_bench-operator"
 TOKENS = Tokens({token_digest(TOKEN): "operator:bench"})
 
@@ -74,11 +95,22 @@ def _reply(request: ModelRequest) -> ModelResponse:
                          reasoning="[thinking] a plain question\n[plan] 1. answer it")
 
 
-def _runtime(db: str) -> Runtime:
-    return Runtime(model=FunctionModel(_reply), ledger=open_ledger(db), tools=[lookup])
+def _runtime(db: str, model: FunctionModel | None = None) -> Runtime:
+    return Runtime(model=model or FunctionModel(_reply), ledger=open_ledger(db), tools=[lookup],
+                   settings=EngineSettings(max_tool_calls=CALLS, max_tool_calls_per_turn=CALLS))
 
 
-async def _fill(db: str) -> str:
+def _wide(request: ModelRequest) -> ModelResponse:
+    """25 lookups in one response, then an answer."""
+    if request.messages[-1].role == "user":
+        return ModelResponse("", tool_calls=tuple(
+            ToolCall(f"c{i}", "lookup", {"key": f"item-{i}"}) for i in range(CALLS)),
+            reasoning="[thinking] every item at once\n[plan] 1. look each up")
+    return ModelResponse("**Done**: every item looked up.\n\n| item | value |\n|---|---|\n"
+                         "| a | 1 |", reasoning="[execute] summarising")
+
+
+async def _fill(db: str) -> tuple[str, str]:
     runtime = _runtime(db)
     session = "bench:cockpit"
     try:
@@ -87,7 +119,13 @@ async def _fill(db: str) -> str:
             await runtime.respond(IncomingMessage("cli", text, {}), session_id=session)
     finally:
         await runtime.close()
-    return session
+    runtime = _runtime(db, FunctionModel(_wide))
+    try:
+        wide = await runtime.respond(IncomingMessage("cli", "look up every item", {}),
+                                     session_id="bench:wide")
+    finally:
+        await runtime.close()
+    return session, wide.turn_id
 
 
 def _login(client: httpx.Client | httpx.AsyncClient, form: str) -> dict[str, str]:
@@ -96,8 +134,8 @@ def _login(client: httpx.Client | httpx.AsyncClient, form: str) -> dict[str, str
     return {"token": TOKEN, "csrf": match.group(1)}
 
 
-async def _render_times(db: str, session: str
-                        ) -> tuple[list[float], list[float], list[float]]:
+async def _render_times(db: str, session: str, wide: str
+                        ) -> tuple[list[float], list[float], list[float], list[float]]:
     """Wall-clock and CPU (this process, every thread) milliseconds of each render: on
     a shared machine the CPU time shows what the page costs when others wait for
     the cores too."""
@@ -114,7 +152,7 @@ async def _render_times(db: str, session: str
             page = await client.get(f"/sessions/{session}")
             times.append((time.perf_counter() - start) * 1000)
             cpus.append((time.process_time() - cpu) * 1000)
-            assert page.status_code == 200 and page.text.count('class="turn-log"') == TURNS
+            assert page.status_code == 200 and page.text.count('class="turn-log') == TURNS
         searches: list[float] = []
         for _ in range(RENDERS):
             start = time.perf_counter()
@@ -123,8 +161,14 @@ async def _render_times(db: str, session: str
             assert found.status_code == 200 and "No sessions match" in found.text
         hit = await client.get("/sessions?q=QUESTION+NUMBER+999")
         assert session in hit.text, "the search did not find the session"
+        turn: list[float] = []
+        for _ in range(RENDERS):
+            start = time.perf_counter()
+            shown = await client.get(f"/turns/{wide}")
+            turn.append((time.perf_counter() - start) * 1000)
+            assert shown.status_code == 200 and shown.text.count('class="span ') == CALLS + 2
     await runtime.close()
-    return times, cpus, searches
+    return times, cpus, searches, turn
 
 
 def _serve(app: Any) -> tuple[uvicorn.Server, threading.Thread, str]:
@@ -181,15 +225,15 @@ async def _live_delays(base: str, runtime: Runtime) -> list[float]:
     return delays
 
 
-def main() -> dict[str, Any]:
+def main(table_turns: int = TABLE_TURNS) -> dict[str, Any]:
     print(f"cockpit: a {TURNS}-turn session page; Live with {PAGES} open pages")
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         db = str(Path(tmp) / "cockpit.db")
         started = time.perf_counter()
-        session = asyncio.run(_fill(db))
+        session, wide = asyncio.run(_fill(db))
         row("fill", f"{TURNS} turns recorded in {time.perf_counter() - started:.1f} s")
-        times, cpus, searches = asyncio.run(_render_times(db, session))
+        times, cpus, searches, turn = asyncio.run(_render_times(db, session, wide))
         median = statistics.median(times[1:])  # the first warms the template cache
         figures["session_page_ms"] = median
         row(f"render a {TURNS}-turn session page",
@@ -201,6 +245,22 @@ def main() -> dict[str, Any]:
         row(f"text search, {2 * TURNS} bodies, no match",
             f"median {figures['text_search_ms']:.0f} ms   best {min(searches[1:]):.0f} ms   "
             f"max {max(searches[1:]):.0f} ms")
+
+        figures["turn_page_ms"] = statistics.median(turn[1:])
+        row(f"render a turn of {CALLS} tool calls",
+            f"median {figures['turn_page_ms']:.0f} ms   best {min(turn[1:]):.0f} ms   "
+            f"max {max(turn[1:]):.0f} ms   (target < {RENDER_TARGET_MS:.0f} ms: "
+            f"{'met' if figures['turn_page_ms'] < RENDER_TARGET_MS else 'MISSED'})")
+        loads = _browser_loads(db, [f"/sessions/{session}", f"/turns/{wide}"])
+        for path, found in loads.items():
+            if isinstance(found, str):
+                row(f"load event in Chromium, {path[:9]}", f"skipped: {found}")
+                continue
+            figures.setdefault("load_event_ms", {})[path] = statistics.median(found)
+            row(f"load event in Chromium, {path.split('/')[1]} page",
+                f"median {statistics.median(found):.0f} ms   max {max(found):.0f} ms   "
+                f"(target < {LOAD_TARGET_MS:.0f} ms: "
+                f"{'met' if statistics.median(found) < LOAD_TARGET_MS else 'MISSED'})")
 
         runtime = _runtime(str(Path(tmp) / "live.db"))
         app = create_app(runtime, TOKENS, extra_routes=cockpit_routes(runtime, TOKENS))
@@ -216,8 +276,119 @@ def main() -> dict[str, Any]:
             f"median {p50:.0f} ms   p95 {p95:.0f} ms   max {max(delays):.0f} ms   "
             f"(n={len(delays)}; target < {LIVE_TARGET_MS:.0f} ms: "
             f"{'met' if max(delays) < LIVE_TARGET_MS else 'MISSED'})")
+
+        big = str(Path(tmp) / "million.db")
+        started = time.perf_counter()
+        asyncio.run(_fill_table(big, table_turns))
+        row("fill", f"{table_turns:,} turns ({2 * table_turns:,} entries) recorded in "
+                    f"{time.perf_counter() - started:.0f} s; the tables over them:")
+        for name, (first, rest, pages) in asyncio.run(_table_times(big)).items():
+            figures.setdefault("table_page_ms", {})[name] = {"first": first, "next": rest}
+            row(f"{name} table",
+                f"first page {first:.0f} ms   next {pages - 1} pages median {rest:.0f} ms   "
+                f"(target < {TABLE_TARGET_MS:.0f} ms: "
+                f"{'met' if max(first, rest) < TABLE_TARGET_MS else 'MISSED'})")
     return figures
 
 
+def _browser_loads(db: str, paths: list[str]) -> dict[str, list[float] | str]:
+    """Milliseconds to the load event of each path in Chromium (five loads each), or
+    why the browser could not run."""
+    if not Path(CHROMIUM).exists():
+        return {p: f"no chromium at {CHROMIUM}" for p in paths}
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return {p: "playwright is not installed" for p in paths}
+    runtime = _runtime(db)
+    app = create_app(runtime, TOKENS, extra_routes=cockpit_routes(runtime, TOKENS))
+    server, thread, base = _serve(app)
+    found: dict[str, list[float] | str] = {}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM,
+                                        args=["--headless", "--no-sandbox", "--disable-gpu"])
+            page = browser.new_context(base_url=base).new_page()
+            page.goto("/login")
+            page.fill("#token", TOKEN)
+            page.click("button[type=submit]")
+            page.wait_for_url("**/live")
+            for path in paths:
+                found[path] = []
+                for _ in range(6):
+                    page.goto(path, wait_until="load")
+                    found[path].append(page.evaluate(  # type: ignore[union-attr]
+                        "performance.getEntriesByType('navigation')[0].loadEventEnd"))
+                found[path] = found[path][1:]  # type: ignore[index]
+            browser.close()
+    finally:
+        server.should_exit = True
+        thread.join(30)
+    return found
+
+
+async def _fill_table(db: str, turns: int) -> None:
+    """``turns`` turns of two entries each, written through ``record`` in batches."""
+    ledger = open_ledger(db)
+    try:
+        batch: list[Any] = []
+        for i in range(turns):
+            turn, session = f"t{i:07d}", f"bench:{i // 10}"
+            failed = i % 500 == 499
+            batch.append(TurnStarted(turn_id=turn, session_id=session, source="cli",
+                                     caller_session_id=session, message_digest="sha256:00",
+                                     model="m", route="default", max_tool_calls=5,
+                                     actor="operator:bench"))
+            batch.append(TurnCompleted(
+                turn_id=turn, session_id=session,
+                status="model_error" if failed else "completed", reply_digest=None,
+                tools_used=None, tool_calls=i % 3, model_calls=1, input_tokens=100 + i % 50,
+                output_tokens=20, cost_usd=0.0001 * (i % 97), duration_ms=float(i % 1000),
+                error_type="ModelError" if failed else None))
+            if len(batch) >= 5000:
+                await ledger.record(batch)
+                batch = []
+        if batch:
+            await ledger.record(batch)
+    finally:
+        await ledger.close()
+
+
+async def _table_times(db: str) -> dict[str, tuple[float, float, int]]:
+    """Server milliseconds of each table's first page, the median of up to 19 pages
+    after it (followed by keyset), and how many pages were read."""
+    runtime = _runtime(db)
+    app = create_app(runtime, TOKENS, extra_routes=cockpit_routes(runtime, TOKENS))
+    out: dict[str, tuple[float, float, int]] = {}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://bench", timeout=600) as client:
+        login = await client.get("/login")
+        await client.post("/login", data=_login(client, login.text))
+        for name, path in [("sessions, newest", "/sessions"),
+                           ("sessions, errors first", "/sessions?order=errors"),
+                           ("turns, newest", "/turns"),
+                           ("turns, errors first", "/turns?order=errors"),
+                           ("turns, dearest first", "/turns?order=cost"),
+                           ("turns, dearest first since today", "/turns?order=cost&since=today")]:
+            times: list[float] = []
+            url = path
+            for _ in range(20):
+                start = time.perf_counter()
+                page = await client.get(url)
+                times.append((time.perf_counter() - start) * 1000)
+                assert page.status_code == 200, page.text[:300]
+                following = re.search(r'rel="next" href="([^"]+)"', page.text)
+                if following is None:
+                    break
+                url = following.group(1).replace("&amp;", "&")
+            out[name] = (times[0], statistics.median(times[1:] or times), len(times))
+    await runtime.close()
+    return out
+
+
 if __name__ == "__main__":
-    main()
+    import argparse
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--turns", type=int, default=TABLE_TURNS,
+                        help="turns in the ledger the tables are paged over")
+    main(parser.parse_args().turns)

@@ -344,6 +344,13 @@ class ReasoningStepRecorded(Event):
     approval_request_id: str | None = None
 
 
+MemoryOrigin = Literal["tool", "api", "cli"]
+"""Where a memory write came from: ``tool``, a tool call (the entry names it in
+``tool_call_id``, with its turn when it ran in one); ``api``, Python code calling
+:class:`overt.memory.store.MemoryStore` outside any tool call; ``cli``, an ``overt``
+command. ``None`` on entries recorded before origins were."""
+MEMORY_ORIGINS: tuple[str, ...] = get_args(MemoryOrigin)
+
 HookErrorConsequence = Literal["blocked", "fell_through", "ignored", "no_tools", "no_models",
                               "reopened"]
 
@@ -474,6 +481,7 @@ class NodeCreated(Event):
     title_digest: str
     body_digest: str
     tool_call_id: str | None = None
+    origin: MemoryOrigin | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -491,6 +499,7 @@ class NodeSuperseded(Event):
     title_digest: str
     body_digest: str
     tool_call_id: str | None = None
+    origin: MemoryOrigin | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -504,6 +513,7 @@ class LinkCreated(Event):
     to_id: str
     actor: str
     tool_call_id: str | None = None
+    origin: MemoryOrigin | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -515,6 +525,7 @@ class LinkRetracted(Event):
     link_kind: str
     actor: str
     tool_call_id: str | None = None
+    origin: MemoryOrigin | None = None
 
 
 ChannelFilter = Literal["not_direct_message", "sender_not_allowed", "bot_message",

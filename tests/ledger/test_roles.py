@@ -23,6 +23,7 @@ from overt.ledger import open_ledger
 from overt.ledger.canonical import digest_text
 from overt.ledger.roles import setup_roles
 from overt.ledger.schema import NAMES
+from overt.memory.store import Writer, store_for
 from tests import backends
 from tests.conftest import run
 
@@ -97,6 +98,7 @@ _NEXT = max(NAMES) + 1
     "VALUES ('S', 3, 'new', 'turn.started', 'now')",
     "INSERT INTO memory_nodes VALUES ('n', 'Note', 't', 'b', 'a', 'now', NULL, 'n', 1, NULL, '')",
     "INSERT INTO memory_search VALUES ('n', 'a', 'Note', 'now', to_tsvector('forged'))",
+    "INSERT INTO memory_trigrams VALUES ('n', 'a', 'Note', 'now', 'forged', 'forged')",
     # a seal of a range nobody pruned, chained correctly at the head
     "INSERT INTO audit_log SELECT seq + 1, 'x', 'ledger.pruned', at, NULL, NULL, "
     "'{\"through_seq\":2}', hash, hash FROM audit_log ORDER BY seq DESC LIMIT 1",
@@ -245,7 +247,8 @@ def test_the_writer_executes_no_function_that_runs_as_the_owner_but_the_writes(
             "WHERE p.pronamespace = current_schema()::regnamespace AND p.prosecdef "
             "ORDER BY 1", (writer,)).fetchall()
     assert {name: may for name, may, _ in rows} == {
-        "overt_memory_search": False, "overt_prune": False, "overt_trail_index": False,
+        "overt_memory_search": False, "overt_memory_trigrams": False, "overt_prune": False,
+        "overt_trail_index": False,
         "overt_write_memory_link_retractions": True, "overt_write_memory_links": True,
         "overt_write_memory_nodes": True, "overt_write_merkle_nodes": True}
     assert {owner for _, _, owner in rows} == {_owner}
@@ -281,7 +284,8 @@ def test_the_writers_functions_write_only_what_the_chain_records(
     url, _owner, writer = roles
     node = {"id": "N1", "kind": "Note", "title": "t", "body": "the body", "actor": "agent:a",
             "created_at": now_iso(), "supersedes": None, "root_id": "N1", "revision": 1,
-            "turn_id": None, "search_tags": tags("Note", "agent:a")}
+            "turn_id": None, "search_tags": tags("Note", "agent:a"), "session_id": None,
+            "tool_call_id": None, "origin": None}
     statement = sql.insert_row(sql.POSTGRES, "memory_nodes", list(node))
     with pytest.raises(psycopg.errors.CheckViolation, match="no entry of the chain records"):
         _write_call(url, writer, statement, tuple(node.values()))
@@ -290,7 +294,8 @@ def test_the_writers_functions_write_only_what_the_chain_records(
                                    title_digest=digest_text("t"),
                                    body_digest=digest_text("the body"))]))
     for changed in ({"body": "another body"}, {"actor": "agent:b"}, {"revision": 2},
-                    {"search_tags": "zknote"}, {"kind": "Decision"}, {"turn_id": "T"}):
+                    {"search_tags": "zknote"}, {"kind": "Decision"}, {"turn_id": "T"},
+                    {"session_id": "S"}, {"tool_call_id": "call-1"}, {"origin": "cli"}):
         with pytest.raises(psycopg.errors.CheckViolation, match="does not match entry 3"):
             _write_call(url, writer, statement, tuple({**node, **changed}.values()))
     _write_call(url, writer, statement, tuple(node.values()))
@@ -308,6 +313,48 @@ def test_the_writers_functions_write_only_what_the_chain_records(
         with pytest.raises(psycopg.errors.CheckViolation):
             _write_call(url, writer, tile, (level, first, "00" * 32))
     assert run(ledger.verify()).ok
+    ledger.close_sync()  # type: ignore[attr-defined]
+
+
+def test_the_writer_cannot_lay_a_memory_write_at_another_conversations_tool_call(
+    roles: tuple[str, str, str]
+) -> None:
+    """Turn "old" of session S is over; its call-v ran there. As the writer role, a
+    memory write naming that turn and call (the entry and the row agreeing) is refused
+    by the owner's function, and so is one naming a call that never ran."""
+    import psycopg
+
+    from overt.events import NodeCreated, ToolCallCompleted, ToolCallStarted
+    from overt.ledger import sql
+    from overt.memory.search_sql import tags
+
+    url, _owner, writer = roles
+    ledger = open_ledger(_as(url, writer))
+    args = digest_text("{}")
+    call = {"turn_id": "old", "session_id": "S", "tool_call_id": "call-v",
+            "tool_name": "node_create", "triggered_by": "cli", "caller_session_id": "cli:S",
+            "args_sha256": args}
+    run(ledger.record([ToolCallStarted(**call), ToolCallCompleted(
+        **call, tool_status="ok", tool_duration_ms=1.0, exc_type=None, result_digest=None)],
+        {args: "{}"}))
+    for n, call_id in enumerate(("call-v", "call-never")):
+        node_id = f"N{n}"
+        stamp = {"turn_id": "old", "session_id": "S", "tool_call_id": call_id,
+                 "origin": "tool"}
+        node = {"id": node_id, "kind": "Note", "title": "Payee", "body": "pay evil-corp",
+                "actor": "agent:a", "created_at": now_iso(), "supersedes": None,
+                "root_id": node_id, "revision": 1, "search_tags": tags("Note", "agent:a"),
+                **stamp}
+        run(ledger.record([NodeCreated(node_id=node_id, node_kind="Note", actor="agent:a",
+                                       title_digest=digest_text("Payee"),
+                                       body_digest=digest_text("pay evil-corp"), **stamp)]))
+        with pytest.raises(psycopg.errors.CheckViolation, match="names a turn or tool call"):
+            _write_call(url, writer, sql.insert_row(sql.POSTGRES, "memory_nodes", list(node)),
+                        tuple(node.values()))
+    assert not run(ledger.select("SELECT 1 FROM memory_nodes", ()))
+    report = run(ledger.verify())  # the entries are on the chain; verify names the first
+    assert not report.ok and report.memory_bad and "names tool call call-v of turn old" in (
+        report.problem or "")
     ledger.close_sync()  # type: ignore[attr-defined]
 
 
@@ -515,3 +562,45 @@ def _schema(url: str) -> str:
 
 def _owner_sql(url: str, owner: str, statement: str) -> None:
     _writer_sql(url, owner, statement)
+
+
+def test_a_ledger_migrated_to_provenance_by_its_owner_takes_the_writers_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Roles set up at schema 17; the owner migrates to memory provenance (migration 19
+    replaces the owner's write functions): the writer's memory writes go through the
+    new functions, and a second setup-roles leaves it so."""
+    from overt.ledger import pg_migrate
+    from tests.memory.helpers import start_call
+
+    url = backends.new_url("postgres", tmp_path)
+    suffix = new_ulid().lower()[-10:]
+    owner, writer = f"overt_owner_{suffix}", f"overt_writer_{suffix}"
+    monkeypatch.setattr(pg_migrate, "MIGRATIONS",
+                        [m for m in pg_migrate.MIGRATIONS if m[0] < 18])
+    try:
+        open_ledger(url).close_sync()  # type: ignore[attr-defined]
+        setup_roles(url, owner, writer)
+        monkeypatch.undo()
+        as_owner: Any = open_ledger(_as(url, owner))  # migrates, as the owner
+        assert max(as_owner.schema_versions()) == max(NAMES)
+        as_owner.close_sync()
+        for _ in range(2):
+            ledger: Any = open_ledger(_as(url, writer))
+            start_call(ledger)
+            node = run(store_for(ledger).create_node(
+                "Note", "t", "b", Writer("agent:a", "01TURN", "cli:s1", "call-1",
+                                         origin="tool")))
+            assert run(store_for(ledger).node(node.id)) == node
+            assert run(ledger.verify()).ok
+            ledger.close_sync()
+            setup_roles(url, owner, writer)
+    finally:
+        backends.drop(url)
+        import psycopg
+
+        with psycopg.connect(backends.PG_BASE, autocommit=True) as conn:
+            for role in (writer, owner):
+                if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+                    conn.execute(f'DROP OWNED BY "{role}"')
+                    conn.execute(f'DROP ROLE "{role}"')

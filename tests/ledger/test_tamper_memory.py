@@ -14,15 +14,17 @@ from overt.clock import now_iso
 from overt.memory.store import MemoryStore, Writer, store_for
 from tests.backends import Raw
 from tests.conftest import run
+from tests.memory.helpers import start_call
 
 EXIT_VERIFY = 3
-ME = Writer("agent:default", "01TURN", "cli:s1", "call-1")
+ME = Writer("agent:default", "01TURN", "cli:s1", "call-1", origin="tool")
 NODE_COLUMNS = ("id, kind, title, body, actor, created_at, supersedes, root_id, revision, "
                 "turn_id, search_tags")
 
 
 @pytest.fixture
 def store(ledger: Any) -> MemoryStore:
+    start_call(ledger)  # ME's call: its writes are ones the chain shows it could make
     return store_for(ledger)
 
 

@@ -9,12 +9,14 @@ import pytest
 from overt.memory.search_sql import fts5_term, may_be_prefix, words
 from overt.memory.store import MemoryStore, Writer, store_for
 from tests.conftest import run
+from tests.memory.helpers import start_call
 
-ME = Writer("agent:default", "01TURN", "cli:s1", "call-1")
+ME = Writer("agent:default", "01TURN", "cli:s1", "call-1", origin="tool")
 
 
 @pytest.fixture
 def store(ledger: Any) -> MemoryStore:
+    start_call(ledger)  # ME's call: its writes are ones the chain shows it could make
     found = store_for(ledger)
     for kind, title, body in [
         ("Entity", "Isokron", "The scheduling host in rack 4."),

@@ -18,12 +18,13 @@ ALICE = Writer("agent:alice")
 BOB = Writer("agent:bob")
 
 
-@pytest.mark.parametrize("before", [7, 8, 13, 18])  # by actor; no lengths; prefixes
+@pytest.mark.parametrize("before", [7, 8, 13, 18, 19])  # by actor; no lengths; prefixes
 # (SQLite); trigrams
 def test_nodes_written_before_the_index_existed_are_found_once_the_ledger_migrates(
     ledger_url: str, monkeypatch: pytest.MonkeyPatch, before: int
 ) -> None:
     from overt.ledger import pg_migrate, sql, sqlite
+    from overt.memory import store as memory_store
 
     for module in (sqlite, pg_migrate):
         monkeypatch.setattr(module, "MIGRATIONS",
@@ -31,6 +32,10 @@ def test_nodes_written_before_the_index_existed_are_found_once_the_ledger_migrat
     # as the overt of that schema wrote them: a plain INSERT (no overt_write_* before 17)
     monkeypatch.setattr(sql, "insert_row", lambda d, table, columns: (
         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({d.phs(len(columns))})"))
+    # and without the provenance columns (migration 19)
+    row = memory_store._node_row
+    monkeypatch.setattr(memory_store, "_node_row", lambda node: {
+        k: v for k, v in row(node).items() if k not in ("session_id", "tool_call_id", "origin")})
     old: Any = open_ledger(ledger_url)
     store = store_for(old)
     first = run(store.create_node("Decision", "Pick a queue", "We use RabbitMQ.", ALICE))

@@ -12,12 +12,14 @@ from overt.memory.graph import verify_chain
 from overt.memory.store import MemoryStore, Writer, store_for
 from tests.backends import Raw
 from tests.conftest import run
+from tests.memory.helpers import start_call
 
-ME = Writer("agent:default", "01TURN", "cli:s1", "call-1")
+ME = Writer("agent:default", "01TURN", "cli:s1", "call-1", origin="tool")
 
 
 @pytest.fixture
 def store(ledger: Any) -> MemoryStore:
+    start_call(ledger)  # ME's call: its writes are ones the chain shows it could make
     return store_for(ledger)
 
 

@@ -112,11 +112,25 @@ def _arguments(tool: Tool, world: World) -> list[dict[str, Any]]:
 
 
 def _answers(world: World, capabilities: Capabilities) -> dict[str, str]:
-    """Each tool's answers as Alice's turn would get them, as text."""
+    """Each tool's answers as Alice's turn would get them, as text. A tool that writes
+    runs in a call of a later turn of hers, still in progress, its start on the record
+    first as the engine does (a memory write names a call the chain shows running)."""
+    from overt.events import ToolCallStarted
+    from overt.ids import new_ulid
+    from overt.ledger.canonical import digest_text
+
     runtime = world.runtime
     out: dict[str, str] = {}
+    running = new_ulid()
     for tool in runtime.tools:
-        context = ToolContext(runtime.ledger, world.alice_turn, world.alice_session, "cli",
+        turn = world.alice_turn
+        if not tool.read_only:
+            turn = running
+            run(runtime.ledger.record([ToolCallStarted(
+                turn_id=turn, session_id=world.alice_session, tool_call_id=f"call_{tool.name}",
+                tool_name=tool.name, triggered_by="cli", caller_session_id="cli:alice",
+                args_sha256=digest_text("{}"))], {digest_text("{}"): "{}"}))
+        context = ToolContext(runtime.ledger, turn, world.alice_session, "cli",
                               "cli:alice", f"call_{tool.name}", runtime.started_at,
                               Actor.agent(), capabilities)
         answers = [run(tool.run(arguments, context)) for arguments in _arguments(tool, world)]

@@ -276,8 +276,9 @@ def test_an_address_holding_nul_is_a_400_on_both_backends_not_a_500(ledger: Ledg
             await log_in(c)
             return [(await c.get(url)).status_code for url in (
                 "/sessions?q=a%00b", "/sessions?owner=%00", "/sessions/a%00b",
-                "/memory/a%00b", "/memory?q=a%00", "/live?session=%00")]
-    assert run(main()) == [400] * 6
+                "/memory/a%00b", "/memory?q=a%00", "/live?session=%00", "/turns/a%00b",
+                "/turns/a%00b/proof.json", "/turns?channel=%00", "/sessions?order=%00")]
+    assert run(main()) == [400] * 10
     assert run(ledger.verify()).ok
 
 
@@ -328,7 +329,8 @@ def test_a_sessions_filter_the_page_cannot_read_is_a_422_not_an_empty_or_full_li
     assert [code for code, _ in refused] == [422] * 5
     assert "unknown period &#39;yesterday&#39;" in refused[0][1]
     assert "unknown period &#39;2026-13-45&#39;" in refused[1][1]
-    assert ("unknown query parameter sinse: this page takes channel, owner, since, until, q"
+    assert ("unknown query parameter sinse: this page takes channel, owner, since, until, q, "
+            "order, after"
             in refused[2][1])
     assert "unknown query parameter by: this page takes since" in refused[3][1]
     assert "unknown query parameter knd" in refused[4][1]

@@ -1,6 +1,7 @@
 """``overt memory``: read the agent's memory graph from the command line.
 
-``search QUERY [--kind K] [--actor A]``, ``show ID``, ``history ID`` and
+``search QUERY [--kind K] [--actor A]``, ``show ID``, ``history ID`` (every
+revision, each with what wrote it: :mod:`overt.memory.provenance`) and
 ``graph [ID] --format dot|mermaid``. The operator reads every actor's memory
 here, as with ``overt show`` for turns; nothing is written.
 
@@ -19,6 +20,7 @@ from overt.errors import NotFoundError, UsageError
 from overt.ledger.base import Ledger
 from overt.memory.graph import MAX_DEPTH, neighbors, to_dot, to_mermaid
 from overt.memory.kinds import MemoryKinds
+from overt.memory.provenance import Revision, history
 from overt.memory.store import MemoryStore, Node, store_for
 from overt.memory.tools import MAX_LIMIT
 from overt.policy.actors import Actor
@@ -42,9 +44,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     show = msub.add_parser("show", help="a node's current revision, and whether ID is it")
     show.add_argument("id", type=flags.node_id)
     show.add_argument("--json", action="store_true")
-    history = msub.add_parser("history", help="every revision of a node, oldest first")
-    history.add_argument("id", type=flags.node_id)
-    history.add_argument("--json", action="store_true")
+    revisions = msub.add_parser("history", help="every revision of a node, oldest first, "
+                                                "each with the turn, tool call, actor and "
+                                                "session that wrote it")
+    revisions.add_argument("id", type=flags.node_id)
+    revisions.add_argument("--json", action="store_true")
     graph = msub.add_parser("graph", help="the graph (or one node's neighbourhood) as dot or "
                                           "mermaid")
     graph.add_argument("id", nargs="?", type=flags.node_id,
@@ -77,9 +81,10 @@ async def run(args: argparse.Namespace, ledger: Ledger,
         return EXIT_OK
     if command == "history":
         assert node is not None
-        revisions = await store.history(node.root_id)
-        _print(args.json, {"revisions": [r.to_dict() for r in revisions]},
-               "\n\n".join(_text(r) for r in revisions))
+        revisions = await history(store, node.id)
+        _print(args.json, {"revisions": [{**r.node.to_dict(), "provenance": r.provenance()}
+                                         for r in revisions]},
+               "\n\n".join(_text(r.node, written=r) for r in revisions))
         return EXIT_OK
     if node is None:
         nodes, links = await store.graph(GRAPH_LIMIT)
@@ -115,11 +120,13 @@ async def _node(store: MemoryStore, node_id: str) -> Node:
     return node
 
 
-def _text(node: Node, requested: Node | None = None) -> str:
+def _text(node: Node, requested: Node | None = None, written: Revision | None = None) -> str:
     lines = [f"{node.kind}: {node.title}",
              f"id {node.id}  revision {node.revision}  by {node.actor}  at {node.created_at}"]
     if node.supersedes:
         lines.append(f"supersedes {node.supersedes}")
+    if written is not None:
+        lines.append(written.describe())
     if requested is not None and requested.id != node.id:
         lines.append(f"({requested.id} was superseded; this is the current revision)")
     return "\n".join([*lines, "", node.body])

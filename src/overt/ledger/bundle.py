@@ -11,7 +11,9 @@ is there for them), the bodies the entries name (or, withheld, only their
 digests), and per turn how many entries it has and where it completed. The
 memory revisions its turns wrote are in it as their ``node.created`` /
 ``node.superseded`` entries, with the title and body under the entries'
-``title_digest`` and ``body_digest``.
+``title_digest`` and ``body_digest``; each entry names the tool call that wrote it
+(``tool_call_id``, whose ``tool_call.started`` is in the same turn), and the
+summary lists them with it (links and retractions too).
 
 docs/spec/evidence-bundle.md specifies the format and every check, in order;
 :func:`check` makes them, and so does the standalone verifier, with the same verdict.
@@ -32,6 +34,7 @@ from overt.ledger import merkle
 from overt.ledger.canonical import canonical_json, digest_text
 from overt.ledger.chain import BODY_FIELDS, row_to_entry
 from overt.ledger.checkpoints import Checkpoint, dialect
+from overt.ledger.memory_check import Call, provenance_problem
 from overt.ledger.proofs import _entry_columns, _entry_hash, _paths, _proving_tree, _whole_turn
 from overt.ledger.signing import DASH, PublicKey
 
@@ -41,6 +44,7 @@ BUNDLE_FIELDS: tuple[str, ...] = (*BODY_FIELDS, "title_digest", "body_digest")
 """The fields of an entry's data that name a body the bundle holds or withholds: the
 content tier's, and a memory revision's title and body."""
 MEMORY_KINDS = ("node.created", "node.superseded")
+LINK_KINDS = ("link.created", "link.retracted")
 TOP_KEYS = ("bodies", "checkpoint", "cosignatures", "entries", "format", "key", "nodes",
             "paths", "scope", "subject", "turns", "withheld")
 ENTRY_KEYS = ("at", "data", "hash", "id", "kind", "prev_hash", "seq", "session_id", "turn_id")
@@ -257,7 +261,8 @@ class Summary:
             f"  who:       {', '.join(self.actors) or 'not recorded'}",
             f"  tools:     {tools}",
             f"  approvals: {'; '.join(self.approvals) or 'none'}",
-            f"  memory:    {'; '.join(self.memory) or 'none written'}",
+            f"  memory:    {self.memory[0] if self.memory else 'none written'}",
+            *(f"             {line}" for line in self.memory[1:]),
             f"  cost:      {self.input_tokens} input + {self.output_tokens} output tokens, "
             f"${self.cost_usd:.6f}",
             f"  bodies:    {self.bodies} held and checked, {self.withheld} withheld "
@@ -420,6 +425,14 @@ def summarise(bundle: dict[str, Any], datas: list[dict[str, Any]], cp: Checkpoin
     memory: list[str] = []
     tokens_in = tokens_out = 0
     cost = 0.0
+    calls = {(c["turn_id"], d.get("tool_call_id")): d.get("tool_name")
+             for c, d in zip(entries, datas, strict=True) if c["kind"] == "tool_call.started"}
+    turn_calls: dict[str, list[Call]] = {}  # what provenance_problem reads, by turn
+    for c, d in zip(entries, datas, strict=True):
+        if c["kind"] in ("tool_call.started", "tool_call.completed", "turn.started",
+                         "turn.completed"):
+            turn_calls.setdefault(c["turn_id"], []).append(
+                (c["seq"], c["kind"], c["turn_id"], c["session_id"], d.get("tool_call_id")))
     for columns, data in zip(entries, datas, strict=True):
         kind = columns["kind"]
         for name in ("actor", "decided_by"):
@@ -438,9 +451,11 @@ def summarise(bundle: dict[str, Any], datas: list[dict[str, Any]], cp: Checkpoin
             tokens_in += int(data.get("input_tokens") or 0)
             tokens_out += int(data.get("output_tokens") or 0)
             cost += float(data.get("cost_usd") or 0)
-        elif kind in MEMORY_KINDS:
-            memory.append(f"{data.get('node_kind')} {data.get('node_id')} revision "
-                          f"{data.get('revision', 1)} by {data.get('actor')}")
+        elif kind in MEMORY_KINDS or kind in LINK_KINDS:
+            problem = provenance_problem(columns["seq"], columns["turn_id"],
+                                         columns["session_id"], data,
+                                         turn_calls.get(columns["turn_id"], []), False)
+            memory.append(_memory_line(kind, data, columns["turn_id"], calls, problem))
     sessions = sorted({str(c["session_id"]) for c in entries})
     return Summary(
         cp.origin, cp.size, cp.time, key.key_id, bundle["scope"], bundle["subject"],
@@ -449,6 +464,31 @@ def summarise(bundle: dict[str, Any], datas: list[dict[str, Any]], cp: Checkpoin
         entries[0]["at"], max(c["at"] for c in entries), actors, dict(sorted(tools.items())),
         [f"{r}: {', '.join(v)}" for r, v in approvals.items()], memory, tokens_in,
         tokens_out, round(cost, 10), len(bundle["bodies"]), len(bundle["withheld"]))
+
+
+def _memory_line(kind: str, data: dict[str, Any], turn_id: str,
+                 calls: dict[tuple[str, Any], Any], problem: str | None) -> str:
+    """A memory write of a checked bundle: what, by whom, through which tool call of
+    its turn (the call's tool from its ``tool_call.started``), and what is wrong with
+    that claim if anything (the turn is whole in the bundle: the claim is read from it
+    as ``verify`` reads it from the ledger; the bundle is no less valid for it, the log
+    it proves holds the claim)."""
+    if kind in MEMORY_KINDS:
+        what = (f"{data.get('node_kind')} {data.get('node_id')} revision "
+                f"{data.get('revision', 1)}")
+    elif kind == "link.created":
+        what = (f"link {data.get('link_kind')} {data.get('from_id')} -> {data.get('to_id')} "
+                f"({data.get('link_id')})")
+    else:
+        what = f"link {data.get('link_kind')} {data.get('link_id')} retracted"
+    call = data.get("tool_call_id")
+    if problem is not None:
+        how = f"but its entry {problem} (the ledger should have refused it)"
+    elif call is None:
+        how = f"through the {data.get('origin') or 'unrecorded origin'}"
+    else:
+        how = f"in tool call {call} ({calls.get((turn_id, call))})"
+    return f"{what} by {data.get('actor')}, {how}"
 
 
 __all__ = ["FORMAT", "Summary", "check", "dump", "make"]

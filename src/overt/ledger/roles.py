@@ -103,6 +103,12 @@ def setup_roles(url: str, owner: str, writer: str) -> list[str]:
                 run(f'REVOKE ALL ON {s}."{name}" FROM {w}, PUBLIC')
                 run(f'GRANT SELECT ON {s}."{name}" TO {w}')
             run(f"GRANT INSERT ON {', '.join(f'{s}.{t}' for t in WRITER_TABLES)} TO {w}")
+            # memory search inside words uses pg_trgm's operator class, wherever the
+            # extension was installed: both roles need to reach it
+            trgm = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n "
+                                "ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'").fetchone()
+            if trgm is not None and trgm[0] != schema:
+                run(f'GRANT USAGE ON SCHEMA "{trgm[0]}" TO {o}, {w}')
             for signature, name, definer in functions:
                 run(f"ALTER FUNCTION {signature} OWNER TO {o}")
                 if definer:  # runs as the owner: only what the writer is meant to call

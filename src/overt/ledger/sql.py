@@ -154,6 +154,29 @@ def direct_calls_index(d: Dialect) -> str:
             f"WHERE {DIRECT_CALLS}")
 
 
+TURN_ORDER_FIELDS = ("cost_usd", "duration_ms")
+"""The ``turn.completed`` fields a table of turns is ordered by, each indexed
+(migration 20)."""
+
+
+def turn_value(d: Dialect, field: str, alias: str = "") -> str:
+    """``turn.completed``'s ``field`` (one of :data:`TURN_ORDER_FIELDS`) as a number,
+    the expression its index holds (a query states it word for word)."""
+    column = f"{alias}.data" if alias else "data"
+    if d.name == "sqlite":
+        return f"json_extract({column}, '$.{field}')"
+    return f"(({column}::json ->> '{field}')::double precision)"
+
+
+def turn_order_indexes(d: Dialect) -> str:
+    """Migration 20: the turns by cost and by duration, then ``seq`` (a page of the
+    dearest or slowest turns is a range of one, whatever the ledger's size)."""
+    return "".join(
+        f"CREATE INDEX audit_log_turn_{field.split('_')[0]} ON audit_log "
+        f"({turn_value(d, field)}, seq) WHERE kind = 'turn.completed';\n"
+        for field in TURN_ORDER_FIELDS)
+
+
 def direct_calls(d: Dialect, n: int) -> str:
     """The entries of :data:`DIRECT_CALLS` of ``n`` tool-call ids (the parameters)."""
     return (f"SELECT {ENTRY_COLUMNS} FROM audit_log WHERE {DIRECT_CALLS} "

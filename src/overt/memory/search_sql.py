@@ -316,12 +316,15 @@ def fragments(d: Dialect, terms: list[str], *, kind: str | None, actor: str | No
     (the word matches already found), whose title or body holds one of ``terms``
     (:func:`fragment_terms`) anywhere, case aside, at most ``limit``.
 
-    Ranked by a count the same on both backends: each term in the title counts 2,
-    in the body 1; ties go to the newer node, then the larger id. They follow the
-    word matches, whatever their count: a caller asks for them only to fill the
-    places those leave (see :meth:`overt.memory.store.MemoryStore.search`).
-    SQLite reads the actor's rowid range of ``memory_trigrams``; PostgreSQL the
-    trigram index of ``memory_nodes`` (migration 18).
+    They follow the word matches, whatever their rank: a caller asks for them only
+    to fill the places those leave (see
+    :meth:`overt.memory.store.MemoryStore.search`). Among themselves, the more of
+    the terms a node holds the higher it ranks, a title's counting twice a body's,
+    then the newer first. SQLite: ``bm25`` over ``memory_trigrams`` (title weight
+    2, body 1), inside the index and within the actor's rowid range, so only the
+    rows kept are read; PostgreSQL: 2 per term in the title plus 1 per term in the
+    body, over the rows the trigram index of the actor's partition of
+    ``memory_trigrams`` finds (migration 18).
     """
     filters: list[str] = []
     params: list[Any] = []
@@ -336,29 +339,36 @@ def fragments(d: Dialect, terms: list[str], *, kind: str | None, actor: str | No
         if skip:
             filters.append(f"n.id NOT IN ({d.phs(len(skip))})")
             params += list(skip)
-        for term in terms:
-            ranked.append("(instr(lower(n.title), ?) > 0) * 2 + (instr(lower(n.body), ?) > 0)")
-            rank_params += [term, term]
         match = "{title body} : (" + " OR ".join(fts5_term(t) for t in terms) + ")"
+        if kind is not None:  # the kind's tag, then the actor's (``tags``): that kind only
+            match += f' AND search_tags : "{kind_tag(kind)} za"'
         where = "".join(f" AND {f}" for f in filters)
-        return (f"SELECT {cols}, 0.0 FROM (SELECT {_SEQ} AS seq FROM memory_trigrams "
-                f"WHERE memory_trigrams MATCH ?{_sqlite_within(actor)}) f "
+        # the best ``limit`` and as many again as may be skipped, ranked in the index
+        return (f"SELECT {cols}, 0.0 FROM (SELECT {_SEQ} AS seq, "
+                f"bm25(memory_trigrams, {TITLE_WEIGHT}, 1.0, 0.0) AS rank "
+                f"FROM memory_trigrams WHERE memory_trigrams MATCH ?{_sqlite_within(actor)} "
+                f"ORDER BY rank, {_SEQ} DESC LIMIT ?) f "
                 f"JOIN memory_search_rows r ON r.seq = f.seq "
                 f"JOIN memory_nodes n ON n.id = r.node_id WHERE 1 = 1{where} "
-                f"ORDER BY {' + '.join(ranked)} DESC, n.created_at DESC, n.id DESC LIMIT ?",
-                [match, *([actor, actor] if actor is not None else []), *params,
-                 *rank_params, limit])
+                f"ORDER BY f.rank, n.created_at DESC, n.id DESC LIMIT ?",
+                [match, *([actor, actor] if actor is not None else []), limit + len(skip),
+                 *params, limit])
+    # PostgreSQL: the actor's partition of memory_trigrams (current revisions only),
+    # ranked there; the ``limit`` kept are read from memory_nodes
+    checks = [f.replace("n.", "t.", 1) for f in filters]
     if skip:
-        filters.append(f"NOT (n.id = ANY({d.ph}))")
+        checks.append(f"NOT (t.node_id = ANY({d.ph}))")
         params.append(list(skip))
-    text = TEXT.replace("title", "n.title").replace("body", "n.body")
+    text = TEXT.replace("title", "t.title").replace("body", "t.body")
     found = " OR ".join(f"{text} ILIKE {d.ph}" for _ in terms)
     for term in terms:
-        ranked.append(f"CASE WHEN n.title ILIKE {d.ph} THEN 2 ELSE 0 END "
-                      f"+ CASE WHEN n.body ILIKE {d.ph} THEN 1 ELSE 0 END")
+        ranked.append(f"CASE WHEN t.title ILIKE {d.ph} THEN 2 ELSE 0 END "
+                      f"+ CASE WHEN t.body ILIKE {d.ph} THEN 1 ELSE 0 END")
         rank_params += [_like(term), _like(term)]
-    where = "".join(f" AND {f}" for f in filters)
-    return (f"SELECT {cols}, 0.0 FROM memory_nodes n WHERE ({found}) AND {CURRENT}{where} "
-            f"ORDER BY {' + '.join(ranked)} DESC, n.created_at COLLATE \"C\" DESC, "
-            f"n.id COLLATE \"C\" DESC LIMIT {d.ph}",
-            [*(_like(t) for t in terms), *params, *rank_params, limit])
+    where = "".join(f" AND {c}" for c in checks)
+    newer = 'f.created_at COLLATE "C" DESC, f.node_id COLLATE "C" DESC'
+    return (f"SELECT {cols}, 0.0 FROM (SELECT t.node_id, t.created_at, "
+            f"{' + '.join(ranked)} AS rank FROM memory_trigrams t WHERE ({found}){where} "
+            f"ORDER BY rank DESC, {newer.replace('f.', 't.')} LIMIT {d.ph}) f "
+            f"JOIN memory_nodes n ON n.id = f.node_id ORDER BY f.rank DESC, {newer}",
+            [*rank_params, *(_like(t) for t in terms), *params, limit])

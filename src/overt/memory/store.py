@@ -37,20 +37,32 @@ from typing import Any, Protocol, runtime_checkable
 
 from overt.clock import now_iso
 from overt.errors import UsageError
-from overt.events import Event, LinkCreated, LinkRetracted, NodeCreated, NodeSuperseded
+from overt.events import (
+    MEMORY_ORIGINS,
+    Event,
+    LinkCreated,
+    LinkRetracted,
+    MemoryOrigin,
+    NodeCreated,
+    NodeSuperseded,
+)
 from overt.ids import new_ulid
 from overt.ledger.base import Ledger
 from overt.ledger.canonical import digest_text
 from overt.ledger.sql import POSTGRES, SQLITE, Dialect
 from overt.memory import search_sql
 
-NODE_COLUMNS = "id, kind, title, body, actor, created_at, supersedes, root_id, revision, turn_id"
-LINK_COLUMNS = "id, kind, from_id, to_id, actor, created_at"
+NODE_COLUMNS = ("id, kind, title, body, actor, created_at, supersedes, root_id, revision, "
+                "turn_id, session_id, tool_call_id, origin")
+LINK_COLUMNS = ("id, kind, from_id, to_id, actor, created_at, turn_id, session_id, "
+                "tool_call_id, origin")
 
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """One revision of a memory node."""
+    """One revision of a memory node, and what wrote it: ``origin`` (``tool``,
+    ``api``, ``cli``; ``None`` when it was written before origins were recorded),
+    the tool call (``tool_call_id``) and the turn and session it ran in."""
 
     id: str
     kind: str
@@ -62,6 +74,9 @@ class Node:
     root_id: str
     revision: int
     turn_id: str | None = None
+    session_id: str | None = None
+    tool_call_id: str | None = None
+    origin: MemoryOrigin | None = None
 
     def to_dict(self, *, body_limit: int | None = None) -> dict[str, Any]:
         """As JSON for a tool result; ``body_limit`` shortens long bodies (and says so)."""
@@ -78,7 +93,8 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """A typed link from one node chain to another (``from_id`` / ``to_id`` are root ids)."""
+    """A typed link from one node chain to another (``from_id`` / ``to_id`` are root ids),
+    and what wrote it (as for :class:`Node`)."""
 
     id: str
     kind: str
@@ -87,6 +103,10 @@ class Link:
     actor: str
     created_at: str
     retracted: bool = False
+    turn_id: str | None = None
+    session_id: str | None = None
+    tool_call_id: str | None = None
+    origin: MemoryOrigin | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "from_id": self.from_id, "to_id": self.to_id,
@@ -104,12 +124,41 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class Writer:
-    """Who writes, and in which turn: stamped on rows and events."""
+    """Who writes, and from where: stamped on rows and events.
+
+    ``origin="tool"``: a tool call, named by ``tool_call_id`` (the id its
+    ``tool_call.started`` entry records), in turn ``turn_id`` of ``session_id``
+    (both ``None`` for a call made outside a turn). The call must be running when
+    the write is recorded: ``verify`` (and, on PostgreSQL, the database) refuses a
+    write that names a call the chain does not show in progress. ``"api"`` (the
+    default) and ``"cli"``: a write from outside any turn, naming neither a turn
+    nor a tool call; ``session_id`` may label it (``"seed:memory"``).
+
+    Raises:
+        UsageError: an unknown origin, a tool write without its call, or a turn or
+            tool call named by a write that did not come from a tool.
+    """
 
     actor: str
     turn_id: str | None = None
     session_id: str | None = None
     tool_call_id: str | None = None
+    origin: MemoryOrigin = "api"
+
+    def __post_init__(self) -> None:
+        if self.origin not in MEMORY_ORIGINS:
+            raise UsageError(f"a memory write's origin is one of {', '.join(MEMORY_ORIGINS)}, "
+                             f"not {self.origin!r}")
+        if self.origin == "tool" and not self.tool_call_id:
+            raise UsageError("a memory write from a tool names its tool call (tool_call_id)")
+        if self.origin != "tool" and (self.turn_id or self.tool_call_id):
+            raise UsageError(f"a memory write from the {self.origin} names no turn and no "
+                             "tool call: only a tool call's write is part of a turn")
+
+    def stamp(self) -> dict[str, Any]:
+        """The provenance fields of a row and of its event."""
+        return {"turn_id": self.turn_id, "session_id": self.session_id,
+                "tool_call_id": self.tool_call_id, "origin": self.origin}
 
 
 @runtime_checkable
@@ -122,13 +171,15 @@ class MemoryLedger(Protocol):
     async def select(self, statement: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
 
-def _node(row: Sequence[Any]) -> Node:
+def node_from_row(row: Sequence[Any]) -> Node:
+    """A node revision from a row of :data:`NODE_COLUMNS`."""
     return Node(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], int(row[8]),
-                row[9])
+                row[9], row[10], row[11], row[12])
 
 
-def _link(row: Sequence[Any]) -> Link:
-    return Link(row[0], row[1], row[2], row[3], row[4], row[5])
+def _link(row: Sequence[Any], retracted: bool = False) -> Link:
+    return Link(row[0], row[1], row[2], row[3], row[4], row[5], retracted, row[6], row[7],
+                row[8], row[9])
 
 
 class MemoryStore:
@@ -139,37 +190,43 @@ class MemoryStore:
         self._reader = reader
         self._d = dialect
 
-    async def _rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+    @property
+    def dialect(self) -> Dialect:
+        """The SQL dialect of the ledger's backend."""
+        return self._d
+
+    async def select(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of a plain read of the ledger's tables (``dialect``'s placeholders)."""
         return await self._reader.select(statement, params)
 
     # -- reads ----------------------------------------------------------------
 
     async def node(self, node_id: str) -> Node | None:
         """The revision ``node_id``, current or not."""
-        rows = await self._rows(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE id = "
+        rows = await self.select(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE id = "
                                 f"{self._d.ph}", (node_id,))
-        return _node(rows[0]) if rows else None
+        return node_from_row(rows[0]) if rows else None
 
     async def current(self, root_id: str) -> Node | None:
         """The newest revision of the chain that starts at ``root_id``."""
-        rows = await self._rows(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE root_id = "
+        rows = await self.select(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE root_id = "
                                 f"{self._d.ph} ORDER BY revision DESC LIMIT 1", (root_id,))
-        return _node(rows[0]) if rows else None
+        return node_from_row(rows[0]) if rows else None
 
     async def currents(self, root_ids: Sequence[str]) -> dict[str, Node]:
         """The current revision of each chain, by root id."""
         if not root_ids:
             return {}
-        rows = await self._rows(
+        rows = await self.select(
             f"SELECT {NODE_COLUMNS} FROM memory_nodes n WHERE n.root_id IN "
             f"({self._d.phs(len(root_ids))}) AND {search_sql.CURRENT}", tuple(root_ids))
-        return {node.root_id: node for node in map(_node, rows)}
+        return {node.root_id: node for node in map(node_from_row, rows)}
 
     async def history(self, root_id: str) -> list[Node]:
         """Every revision of the chain, oldest first."""
-        rows = await self._rows(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE root_id = "
+        rows = await self.select(f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE root_id = "
                                 f"{self._d.ph} ORDER BY revision", (root_id,))
-        return [_node(r) for r in rows]
+        return [node_from_row(r) for r in rows]
 
     async def search(self, query: str, *, kind: str | None = None, actor: str | None = None,
                      limit: int = 10) -> list[Hit]:
@@ -182,42 +239,40 @@ class MemoryStore:
         weights = search_sql.PLAIN_WEIGHTS
         prefixes: set[str] = set()
         if terms and self._d is SQLITE:
-            averages = await self._rows(search_sql.SQLITE_AVERAGES)
+            averages = await self.select(search_sql.SQLITE_AVERAGES)
             weights = search_sql.sqlite_weights(averages[0][0] if averages else None)
             candidates = [t for t in terms if search_sql.may_be_prefix(t)]
             if candidates:  # a word not found whole is matched as a prefix
-                whole = (await self._rows(*search_sql.sqlite_found_whole(candidates, actor)))[0]
+                whole = (await self.select(*search_sql.sqlite_found_whole(candidates, actor)))[0]
                 prefixes = {t for t, found in zip(candidates, whole, strict=True) if not found}
         statement, params = search_sql.search(self._d, terms, kind=kind, actor=actor,
                                               limit=limit, columns=NODE_COLUMNS, weights=weights,
                                               prefixes=prefixes)
-        hits = [Hit(_node(r), float(r[10])) for r in await self._rows(statement, params)]
+        hits = [Hit(node_from_row(r), float(r[13])) for r in await self.select(statement, params)]
         inside = search_sql.fragment_terms(terms)
         if inside and len(hits) < limit:  # text inside words fills what words leave
             statement, params = search_sql.fragments(
                 self._d, inside, kind=kind, actor=actor, limit=limit - len(hits),
                 columns=NODE_COLUMNS, skip=[h.node.id for h in hits])
-            hits += [Hit(_node(r), 0.0) for r in await self._rows(statement, params)]
+            hits += [Hit(node_from_row(r), 0.0) for r in await self.select(statement, params)]
         return hits
 
     async def link(self, link_id: str) -> Link | None:
         """The link ``link_id``, saying whether it was retracted."""
-        rows = await self._rows(
+        rows = await self.select(
             f"SELECT {', '.join('l.' + c.strip() for c in LINK_COLUMNS.split(','))}, "
             f"r.link_id FROM memory_links l LEFT JOIN memory_link_retractions r "
             f"ON r.link_id = l.id WHERE l.id = {self._d.ph}", (link_id,))
         if not rows:
             return None
-        found = _link(rows[0])
-        return Link(found.id, found.kind, found.from_id, found.to_id, found.actor,
-                    found.created_at, retracted=rows[0][6] is not None)
+        return _link(rows[0], retracted=rows[0][10] is not None)
 
     async def links_touching(self, root_ids: Sequence[str]) -> list[Link]:
         """Links in force (not retracted) from or to any of ``root_ids``, oldest first."""
         if not root_ids:
             return []
         ids = self._d.phs(len(root_ids))
-        rows = await self._rows(
+        rows = await self.select(
             f"SELECT {LINK_COLUMNS} FROM memory_links l WHERE (l.from_id IN ({ids}) "
             f"OR l.to_id IN ({ids})) AND NOT EXISTS (SELECT 1 FROM memory_link_retractions r "
             "WHERE r.link_id = l.id) ORDER BY l.created_at, l.id", (*root_ids, *root_ids))
@@ -225,10 +280,10 @@ class MemoryStore:
 
     async def graph(self, limit: int = 500) -> tuple[list[Node], list[Link]]:
         """The newest ``limit`` current nodes and the links in force among them."""
-        rows = await self._rows(
+        rows = await self.select(
             f"SELECT {NODE_COLUMNS} FROM memory_nodes n WHERE {search_sql.CURRENT} "
             f"ORDER BY n.created_at DESC, n.id DESC LIMIT {int(limit)}")
-        nodes = [_node(r) for r in rows]
+        nodes = [node_from_row(r) for r in rows]
         roots = {n.root_id for n in nodes}
         links = [link for link in await self.links_touching(sorted(roots))
                  if link.from_id in roots and link.to_id in roots]
@@ -246,11 +301,10 @@ class MemoryStore:
         """
         node_id = new_ulid()
         node = Node(node_id, kind, title, body, writer.actor, now_iso(), None, node_id, 1,
-                    writer.turn_id)
-        event = NodeCreated(turn_id=writer.turn_id, session_id=writer.session_id,
-                            node_id=node_id, node_kind=kind, actor=writer.actor,
+                    **writer.stamp())
+        event = NodeCreated(node_id=node_id, node_kind=kind, actor=writer.actor,
                             title_digest=digest_text(title), body_digest=digest_text(body),
-                            tool_call_id=writer.tool_call_id)
+                            **writer.stamp())
         await self.ledger.record([*also, event], rows=[("memory_nodes", _node_row(node))])
         return node
 
@@ -264,12 +318,11 @@ class MemoryStore:
                 meanwhile: a revision is superseded at most once).
         """
         node = Node(new_ulid(), previous.kind, title, body, writer.actor, now_iso(),
-                    previous.id, previous.root_id, previous.revision + 1, writer.turn_id)
+                    previous.id, previous.root_id, previous.revision + 1, **writer.stamp())
         event = NodeSuperseded(
-            turn_id=writer.turn_id, session_id=writer.session_id, node_id=node.id,
-            supersedes=previous.id, root_id=node.root_id, revision=node.revision,
-            node_kind=node.kind, actor=writer.actor, title_digest=digest_text(title),
-            body_digest=digest_text(body), tool_call_id=writer.tool_call_id)
+            node_id=node.id, supersedes=previous.id, root_id=node.root_id,
+            revision=node.revision, node_kind=node.kind, actor=writer.actor,
+            title_digest=digest_text(title), body_digest=digest_text(body), **writer.stamp())
         await self.ledger.record([*also, event], rows=[("memory_nodes", _node_row(node))])
         return node
 
@@ -280,11 +333,11 @@ class MemoryStore:
         Raises:
             LedgerError: nothing was written.
         """
-        link = Link(new_ulid(), kind, from_root, to_root, writer.actor, now_iso())
-        event = LinkCreated(turn_id=writer.turn_id, session_id=writer.session_id,
-                            link_id=link.id, link_kind=kind, from_id=from_root, to_id=to_root,
-                            actor=writer.actor, tool_call_id=writer.tool_call_id)
-        row = {**link.to_dict(), "turn_id": writer.turn_id}
+        link = Link(new_ulid(), kind, from_root, to_root, writer.actor, now_iso(),
+                    **writer.stamp())
+        event = LinkCreated(link_id=link.id, link_kind=kind, from_id=from_root, to_id=to_root,
+                            actor=writer.actor, **writer.stamp())
+        row = {**link.to_dict(), **writer.stamp()}
         await self.ledger.record([*also, event], rows=[("memory_links", row)])
         return link
 
@@ -295,11 +348,10 @@ class MemoryStore:
         Raises:
             LedgerError: nothing was written (also when it was already retracted).
         """
-        event = LinkRetracted(turn_id=writer.turn_id, session_id=writer.session_id,
-                              link_id=link.id, link_kind=link.kind, actor=writer.actor,
-                              tool_call_id=writer.tool_call_id)
+        event = LinkRetracted(link_id=link.id, link_kind=link.kind, actor=writer.actor,
+                              **writer.stamp())
         row = {"link_id": link.id, "actor": writer.actor, "created_at": now_iso(),
-               "turn_id": writer.turn_id}
+               **writer.stamp()}
         await self.ledger.record([*also, event], rows=[("memory_link_retractions", row)])
 
 
@@ -307,7 +359,8 @@ def _node_row(node: Node) -> dict[str, Any]:
     return {"id": node.id, "kind": node.kind, "title": node.title, "body": node.body,
             "actor": node.actor, "created_at": node.created_at, "supersedes": node.supersedes,
             "root_id": node.root_id, "revision": node.revision, "turn_id": node.turn_id,
-            "search_tags": search_sql.tags(node.kind, node.actor)}
+            "session_id": node.session_id, "tool_call_id": node.tool_call_id,
+            "origin": node.origin, "search_tags": search_sql.tags(node.kind, node.actor)}
 
 
 def store_for(ledger: Ledger) -> MemoryStore:

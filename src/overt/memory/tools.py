@@ -34,7 +34,7 @@ SNIPPET = 300
 
 def _writer(ctx: ToolContext) -> Writer:
     return Writer(access.me(ctx), ctx.turn_id or None, ctx.session_id or None,
-                  ctx.tool_call_id or None)
+                  ctx.tool_call_id, origin="tool")
 
 
 def _missing(**given: str | None) -> Envelope | None:

@@ -36,9 +36,11 @@ from overt.web.auth import (
 )
 from overt.web.live import LiveHub, live_page, live_stream
 from overt.web.pages.approvals import Approvals
+from overt.web.pages.entry import EntryPage
 from overt.web.pages.ledger import LedgerPage
 from overt.web.pages.memory import MemoryPage
 from overt.web.pages.sessions import Sessions
+from overt.web.pages.turns import Turns
 from overt.web.pages.usage import UsagePage
 from overt.web.render import page
 from overt.web.viewer import Viewer
@@ -70,6 +72,8 @@ def cockpit_routes(runtime: Runtime, tokens: Tokens, *, budget: Budget | None = 
     usage = UsagePage(runtime, budget)
     memory = MemoryPage(runtime)
     ledger = LedgerPage(runtime, checkpoint_key)
+    turns = Turns(runtime, checkpoint_key)
+    entry = EntryPage(runtime)
 
     def on(path: str, handler: Page, *, post: bool = False) -> Route:
         return Route(path, guard(logins, lambda: runtime.gate.capabilities, handler,
@@ -125,12 +129,16 @@ def cockpit_routes(runtime: Runtime, tokens: Tokens, *, budget: Budget | None = 
         # session ids may hold a slash (an email Message-ID): the export is matched first
         on("/sessions/{session_id:path}/export.md", sessions.export),
         on("/sessions/{session_id:path}", sessions.session),
+        on("/turns", turns.table),
+        on("/turns/{turn_id}/proof.json", turns.proof),
+        on("/turns/{turn_id}", turns.turn),
         on("/usage", usage.page),
         on("/memory", memory.search),
         on("/memory/{node_id}", memory.node),
         on("/ledger", ledger.page),
         on("/ledger/verify", ledger.start, post=True),
         on("/ledger/verify/status", ledger.status),
+        on("/ledger/entries/{seq}", entry.entry),
         Mount("/static", StaticFiles(directory=STATIC), name="cockpit-static"),
     ]
 

@@ -23,6 +23,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from overt.web.auth import Login
+from overt.web.readable import markdown
+from overt.web.timeline import call_anchor
 from overt.web.viewer import Viewer
 
 NAV = (("live", "Live"), ("approvals", "Approvals"), ("sessions", "Sessions"),
@@ -57,7 +59,8 @@ def environment() -> Environment:
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                       auto_reload=False)
-    env.filters.update(money=money, duration=duration, clock=clock, label=label)
+    env.filters.update(money=money, duration=duration, clock=clock, label=label,
+                       markdown=markdown, anchor=call_anchor)
     env.globals["NAV"] = NAV
     return env
 

@@ -26,6 +26,7 @@ from overt.events import (
     TurnStarted,
 )
 from overt.ledger.base import Entry
+from overt.web.timeline import RANK, TOOL_TONES
 
 
 @dataclass(slots=True)
@@ -78,6 +79,20 @@ class TurnView:
     @property
     def ended(self) -> bool:
         return self.status not in ("running", "awaiting_approval")
+
+    @property
+    def verdict(self) -> tuple[str, str]:
+        """The badge's tone and words: the worst thing in the turn so far, as the
+        turn's page says it (:meth:`overt.web.timeline.Timeline.verdict`)."""
+        if self.status not in ("completed", "running", "awaiting_approval"):
+            return "bad", self.status.replace("_", " ")
+        worst = {"completed": "ok", "running": "running"}.get(self.status, "held")
+        said = self.status.replace("_", " ")
+        for call in self.calls.values():
+            tone = "held" if call.effect == "deny" else TOOL_TONES.get(call.status, "bad")
+            if RANK[tone] > RANK[worst]:  # type: ignore[index]
+                worst, said = tone, f"{said} · {call.status.replace('_', ' ')}"
+        return worst, said
 
 
 def fold(entries: Iterable[Entry]) -> TurnView | None:

@@ -34,6 +34,9 @@ NAMES: dict[int, str] = {
         "(PostgreSQL; SQLite has no roles)",
     18: "memory search finds text inside words: an index of trigrams (SQLite: FTS5 "
         "trigram; PostgreSQL: pg_trgm)",
+    19: "memory provenance: each memory row names its session, tool call and origin, "
+        "as its entry does",
+    20: "turns by cost and by duration: a page of the dearest or slowest turns is one range",
 }
 
 

@@ -9,34 +9,39 @@ word matches leave in a result, and only with fragments of three characters or
 more (see :func:`overt.memory.search_sql.fragments`).
 
 SQLite: a contentless FTS5 table, ``memory_trigrams`` (``tokenize='trigram'``,
-case-insensitive), with ``memory_search``'s rowids (``slot << 40 | seq``), so a
-search within one actor reads that actor's rowid range only. It holds current
-revisions only: the trigger that indexes a node (``memory_search_insert``, from
-migration 13 on) is made again here with this table's insert and delete added.
+case-insensitive; title, body and the node's ``search_tags``, so a kind narrows
+the match inside the index), with ``memory_search``'s rowids (``slot << 40 |
+seq``), so a search within one actor reads that actor's rowid range only, and
+ranks inside the index (``bm25``) so that only the rows kept are read. It holds
+current revisions only: the trigger that indexes a node (``memory_search_insert``,
+from migration 13 on) is made again here with this table's insert and delete
+added.
 
-PostgreSQL: a GIN index of the trigrams (``pg_trgm``'s ``gin_trgm_ops``) over
-``title || E'\\n' || body`` of ``memory_nodes``, which ``ILIKE`` uses. An index
-is kept up by the database itself on the rows the owner's
-``overt_write_memory_nodes`` inserts (migration 17): the writer role needs no
-right it lacks, and nothing new is written by anyone. ``pg_trgm`` is used where it
-is installed already (in any schema), else created in schema
-``overt_extensions``, not in the ledger's own: dropping a ledger's schema must not
-take another ledger's index with it. Creating it needs ``CREATE`` on the
-database (``pg_trgm`` is a trusted extension); a ledger owner without it is
-stopped with a message saying what to run, and nothing of the migration is
-applied. A server without the extension at all (no ``postgresql-contrib``)
-is stopped the same way.
+PostgreSQL: ``memory_trigrams``, partitioned by a hash of the actor as
+``memory_search`` is (16 partitions), holds each current revision's title and body
+(with its actor, kind and time), and a GIN index of the trigrams (``pg_trgm``'s
+``gin_trgm_ops``) over ``title || E'\\n' || body``, which ``ILIKE`` uses: a search
+within one actor reads that actor's partition, current revisions only. A trigger on
+``memory_nodes`` adds the row and deletes the superseded revision's; its function is
+the owner's, ``SECURITY DEFINER`` (migration 17's model: the writer role inserts
+nothing here, and gets ``SELECT`` only). ``pg_trgm`` is used where it is installed
+already (in any schema), else created in schema ``overt_extensions``, not in the
+ledger's own: dropping a ledger's schema must not take another ledger's index with
+it. Creating it needs ``CREATE`` on the database (``pg_trgm`` is a trusted
+extension); a ledger owner without it is stopped with a message saying what to
+run, and nothing of the migration is applied. A server without the extension at
+all (no ``postgresql-contrib``) is stopped the same way.
 """
 
 from __future__ import annotations
 
-from overt.ledger.schema.memory_search import PAD_TOKENS, SLOT_SHIFT
+from overt.ledger.schema.memory_search import PAD_TOKENS, PARTITIONS, SLOT_SHIFT
 
 EXTENSION_SCHEMA = "overt_extensions"
 """Where the migration creates ``pg_trgm`` when the database does not have it."""
 
 TEXT = "(title || E'\\n' || body)"
-"""The expression of ``memory_nodes`` the PostgreSQL index holds (a query states it
+"""The expression of ``memory_trigrams`` the PostgreSQL index holds (a query states it
 word for word to use the index)."""
 
 _PAD = " zpad" * PAD_TOKENS  # migration 8's padding of each node's tags
@@ -44,7 +49,7 @@ _PAD = " zpad" * PAD_TOKENS  # migration 8's padding of each node's tags
 _SQLITE = f"""
 DROP TRIGGER memory_search_insert;
 CREATE VIRTUAL TABLE memory_trigrams USING fts5(
-    title, body, content='', columnsize=0, tokenize='trigram'
+    title, body, search_tags, content='', columnsize=0, tokenize='trigram'
 );
 CREATE TRIGGER memory_search_insert AFTER INSERT ON memory_nodes BEGIN
     INSERT INTO memory_search_actors (actor) SELECT new.actor
@@ -54,21 +59,21 @@ CREATE TRIGGER memory_search_insert AFTER INSERT ON memory_nodes BEGIN
     INSERT INTO memory_search (rowid, title, body, search_tags)
         SELECT (slot << {SLOT_SHIFT}) | seq, new.title, new.body, new.search_tags || '{_PAD}'
         FROM memory_search_rows WHERE node_id = new.id;
-    INSERT INTO memory_trigrams (rowid, title, body)
-        SELECT (slot << {SLOT_SHIFT}) | seq, new.title, new.body
+    INSERT INTO memory_trigrams (rowid, title, body, search_tags)
+        SELECT (slot << {SLOT_SHIFT}) | seq, new.title, new.body, new.search_tags
         FROM memory_search_rows WHERE node_id = new.id;
     INSERT INTO memory_search (memory_search, rowid, title, body, search_tags)
         SELECT 'delete', (r.slot << {SLOT_SHIFT}) | r.seq, old.title, old.body,
                old.search_tags || '{_PAD}'
         FROM memory_nodes old JOIN memory_search_rows r ON r.node_id = old.id
         WHERE old.id = new.supersedes;
-    INSERT INTO memory_trigrams (memory_trigrams, rowid, title, body)
-        SELECT 'delete', (r.slot << {SLOT_SHIFT}) | r.seq, old.title, old.body
+    INSERT INTO memory_trigrams (memory_trigrams, rowid, title, body, search_tags)
+        SELECT 'delete', (r.slot << {SLOT_SHIFT}) | r.seq, old.title, old.body, old.search_tags
         FROM memory_nodes old JOIN memory_search_rows r ON r.node_id = old.id
         WHERE old.id = new.supersedes;
 END;
-INSERT INTO memory_trigrams (rowid, title, body)
-    SELECT (r.slot << {SLOT_SHIFT}) | r.seq, n.title, n.body
+INSERT INTO memory_trigrams (rowid, title, body, search_tags)
+    SELECT (r.slot << {SLOT_SHIFT}) | r.seq, n.title, n.body, n.search_tags
     FROM memory_search_rows r JOIN memory_nodes n ON n.id = r.node_id
     WHERE NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id)
     ORDER BY r.seq;
@@ -77,7 +82,37 @@ INSERT INTO memory_trigrams (rowid, title, body)
 _NEEDS = ("overt''s memory search needs PostgreSQL''s pg_trgm extension (to find text "
           "inside words)")
 
+_PARTITIONS = "".join(
+    f"CREATE TABLE memory_trigrams_{r} PARTITION OF memory_trigrams "
+    f"FOR VALUES WITH (MODULUS {PARTITIONS}, REMAINDER {r});\n" for r in range(PARTITIONS))
+
 _POSTGRES = f"""
+CREATE TABLE memory_trigrams (
+    node_id    TEXT NOT NULL,
+    actor      TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    title      TEXT NOT NULL,
+    body       TEXT NOT NULL,
+    PRIMARY KEY (node_id, actor)
+) PARTITION BY HASH (actor);
+{_PARTITIONS}
+CREATE FUNCTION overt_memory_trigrams() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO memory_trigrams (node_id, actor, kind, created_at, title, body)
+        VALUES (NEW.id, NEW.actor, NEW.kind, NEW.created_at, NEW.title, NEW.body);
+    IF NEW.supersedes IS NOT NULL THEN
+        DELETE FROM memory_trigrams WHERE node_id = NEW.supersedes;
+    END IF;
+    RETURN NULL;
+END $$;
+REVOKE ALL ON FUNCTION overt_memory_trigrams() FROM PUBLIC;
+CREATE TRIGGER memory_nodes_trigrams AFTER INSERT ON memory_nodes
+    FOR EACH ROW EXECUTE FUNCTION overt_memory_trigrams();
+INSERT INTO memory_trigrams (node_id, actor, kind, created_at, title, body)
+    SELECT n.id, n.actor, n.kind, n.created_at, n.title, n.body FROM memory_nodes n
+    WHERE NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id);
 DO $$
 DECLARE
     found text;
@@ -93,6 +128,7 @@ BEGIN
         BEGIN
             CREATE SCHEMA IF NOT EXISTS {EXTENSION_SCHEMA};
             CREATE EXTENSION pg_trgm SCHEMA {EXTENSION_SCHEMA};
+            GRANT USAGE ON SCHEMA {EXTENSION_SCHEMA} TO PUBLIC;
         EXCEPTION WHEN insufficient_privilege THEN
             RAISE EXCEPTION '{_NEEDS}, and role % may not create it in database %: as a '
                 'superuser, or a role with CREATE on the database, run CREATE EXTENSION '
@@ -100,8 +136,13 @@ BEGIN
                 current_user, current_database();
         END;
         found := '{EXTENSION_SCHEMA}';
+    ELSIF NOT has_schema_privilege(found, 'USAGE') THEN
+        RAISE EXCEPTION '{_NEEDS}, installed in schema %, which role % may not use: as '
+            'its owner or a superuser, run GRANT USAGE ON SCHEMA % TO %; (or overt ledger '
+            'setup-roles, which grants it), then open the ledger again',
+            found, current_user, found, current_user;
     END IF;
-    EXECUTE format('CREATE INDEX memory_nodes_trigrams ON memory_nodes '
+    EXECUTE format('CREATE INDEX memory_trigrams_text ON memory_trigrams '
                    'USING GIN ({TEXT.replace("'", "''")} %I.gin_trgm_ops) '
                    'WITH (fastupdate = off)', found);
 END $$;
@@ -114,5 +155,6 @@ def sqlite() -> str:
 
 
 def postgres() -> str:
-    """The PostgreSQL migration: ``pg_trgm`` found or created, and the index."""
+    """The PostgreSQL migration: ``memory_trigrams``, filled, its trigger, ``pg_trgm``
+    found or created, and the index."""
     return _POSTGRES

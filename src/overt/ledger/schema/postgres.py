@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from overt.ledger.chain import entry_data
-from overt.ledger.schema import NAMES, derived, memory, memory_search, memory_trigrams
+from overt.ledger.schema import NAMES, derived, memory, memory_search, memory_trigrams, provenance
 from overt.ledger.sql import (
     POSTGRES,
     appending_indexes,
@@ -31,6 +31,7 @@ from overt.ledger.sql import (
     reasoning_steps_view,
     reply_failures_index,
     trail_index_fill,
+    turn_order_indexes,
 )
 from overt.ledger.trail_index import COLUMNS, KEY, index_row, table_sql
 
@@ -267,6 +268,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (16, _APPROVAL_READS_V16),
         (17, derived.postgres()),
         (18, memory_trigrams.postgres()),
+        (19, provenance.postgres()),
+        (20, turn_order_indexes(POSTGRES)),
     )]
 
 FILLS: dict[int, Callable[[Any], None]] = {11: fill_trail_index}

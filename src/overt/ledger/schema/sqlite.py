@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from overt.errors import LedgerError
 from overt.ledger.chain import entry_data
-from overt.ledger.schema import NAMES, memory, memory_search, memory_trigrams
+from overt.ledger.schema import NAMES, memory, memory_search, memory_trigrams, provenance
 from overt.ledger.sql import (
     CONTENT_KEY_SHIFT,
     SQLITE,
@@ -32,6 +32,7 @@ from overt.ledger.sql import (
     reasoning_steps_view,
     reply_failures_index,
     trail_index_fill,
+    turn_order_indexes,
 )
 from overt.ledger.trail_index import KEY, index_row, table_sql
 
@@ -293,6 +294,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         (16, _APPROVAL_READS_V16),
         (17, "SELECT 1"),  # PostgreSQL's roles; whoever may write a SQLite file may do anything
         (18, memory_trigrams.sqlite()),
+        (19, provenance.sqlite(_no_update)),
+        (20, turn_order_indexes(SQLITE)),
     )]
 
 FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {11: fill_trail_index}

@@ -1,27 +1,35 @@
-"""The Sessions pages: the list (searchable) and one session read as a conversation.
+"""The Sessions pages: the table (paged, searchable) and one session read as a
+conversation.
 
-The list is searched by the database (:func:`overt.sessions.list_sessions`): by
-channel, owner, time, and the text of any message or answer. Only sessions the
-viewer may reach are searched (its own, or every one with ``sessions.read_any``),
-and only a viewer that may read bodies searches by text: for another, a match
-would tell what a message says. At most :data:`LISTED` are shown, and the page
-says when more matched.
+The table (:mod:`overt.sessions.sessions_table`) lists each session with its
+channel, owner, turns, tool calls, time, cost and failures, a page at a time by
+keyset (``?after=``), newest, oldest or errors first. A search by text (or by
+"started before") goes to the database instead (:func:`overt.sessions.list_sessions`):
+the most recently active sessions that match, at most :data:`LISTED`, and the page
+says when more matched. Only sessions the viewer may reach are listed (its own, or
+every one with ``sessions.read_any``), and only a viewer that may read bodies
+searches by text: for another, a match would tell what a message says. A session is
+titled by its first message for a viewer that may read it, else by its channel and
+time. A filter the page cannot read keeps the form and says what to fix (422).
 
 A session reads as its messages with the reasoning between them: each turn's
-question, then its records in ledger order (reasoning steps, policy decisions
-with the rule that fired, approvals, tool calls with their arguments and
-results), then its answer. Step labels follow ``overt export`` (``[思考]`` … or
-``[thinking]`` …, ``?labels=ja|en``), and the page links the same Markdown
-``overt export SESSION --labels …`` writes. Bodies are shown only to a viewer
-that may read content (:mod:`overt.web.viewer`); the export is content, so it
-needs that right too.
+question, then its records in ledger order (reasoning steps, held or denied
+decisions with the rule that fired, approvals, tool calls linked to their row on
+the turn's page), then its answer as Markdown. Each thing is said once: the
+engine's step quoting a call's result is the call's line, and the rule that let a
+call run is on that call. Each turn's badge says the worst thing that happened in
+it (:func:`overt.web.timeline.trail_verdict`) and links its permalink
+(``/turns/{id}``), where its arguments, results and requests are shown. Step labels
+follow ``overt export`` (``[思考]`` … or ``[thinking]`` …, ``?labels=ja|en``), and
+the page links the same Markdown ``overt export SESSION --labels …`` writes. Bodies
+are shown only to a viewer that may read content (:mod:`overt.web.viewer`); the
+export is content, so it needs that right too.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -40,52 +48,38 @@ from overt.reasoning.trail import (
     build_trail,
 )
 from overt.runtime import Runtime
-from overt.sessions import SessionInfo, list_sessions, session_history, title
+from overt.sessions import list_sessions, session_history, session_info, title
 from overt.sessions.access import NO_SESSION, SessionAccess
+from overt.sessions.sessions_table import (
+    SESSION_ORDERS,
+    SessionRow,
+    from_info,
+    list_session_rows,
+    summed,
+)
 from overt.types import Message
 from overt.web.auth import Login
 from overt.web.render import page, unknown_query
+from overt.web.timeline import trail_verdict
 from overt.web.viewer import Viewer
 
 LISTED = 200
 """Sessions a search lists at most (the most recently active; the page says when
 more matched)."""
-LISTING_QUERY = ("channel", "owner", "since", "until", "q")
+LISTING_QUERY = ("channel", "owner", "since", "until", "q", "order", "after")
 """The query parameters the sessions list takes."""
+PAGE = 50
+"""Sessions a page of the table holds (the next page is read by keyset)."""
 
 
-@dataclass(slots=True)
-class CallBodies:
-    arguments: str | None = None
-    result: str | None = None
-    is_error: bool = False
-
-
-@dataclass(slots=True)
-class TurnBodies:
-    """What a turn's history holds that the trail does not: its answer, each call's
-    arguments and result."""
-
-    answer: str | None = None
-    calls: dict[str, CallBodies] = field(default_factory=dict)
-
-
-def bodies(messages: tuple[Message, ...]) -> TurnBodies:
-    out = TurnBodies()
+def answer(messages: tuple[Message, ...]) -> str | None:
+    """A turn's answer: its last assistant message without tool calls (the calls'
+    arguments and results are on the turn's page, not repeated here)."""
+    found = None
     for m in messages:
-        if m.role == "assistant" and m.tool_calls:
-            for c in m.tool_calls:
-                out.calls.setdefault(c.id, CallBodies()).arguments = _json(dict(c.arguments))
-        elif m.role == "tool" and m.tool_call_id is not None:
-            call = out.calls.setdefault(m.tool_call_id, CallBodies())
-            call.result, call.is_error = m.content, m.is_error
-        elif m.role == "assistant":
-            out.answer = m.content
-    return out
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+        if m.role == "assistant" and not m.tool_calls:
+            found = m.content
+    return found
 
 
 class Sessions:
@@ -101,34 +95,57 @@ class Sessions:
         channel, owner = q.get("channel", "").strip(), q.get("owner", "").strip()
         since, until, text = q.get("since", "").strip(), q.get("until", "").strip(), \
             q.get("q", "").strip()
+        order, after = q.get("order", "newest").strip(), q.get("after", "").strip()
         # a time it cannot read was compared as text: 'yesterday' or '24h' matched
         # nothing, and the page said no session matched
-        problem = unknown_query(request, LISTING_QUERY)
+        problems = [p for p in [unknown_query(request, LISTING_QUERY)] if p]
+        since_at = until_at = cursor = None
         try:
             since_at = period_start(since) if since else None
+        except UsageError as exc:
+            problems.append(f"Active since: {exc}")
+        try:
             until_at = period_start(until) if until else None
         except UsageError as exc:
-            problem = problem or str(exc)
-        if problem:
-            return page("denied.html", viewer, login, active="sessions", status=422,
-                        capability=None, message=problem)
+            problems.append(f"Started before: {exc}")
+        if order not in SESSION_ORDERS:
+            problems.append(f"order: {order!r} is not one of {', '.join(SESSION_ORDERS)}")
+        if after and not (after.isascii() and after.isdigit() and len(after) <= 18):
+            problems.append(f"page cursor {after!r} is not one this page wrote; start again "
+                            "from the first page")
+        elif after:
+            cursor = int(after)
         # a match or its absence says something of a body: no text search without
         # the right to read bodies
         searched = text if viewer.reads_content else ""
-        rows: list[tuple[SessionInfo, str | None]] = []
+        rows: list[tuple[SessionRow, str | None]] = []
         cut = False
-        if viewer.reads_any or owner in ("", viewer.name):
-            found = await list_sessions(
-                self.runtime.ledger, owner=(owner or None) if viewer.reads_any else viewer.name,
-                source=channel or None, since=since_at, until=until_at,
-                text=searched or None, limit=LISTED + 1)
-            cut = len(found) > LISTED
-            for info in found[:LISTED]:
-                name = await title(self.runtime.ledger, info) if viewer.reads_content else None
-                rows.append((info, name))
+        following: int | None = None
+        if not problems and (viewer.reads_any or owner in ("", viewer.name)):
+            whose = (owner or None) if viewer.reads_any else viewer.name
+            if searched or until_at:  # a search: the most recently active that match
+                found = await list_sessions(
+                    self.runtime.ledger, owner=whose, source=channel or None,
+                    since=since_at, until=until_at, text=searched or None, limit=LISTED + 1)
+                cut = len(found) > LISTED
+                listed = await summed(self.runtime.ledger, [from_info(i) for i in found[:LISTED]])
+            else:  # the table: a page at a time, by keyset
+                paged = await list_session_rows(
+                    self.runtime.ledger, order=order, after=cursor,  # type: ignore[arg-type]
+                    source=channel or None, owner=whose, since=since_at, limit=PAGE + 1)
+                listed = paged[:PAGE]
+                following = listed[-1].key if len(paged) > PAGE else None
+            for row in listed:
+                name = await title(self.runtime.ledger, row.info) \
+                    if viewer.reads_content else None
+                rows.append((row, name))
         return page("sessions.html", viewer, login, active="sessions", rows=rows,
                     channel=channel, owner=owner, since=since, until=until, text=searched,
-                    ignored=bool(text) and not searched, cut=cut, listed=LISTED)
+                    ignored=bool(text) and not searched, cut=cut, listed=LISTED,
+                    problems=problems, order=order, orders=SESSION_ORDERS,
+                    since_bad=any(p.startswith("Active since") for p in problems),
+                    following=following, first_page=cursor is None,
+                    status=422 if problems else 200)
 
     async def _trail(self, request: Request, viewer: Viewer) -> tuple[str, Any]:
         session_id = request.path_params["session_id"]
@@ -148,18 +165,21 @@ class Sessions:
         except NotFoundError:
             return page("denied.html", viewer, login, active="sessions", status=404,
                         capability=None, message=NO_SESSION)
-        history: dict[str, TurnBodies] = {}
+        history: dict[str, str | None] = {}
         if viewer.reads_content:
             try:
                 for turn in await session_history(self.runtime.ledger, session_id):
-                    history[turn.turn_id] = bodies(turn.messages)
+                    history[turn.turn_id] = answer(turn.messages)
             except LedgerIntegrityError as exc:  # a body changed behind the ledger's back
                 return page("denied.html", viewer, login, active="sessions", status=500,
                             capability=None, message=str(exc))
-        turns = [_turn(t, history.get(t.turn_id, TurnBodies())) for t in trail.turns]
+        turns = [_turn(t, history.get(t.turn_id)) for t in trail.turns]
+        info = await session_info(self.runtime.ledger, session_id)
+        name = await title(self.runtime.ledger, info, width=90) \
+            if viewer.reads_content and info is not None else ""
         return page("session.html", viewer, login, active="sessions", session_id=session_id,
-                    turns=turns, labels=labels, names=LABELS[labels],
-                    content=viewer.reads_content)
+                    turns=turns, labels=labels, names=LABELS[labels], info=info,
+                    name=name, content=viewer.reads_content)
 
     async def export(self, request: Request, viewer: Viewer, login: Login) -> Response:
         """The Markdown ``overt export SESSION --labels L`` writes."""
@@ -192,22 +212,33 @@ def _labels(request: Request) -> tuple[str, str]:
 
 @dataclass(slots=True)
 class Shown:
-    """One turn as the session page lays it out."""
+    """One turn as the session page lays it out: its records once each (a step the
+    engine wrote about a call, or about a decision, is said by that call's or that
+    decision's line; a decision that let a call run is the call's rule), its badge."""
 
     trail: TurnTrail
-    records: list[tuple[str, Any, CallBodies | None]]
+    records: list[tuple[str, Any, str | None]]
     answer: str | None
+    tone: str = "ok"
+    verdict: str = ""
 
 
-def _turn(turn: TurnTrail, found: TurnBodies) -> Shown:
-    records: list[tuple[str, Any, CallBodies | None]] = []
+def _turn(turn: TurnTrail, answered: str | None) -> Shown:
+    records: list[tuple[str, Any, str | None]] = []
+    rules = {d.tool_call_id: d.rule for d in turn.decisions}
     for r in turn.records():
         if isinstance(r, Step):
-            records.append(("step", r, None))
+            # the engine's line about a call's result is the call's line; its line about
+            # a held call stays (the label says it in the chosen language), and the
+            # decision beside it does not say the policy's message again
+            if r.tool_call_id is None or r.policy_decision_id is not None:
+                records.append(("step", r, None))
         elif isinstance(r, ToolCallRecord):
-            records.append(("call", r, found.calls.get(r.tool_call_id)))
+            records.append(("call", r, rules.get(r.tool_call_id)))
         elif isinstance(r, DecisionRecord):
-            records.append(("decision", r, None))
+            if r.effect != "allow":
+                records.append(("decision", r, None))
         elif isinstance(r, ApprovalRecord):
             records.append(("approval", r, None))
-    return Shown(turn, records, found.answer)
+    tone, verdict = trail_verdict(turn)
+    return Shown(turn, records, answered, tone, verdict)
