@@ -53,9 +53,8 @@ bench: install
 	$(PIP) install -q -e '.[postgres,server,proofs]' 'aiohttp>=3.9,<4' 'httpx2>=2.16'
 	$(BIN)/python benchmarks/run.py
 
-# The eval sets on the embedded default, tuning then locked: per-case lines (the tuning
-# set's only), accuracy, invented figures, p50/p95 latency and a per-class table for
-# each; the full result in $(RESULTS)/eval-local.json.
+# The eval suite on the embedded default: per-case lines, accuracy, invented figures,
+# p50/p95 latency; the full result in $(RESULTS)/eval-local.json.
 # Another model: make eval EVAL_MODEL=local:small
 RESULTS ?= results
 EVAL_MODEL ?= local

@@ -39,17 +39,3 @@ def test_early_years_are_written_with_four_digits_so_they_sort_as_text() -> None
 def test_a_time_with_an_offset_is_read_in_utc() -> None:
     assert period_start("2026-03-01T01:30:00+02:00") == "2026-02-28T23:30:00.000000Z"
     assert parse_iso("2026-03-01T01:30:00+02:00").tzinfo == UTC
-
-
-def test_yesterday_is_the_previous_calendar_day_on_the_clock_it_is_read_on() -> None:
-    from datetime import datetime, timedelta, timezone
-
-    from overt.clock import period_bounds
-
-    tokyo = datetime(2026, 3, 1, 1, 30, tzinfo=timezone(timedelta(hours=9)))
-    assert period_bounds("yesterday", tokyo) == ("2026-02-27T15:00:00.000000Z",
-                                                 "2026-02-28T15:00:00.000000Z")
-    assert period_bounds("today", tokyo) == ("2026-02-28T15:00:00.000000Z", None)
-    assert period_bounds("this_month", tokyo) == ("2026-02-28T15:00:00.000000Z", None)
-    assert period_bounds("24h", tokyo) == ("2026-02-27T16:30:00.000000Z", None)
-    assert period_bounds("all", tokyo) == (None, None)

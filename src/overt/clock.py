@@ -122,33 +122,3 @@ def period_start(period: str, now: datetime | None = None) -> str | None:
         return to_iso(moment)
     except OverflowError:  # a true time, before year 1 or after 9999 once in UTC: it
         return EARLIEST if moment.year == 1 else LATEST  # bounds the record as either end
-
-
-CALENDAR_PERIODS = ("today", "yesterday", "this_month")
-"""Periods that follow the calendar of the clock they are read on."""
-
-
-def period_bounds(period: str, now: datetime) -> tuple[str | None, str | None]:
-    """``period``'s bounds as ledger timestamps, ``[since, until)``; ``None`` for an open
-    end (``since`` None: from the start; ``until`` None: up to now).
-
-    A calendar period (:data:`CALENDAR_PERIODS`) is read on ``now``'s own calendar: pass
-    the operator's clock with its time zone (``datetime.now().astimezone()``).
-    ``today`` runs from its midnight, ``yesterday`` is the whole previous calendar day
-    (midnight to midnight, never the last 24 hours), ``this_month`` runs from the
-    month's first day. Anything else is :func:`period_start` up to now.
-
-    Raises:
-        UsageError: ``period`` is none of those.
-    """
-    text = period.strip().lower()
-    if text not in CALENDAR_PERIODS:
-        return period_start(period, now.astimezone(UTC) if now.tzinfo else now), None
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    if text == "today":
-        return to_iso(midnight), None
-    if text == "this_month":
-        return to_iso(midnight.replace(day=1)), None
-    day_before = (midnight - timedelta(days=1)).date()  # the calendar's, not 24 hours back
-    start = midnight.replace(year=day_before.year, month=day_before.month, day=day_before.day)
-    return to_iso(start), to_iso(midnight)

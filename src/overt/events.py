@@ -614,8 +614,6 @@ class EvalCompleted(Event):
     p50_ms: float
     p95_ms: float
     errors: int = 0
-    suite: str = ""
-    """Which set ran: ``tuning``, ``locked``, or the case file's name ("": not said)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

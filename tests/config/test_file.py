@@ -100,8 +100,7 @@ def test_an_unknown_key_in_a_table_lists_the_keys_allowed_there() -> None:
     text = GOOD.replace('api_key_env = "MY_ANTHROPIC_KEY"', 'api_key = "sk-123"')
     assert problems(text) == [
         "overt.toml:14: models.strong.api_key: unknown key (allowed: base_url, api_key_env, "
-        "timeout_s, max_retries, max_tokens, temperature, seed, fold_tool_results, "
-        "local_policy, spec)"]
+        "timeout_s, max_retries, max_tokens, temperature, seed, fold_tool_results, spec)"]
 
 
 def test_a_value_of_the_wrong_type_names_what_it_got() -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from overt.models.call_choice import (
-    NO_TOOL,
+    DECLINE,
     callable_tools,
+    decline_opening,
     follow_up_figures,
     ids_in,
     invents,
@@ -54,14 +55,14 @@ def test_id_arguments_are_limited_to_the_ids_seen() -> None:
 
 
 def test_a_tool_that_needs_an_id_is_left_out_when_none_was_seen() -> None:
-    assert [t.name for t in callable_tools([SUPERSEDE, LINK, USAGE, NO_TOOL], [])] == [
-        "get_usage", "no_tool"]
+    assert [t.name for t in callable_tools([SUPERSEDE, LINK, USAGE, DECLINE], [])] == [
+        "get_usage", "cannot_do"]
 
 
 def test_the_constrained_tools_still_make_a_call_schema() -> None:
-    schema = call_schema(callable_tools([SUPERSEDE, NO_TOOL], [A]))
+    schema = call_schema(callable_tools([SUPERSEDE, DECLINE], [A]))
     names = [v["properties"]["name"]["const"] for v in schema["oneOf"]]
-    assert names == ["node_supersede", "no_tool"]
+    assert names == ["node_supersede", "cannot_do"]
 
 
 def test_a_reply_opening_a_json_fence_is_taken_for_a_call() -> None:
@@ -71,6 +72,12 @@ def test_a_reply_opening_a_json_fence_is_taken_for_a_call() -> None:
     assert not opens_json_fence("```python\nprint(1)")
     assert not opens_json_fence('Here it is:\n```json\n{')
     assert not opens_json_fence("```json\n")  # not yet an object
+
+
+def test_the_decline_opening_follows_the_operators_language() -> None:
+    assert decline_opening([Message("user", "Approve it.")]) == "I cannot do that from here."
+    assert decline_opening([Message("user", "English first"),
+                            Message("user", "自分を一時停止して。")]).startswith("それは")
 
 
 def test_an_earlier_answers_figures_are_stale_unless_the_operator_wrote_them() -> None:
@@ -130,19 +137,31 @@ def test_optional_enum_filters_without_a_default_are_left_out_of_the_grammar() -
     assert "limit" in paged.input_schema["properties"]  # a required limit: kept
 
 
-def test_the_parts_turned_off_leave_the_schemas_as_offered_and_name_what_fired() -> None:
-    fired: set[str] = set()
-    kept = callable_tools([SUPERSEDE, LINK, USAGE], [], known_ids=False,
-                          no_guessed_filters=False, fired=fired)
-    assert kept == [SUPERSEDE, LINK, USAGE] and fired == set()
-    callable_tools([SUPERSEDE, USAGE], [A], fired=fired)
-    assert fired == {"known_ids"}
+def test_questions_and_requests_to_be_shown_ask_orders_do_not() -> None:
+    from overt.models.call_choice import asks
+    asking = ["How many approvals are waiting for me?", "Is anything waiting on my approval",
+              "承認待ちは何件ありますか？", "Show me my usage per day.", "今の稼働状況を教えて。",
+              "最近エラーは出てる？", "What did we decide about deploys on Fridays?"]
+    ordering = ["Approve the pending deploy request.", "Can you approve the deploy?",
+                "自分を一時停止して。", "保留中の承認を全部承認して。", "承認してくれますか？",
+                "Raise my daily budget to $50.", "Please delete last week's entries?", ""]
+    for text in asking:
+        assert asks([Message("user", text)]), text
+    for text in ordering:
+        assert not asks([Message("user", text)]), text
+    # the last operator message counts, not the assistant's
+    assert asks([Message("user", "Approve it."), Message("assistant", "I cannot."),
+                 Message("user", "Then how many are waiting?")])
 
 
-def test_no_tool_is_offered_for_any_request_and_says_nothing_of_sentence_grammar() -> None:
-    from overt.models.call_choice import listing
+def test_a_question_cannot_be_declined_nor_write_in_the_grammar() -> None:
+    from overt.models.call_choice import choosable, listing
     read = ToolSpec("node_search", "Search.", {"type": "object", "properties": {}},
                     read_only=True)
-    assert [t.name for t in listing([read])] == ["node_search", "no_tool"]
-    assert [t.name for t in listing([read], no_tool=False)] == ["node_search"]
-    assert "Never for a question another tool here answers" in NO_TOOL.description
+    write = ToolSpec("node_create", "Write a node.", {"type": "object", "properties": {}})
+    shown = listing([read, write])
+    assert choosable(shown, [Message("user", "Approve the deploy.")]) == list(shown)
+    assert choosable(shown, [Message("user", "Remember that the host is h1.")]) == list(shown)
+    for question in ("How many approvals wait?", "What's the staging database host?",
+                     "ホスト名を覚えてる？ staging で探して。"):
+        assert choosable(shown, [Message("user", question)]) == [read], question

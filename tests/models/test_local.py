@@ -364,6 +364,6 @@ def test_an_answer_call_after_tool_results_is_recorded_as_one_without_tools(
     response = _ask(model, QUESTION, Message("assistant", "", tool_calls=(call,)),
                     Message("tool", '{"total_cost_usd": 0.0}', tool_call_id="c1",
                             name="get_usage"))
-    assert response.decisions == ("answer_without_tools", "policy:brief_results")
+    assert response.decisions == ("answer_without_tools",)
     assert response.sent["grammar_tools"] is None
     assert "get_usage returned" in response.sent["prompts"][0]

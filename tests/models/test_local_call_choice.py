@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from overt.models.local_policy import LocalPolicy
 from overt.types import Message, ToolSpec
 from tests.models.test_local import QUESTION, FakeLlama, _ask, _model, calling
 from tests.models.test_local import fake_llama as fake_llama  # the fixture
@@ -25,69 +24,51 @@ def _variants(grammar: Any) -> dict[str, Any]:
             for v in schema.get("oneOf", [schema])}
 
 
-def test_choosing_no_tool_drops_the_call_and_answers_without_tools(
+def test_choosing_cannot_do_drops_the_call_and_answers_without_tools(
     tmp_path: Path, fake_llama: type[FakeLlama],
 ) -> None:
     def script(prompt: str, grammar: Any) -> str:
         if grammar is not None:
-            return '{"name": "no_tool", "arguments": {}}'
-        if "# Tools" not in prompt:
-            return "Bonjour means hello."
+            return '{"name": "cannot_do", "arguments": {}}'
+        if prompt.endswith("I cannot do that from here."):
+            return " Use `overt approvals`."
         return "" if prompt.endswith("</tool_call>") else "<tool_call>"
 
     model = _model(tmp_path, script)
-    response = _ask(model, Message("user", "Translate bonjour into English."))
+    response = _ask(model, Message("user", "Approve the pending deploy."))
     assert response.tool_calls == ()
-    assert response.text == "Bonjour means hello."  # no forced opening: a plain answer
+    assert response.text == "I cannot do that from here. Use `overt approvals`."
     assert response.stop_reason == "end_turn"
-    assert "policy:no_tool_choice" in response.decisions
-    assert "reply_redecoded" in response.decisions
     shown, constrained, _, answered = model._llm.calls
-    assert '"name": "no_tool"' in shown[0]  # listed with the tools
-    assert "no_tool" in _variants(constrained[1])
+    assert '"name": "cannot_do"' in shown[0]  # listed with the tools
+    assert "cannot_do" in _variants(constrained[1])
     assert "# Tools" not in answered[0] and answered[1] is None
 
 
-def test_every_tool_and_no_tool_are_choosable_whatever_the_sentences_grammar(
+def test_the_decline_answer_opens_in_japanese_for_a_japanese_request(
     tmp_path: Path, fake_llama: type[FakeLlama],
 ) -> None:
-    write = ToolSpec("node_create", "Write a node.", {"type": "object", "properties": {}})
-    for text in ("How many approvals are waiting?", "Approve the deploy.", "教えて"):
-        model = _model(tmp_path, calling('{"name": "no_tool", "arguments": {}}'))
-        _ask(model, Message("user", text), tools=(READ, write))
-        assert set(_variants(model._llm.calls[1][1])) == {"node_create", "no_tool"}, text
+    def script(prompt: str, grammar: Any) -> str:
+        if grammar is not None:
+            return '{"name": "cannot_do", "arguments": {}}'
+        return "" if prompt.endswith(("。", "</tool_call>")) else "<tool_call>"
+
+    response = _ask(_model(tmp_path, script), Message("user", "自分を一時停止して。"))
+    assert response.text == "それはここからはできません。"
 
 
-def test_with_the_policy_off_no_part_runs_and_none_is_named(
+def test_without_decline_no_cannot_do_is_offered(
     tmp_path: Path, fake_llama: type[FakeLlama],
 ) -> None:
-    from overt.models.local_policy import LocalPolicy
-
     def script(prompt: str, grammar: Any) -> str:
         if grammar is not None:
             return '{"name": "get_usage", "arguments": {}}'
         return "" if prompt.endswith("</tool_call>") else "<tool_call>"
 
-    model = _model(tmp_path, script, policy=LocalPolicy.off())
-    response = _ask(model, QUESTION)
-    assert "no_tool" not in model._llm.calls[0][0]
-    assert "no_tool" not in _variants(model._llm.calls[1][1])
-    assert not any(d.startswith("policy:") for d in response.decisions)
-    assert response.sent["policy"] == []
-    assert _model(tmp_path, script).complete  # the default: every part on
-    assert LocalPolicy().parts == LocalPolicy.of("on").parts == LocalPolicy.of(True).parts
-
-
-def test_a_policy_names_its_parts_and_refuses_an_unknown_one() -> None:
-    import pytest
-
-    from overt.models.local_policy import PARTS, LocalPolicy
-
-    assert LocalPolicy.of("off").parts == () == LocalPolicy.of(False).parts
-    assert LocalPolicy.of("known_ids, brief_results").parts == ("known_ids", "brief_results")
-    assert set(LocalPolicy().parts) == set(PARTS)
-    with pytest.raises(ValueError, match="unknown local policy part grammar_of_sentences"):
-        LocalPolicy.of("known_ids,grammar_of_sentences")
+    model = _model(tmp_path, script, decline=False)
+    _ask(model, QUESTION)
+    assert "cannot_do" not in model._llm.calls[0][0]
+    assert "cannot_do" not in _variants(model._llm.calls[1][1])
 
 
 def test_id_arguments_take_only_ids_the_conversation_holds(
@@ -154,8 +135,7 @@ def test_the_model_says_what_it_lists_for_the_offered_tools(
 
     model = _model(tmp_path, lambda prompt, grammar: "")
     assert isinstance(model, ListsTools)
-    assert [t.name for t in model.shown_tools((READ,))] == ["node_read", "no_tool"]
+    assert [t.name for t in model.shown_tools((READ,))] == ["node_read", "cannot_do"]
     assert model.shown_tools(()) == ()
-    plain = _model(tmp_path, lambda prompt, grammar: "",
-                   policy=LocalPolicy(no_tool_choice=False))
+    plain = _model(tmp_path, lambda prompt, grammar: "", decline=False)
     assert [t.name for t in plain.shown_tools((READ,))] == ["node_read"]

@@ -1,9 +1,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
 
-from overt.clock import parse_iso
 from overt.ledger.canonical import digest_text
 from overt.models.fake import ScriptedModel
 from overt.types import ModelResponse, Usage
@@ -31,29 +29,6 @@ def test_get_usage_totals_tokens_and_cost_per_route_and_model_from_the_ledger(
     assert usage["by_route_and_model"][0] == {
         "route": "default", "model": "m-cheap", "inferences": 2, "input_tokens": 300,
         "output_tokens": 30, "cost_usd": 0.003}
-
-
-def test_get_usage_yesterday_is_the_previous_calendar_day_and_names_its_bounds(
-    make_runtime: RuntimeFactory,
-) -> None:
-    runtime = make_runtime(ScriptedModel([
-        _priced("one", 100, 10, 0.001),
-        {"tool_calls": [{"name": "get_usage", "arguments": {"period": "yesterday"}}]}, "done",
-        {"tool_calls": [{"name": "get_usage", "arguments": {"period": "this_month"}}]}, "done",
-    ]))
-    run(runtime.respond(cli_message()))
-    run(runtime.respond(cli_message()))
-    yesterday = json.loads(runtime.model.requests[-1].messages[-1].content)  # type: ignore[attr-defined]
-    assert yesterday["period"] == "yesterday" and yesterday["total_tokens"] == 0  # today's
-    since, until = parse_iso(yesterday["since"]), parse_iso(yesterday["until"])
-    local = since.astimezone(datetime.now().astimezone().tzinfo)
-    assert (local.hour, local.minute) == (0, 0)
-    assert until - since in (timedelta(hours=23), timedelta(hours=24), timedelta(hours=25))
-    assert parse_iso(yesterday["until"]) <= datetime.now(UTC) < until + timedelta(days=1)
-    assert yesterday["time_zone"]
-    run(runtime.respond(cli_message()))
-    month = json.loads(runtime.model.requests[-1].messages[-1].content)  # type: ignore[attr-defined]
-    assert month["until"] is None and month["total_tokens"] >= 110  # the first reply's
 
 
 def test_get_usage_refuses_an_unknown_period_as_an_argument_error(

@@ -70,9 +70,6 @@ class ProviderFile(_Strict):
     fold_tool_results: bool | None = None
     """Send the tool round as one user message without tools (small OpenAI-compatible models answer
     better so)."""
-    local_policy: bool | str | None = None
-    """The embedded model's heuristics (`[providers.local]` only): true (all of them, the default),
-    false (none), or the parts to keep, comma-separated (see the models guide)."""
 
 
 class ModelFile(ProviderFile):

@@ -116,8 +116,6 @@ def percentile(samples: Sequence[float], q: float) -> float:
 class SuiteResult:
     model: str
     results: list[CaseResult] = field(default_factory=list)
-    name: str = ""
-    """Which set ran: ``tuning``, ``locked`` or a case file's name."""
     model_sha256: str | None = None
     prompt_sha256: str = ""
     cases_sha256: str = ""
@@ -151,7 +149,7 @@ class SuiteResult:
         for r in self.results:
             categories.setdefault(r.case.category or "-", []).append(r.grade.passed)
         return {
-            "set": self.name, "model": self.model, "model_sha256": self.model_sha256,
+            "model": self.model, "model_sha256": self.model_sha256,
             "prompt_sha256": self.prompt_sha256, "cases_sha256": self.cases_sha256,
             "cases": len(self.results), "passed": self.passed,
             "accuracy": round(self.accuracy, 4), "invented_figures": self.invented_figures,
@@ -169,8 +167,7 @@ class SuiteResult:
     def event(self) -> EvalCompleted:
         """The suite's record for the ledger."""
         return EvalCompleted(
-            suite=self.name, model=self.model, model_sha256=self.model_sha256,
-            prompt_sha256=self.prompt_sha256,
+            model=self.model, model_sha256=self.model_sha256, prompt_sha256=self.prompt_sha256,
             cases_sha256=self.cases_sha256, cases=len(self.results), passed=self.passed,
             invented_figures=self.invented_figures,
             cases_with_invented=self.cases_with_invented,
@@ -199,7 +196,7 @@ def shown_prompt(runtime: Runtime, model: Model) -> str:
     tool it lists, with its name, description and schema (canonical JSON). Its digest
     is the suite's ``prompt_sha256``, so a reworded tool description is on the record
     too. The tools are those offered, as ``model`` lists them when it says how
-    (``shown_tools``: the embedded model adds its own ``no_tool`` choice)."""
+    (``shown_tools``: the embedded model adds its own ``cannot_do`` choice)."""
     specs: Sequence[ToolSpec] = runtime.engine.tools.specs()
     if isinstance(model, ListsTools):
         specs = model.shown_tools(specs)
@@ -247,12 +244,10 @@ async def run_case(case: EvalCase, model: RecordingModel, config: Config,
 
 
 async def run_suite(model: Model, cases: Sequence[EvalCase], config: Config, *,
-                    on_case: Callable[[CaseResult], None] | None = None,
-                    name: str = "") -> SuiteResult:
-    """Run every case against ``model`` (not closed here), each on its own ledger;
-    ``name`` names the set (:attr:`SuiteResult.name`)."""
+                    on_case: Callable[[CaseResult], None] | None = None) -> SuiteResult:
+    """Run every case against ``model`` (not closed here), each on its own ledger."""
     recorder = RecordingModel(model)
-    suite = SuiteResult(model=model.name, cases_sha256=cases_digest(cases), name=name)
+    suite = SuiteResult(model=model.name, cases_sha256=cases_digest(cases))
     with tempfile.TemporaryDirectory(prefix="overt-eval-") as tmp:
         for n, case in enumerate(cases):
             directory = Path(tmp) / f"{n:03d}"
@@ -278,8 +273,7 @@ def case_line(result: CaseResult) -> str:
 
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     """The suite's figures, for a terminal."""
-    lines = [f"set         {summary['set']}"] if summary.get("set") else []
-    lines += [
+    lines = [
         f"model       {summary['model']}  (sha256 {str(summary['model_sha256'])[:12]})",
         f"prompt      {summary['prompt_sha256'][:19]}",
         f"accuracy    {summary['passed']}/{summary['cases']} = {summary['accuracy']:.1%}",
@@ -289,25 +283,6 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     ]
     if summary.get("errors"):
         lines.append(f"errors      {summary['errors']} turns ended with an error")
-    lines += class_lines(summary)
-    return lines
-
-
-def class_lines(summary: Mapping[str, Any]) -> list[str]:
-    """The suite's per-class table: right of total, and the share, per class."""
-    lines = [f"  {'class':<16} {'right':>9} {'share':>7}"]
     for name, figures in summary["by_category"].items():
-        share = figures["passed"] / figures["cases"] if figures["cases"] else 0.0
-        lines.append(f"  {name:<16} {figures['passed']:>4}/{figures['cases']:<4} {share:>7.0%}")
-    return lines
-
-
-def sets_lines(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One line per set run: right of total, accuracy, invented figures, latency."""
-    lines = [f"{'set':<10} {'right':>9} {'accuracy':>9} {'invented':>9} "
-             f"{'p50':>7} {'p95':>7}"]
-    for s in summaries:
-        lines.append(
-            f"{s['set'] or '-':<10} {s['passed']:>4}/{s['cases']:<4} {s['accuracy']:>9.1%} "
-            f"{s['invented_figures']:>9} {s['p50_ms'] / 1000:>6.1f}s {s['p95_ms'] / 1000:>6.1f}s")
+        lines.append(f"  {name:<12} {figures['passed']}/{figures['cases']}")
     return lines

@@ -14,17 +14,13 @@ from typing import Literal, Protocol, get_args, runtime_checkable
 from overt.types import ModelRequest, ModelResponse, ToolSpec
 
 AdapterDecision = Literal["tools_hidden", "reply_redecoded", "grammar_applied",
-                          "answer_without_tools", "policy:no_tool_choice", "policy:known_ids",
-                          "policy:no_guessed_filters", "policy:fresh_figures",
-                          "policy:json_fence_call", "policy:call_probe",
-                          "policy:brief_results"]
+                          "answer_without_tools"]
 """What an adapter may decide on its own for one reply (``ModelResponse.decisions``):
 ``tools_hidden``: it did not show the model every tool offered; ``reply_redecoded``:
 it decoded the reply again (the embedded model's "no tool" choice);
 ``grammar_applied``: a grammar shaped a tool call; ``answer_without_tools``: it sent
-the call after tool results as an answer call without tools; ``policy:PART``: a part
-of the embedded model's :class:`~overt.models.local_policy.LocalPolicy` changed the
-reply. A closed set: the audit tier records nothing else."""
+the call after tool results as an answer call without tools. A closed set: the audit
+tier records nothing else."""
 ADAPTER_DECISIONS: tuple[str, ...] = get_args(AdapterDecision)
 
 TextSink = Callable[[str], None]

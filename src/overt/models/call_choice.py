@@ -1,33 +1,45 @@
 """What a small model may choose once it opens a tool call: pure functions, no llama.cpp.
 
-:mod:`overt.models.local` constrains a call the model begins with a grammar built
-from the offered tools' schemas. The parts of its :class:`~overt.models.local_policy.
-LocalPolicy` that shape that choice are here:
+:mod:`overt.models.local` constrains a call the 0.5B model begins with a grammar
+built from the offered tools' schemas. Three things shape that choice here:
 
-- **No tool** (``no_tool_choice``). Asked to translate, to write, to approve or to
-  delete, a small model opens a call anyway, and with no tool that does the thing it
-  picks the nearest one by its words (``get_operational_state`` for "approve").
-  :data:`NO_TOOL` is one more choice shown with the tools (never sent to the engine):
-  a request that no offered tool serves. Chosen, the call is dropped and the reply is
-  decoded with no tools; the system prompt says what the agent cannot do and the
-  operator's own path. Whether a request is served is the model's to judge from the
-  tools it is shown: nothing here reads the grammar of the sentence.
-- **Ids it has seen** (``known_ids``). An argument that names a record by id (``id``,
+- **Declining.** Asked to approve, delete, pause, post or raise a budget, the
+  0.5B model opens a call 82-96% of the time, and with no tool that does the
+  thing it picks the nearest one by its words (``get_operational_state`` for
+  "approve", ``node_history`` for "delete"). :data:`DECLINE` is one more choice
+  shown with the tools (never sent to the engine): a request for an action no
+  offered tool performs. Chosen, the call is dropped and the reply, decoded
+  without tools, begins with :func:`decline_opening` ("I cannot do that from
+  here."); the model goes on from it (the system prompt names the operator's
+  own path).
+- **Ids it has seen.** An argument that names a record by id (``id``,
   ``*_id``, a string) may only hold an id that appears in the conversation (a
-  26-character ULID in a message or a tool result): the model cannot know any other,
-  and a made-up one only earns a ``not_found``. A tool that requires such an id, with
-  none in the conversation, is left out of the choice.
-- **No guessed filters** (``no_guessed_filters``). An optional enum argument without a
-  default (a filter whose absence means "all": ``node_search``'s ``kind`` and
-  ``scope``) and an optional ``limit`` are left out of the call grammar; the models
-  filled them with a guess that hid the node asked for.
-- **An earlier answer's figure is no answer** (``fresh_figures``). A reply without a
-  call that restates a figure of an earlier assistant answer (one no operator message
-  holds) is dropped for a call (:func:`restates`); so is, in a follow-up, a reply
-  stating a figure that no message holds (:func:`invents`).
-- **A JSON fence is a call** (``json_fence_call``). A reply that opens with a fenced
-  JSON block in a turn with tools is the model writing a tool's data instead of
-  calling it; :func:`opens_json_fence` lets the decoder take it for a call.
+  26-character ULID in a message or a tool result): the model cannot know any
+  other, and a made-up one (``"last_week"``, ``"1234567890"``) only earns a
+  ``not_found``. A tool that requires such an id, with none in the
+  conversation, is left out of the choice.
+- **An earlier answer's figure is no answer.** Asked "and over the last 7
+  days?" after "today you spent $0.0500", the model answers "$0.0500" again
+  (call probability below 0.1%). A reply without a call that restates a figure
+  of an earlier assistant answer (one no operator message holds) is dropped
+  for a call (:func:`restates`). So is, in a follow-up, a reply stating a figure
+  that no message holds (:func:`invents`): asked "How many tokens was that?"
+  after "$0.0920 this week", the 1.5B model answered "That was 1 token."
+- **No guessed filters.** An optional enum argument without a default (a filter
+  whose absence means "all": ``node_search``'s ``kind`` and ``scope``) is left out
+  of the call grammar; the models filled it with a guess that hid the node asked for.
+- **A question is never declined, and only reads.** The 0.5B model picks
+  :data:`DECLINE` for "How many approvals are waiting for me?" as surely as for
+  "Approve the deploy" (its description says a question is never this; the
+  model does not follow it), and answered "What's the staging database host?"
+  by writing a node with a made-up body. The decline and the tools that change
+  something are offered in the grammar only when the operator's last message
+  gives an order rather than asks (:func:`asks`); a question goes to a tool that
+  reads. The listing is unchanged, so the cached prompt is the same.
+- **A JSON fence is a call.** A reply that opens with a fenced JSON block in a
+  turn with tools is the model writing a tool's data instead of calling it
+  (it made up a usage table); :func:`opens_json_fence` lets the decoder take it
+  for the opening of a call.
 """
 
 from __future__ import annotations
@@ -39,19 +51,21 @@ from typing import Any
 
 from overt.types import Message, ToolSpec
 
-NO_TOOL = ToolSpec(
-    name="no_tool",
+DECLINE = ToolSpec(
+    name="cannot_do",
     description=(
-        "Choose this when none of the other tools gives or does what the operator asks: "
-        "a greeting or thanks, writing, translating, explaining or working something out "
-        "from what is already in the conversation, a question about the world outside "
-        "this agent, or an action no other tool here performs (say then that you cannot "
-        "do it from here). Never for a question another tool here answers."),
+        "Only when the operator tells you to change something that no other tool here "
+        "changes: approve or deny a pending request, delete or prune records, pause or "
+        "stop yourself, send or post a message, change a setting or a budget. A question "
+        "(how many approvals are waiting, what was spent, what is remembered) is never "
+        "this: it goes to its tool."),
     input_schema={"type": "object", "properties": {}},
     read_only=True,
 )
-"""The choice of no tool (shown to the model only): chosen, the reply is decoded
-again without tools."""
+"""The choice of no tool for an action the agent cannot take (shown to the model only)."""
+
+_OPENING = {"ja": "それはここからはできません。", "en": "I cannot do that from here."}
+_JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 
 _ULID = re.compile(r"(?<![0-9A-Za-z])[0-9A-HJKMNP-TV-Z]{26}(?![0-9A-Za-z])")
 _ID_ARG = re.compile(r"^(?:id|[a-z0-9_]+_id)$")
@@ -59,11 +73,11 @@ _FIGURE = re.compile(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?(?![\w])")
 _JSON_FENCE = re.compile(r"^\s*```[ \t]*(?:json|JSON)?[ \t]*\n\s*[\[{]")
 
 
-def listing(tools: Sequence[ToolSpec], no_tool: bool = True) -> tuple[ToolSpec, ...]:
-    """The tools as the model is shown them: as offered, then :data:`NO_TOOL` (with
-    ``no_tool``). The order is the one the tools were offered in: reordering it
+def listing(tools: Sequence[ToolSpec], decline: bool = True) -> tuple[ToolSpec, ...]:
+    """The tools as the model is shown them: as offered, then :data:`DECLINE` (with
+    ``decline``). The order is the one the tools were offered in: reordering it
     (the tools that only read first) makes a small model call tools for greetings."""
-    return (*tools, NO_TOOL) if no_tool else tuple(tools)
+    return (*tools, DECLINE) if decline else tuple(tools)
 
 
 def ids_in(messages: Sequence[Message]) -> list[str]:
@@ -109,26 +123,17 @@ def _without_optional_filters(schema: Mapping[str, Any]) -> dict[str, Any]:
     return {**schema, "properties": kept, "additionalProperties": False}
 
 
-def callable_tools(tools: Sequence[ToolSpec], ids: Sequence[str], *, known_ids: bool = True,
-                   no_guessed_filters: bool = True,
-                   fired: set[str] | None = None) -> list[ToolSpec]:
-    """``tools`` as the call grammar offers them: with ``known_ids``, id arguments limited
-    to ``ids`` and a tool that requires an id argument left out when ``ids`` is empty;
-    with ``no_guessed_filters``, optional enum filters and ``limit`` left out. The name
-    of each part that changed a tool goes into ``fired``."""
+def callable_tools(tools: Sequence[ToolSpec], ids: Sequence[str]) -> list[ToolSpec]:
+    """``tools`` as the call grammar offers them: id arguments limited to ``ids``; a tool
+    that requires an id argument left out when ``ids`` is empty."""
     out: list[ToolSpec] = []
     for spec in tools:
-        schema = (_without_optional_filters(spec.input_schema) if no_guessed_filters
-                  else dict(spec.input_schema))
-        if schema != spec.input_schema and fired is not None:
-            fired.add("no_guessed_filters")
-        names = _id_args(schema) if known_ids else []
+        schema = _without_optional_filters(spec.input_schema)
+        names = _id_args(schema)
         if not names:
             out.append(spec if schema == spec.input_schema else
                        ToolSpec(spec.name, spec.description, schema, spec.read_only))
             continue
-        if fired is not None:
-            fired.add("known_ids")
         required = set(schema.get("required") or ())
         if not ids:
             if required & set(names):
@@ -145,9 +150,64 @@ def callable_tools(tools: Sequence[ToolSpec], ids: Sequence[str], *, known_ids: 
     return out
 
 
+_REQUEST_EN = re.compile(
+    r"^(?:please|pls|kindly|go ahead|(?:can|could|would|will) (?:you|u)\b)", re.I)
+_QUESTION_EN = re.compile(
+    r"^(?:how|what|what's|whats|which|who|whom|whose|when|where|why|is|are|was|were|"
+    r"do|does|did|has|have|had|any|anything|am)\b", re.I)
+_REQUEST_JA = re.compile(
+    r"(?:して|して下さい|してください|しておいて|しといて|してくれ|してくれる|してくれますか|"
+    r"してもらえる|してもらえますか|しろ|せよ|ください|下さい|てほしい|て欲しい)[。！!？?\s]*$")
+_INFO_EN = re.compile(
+    r"^(?:show|tell|list|give me|break|summari[sz]e|explain|describe|remind me|look up|"
+    r"find|search|check)\b", re.I)
+_INFO_JA = re.compile(r"(?:教えて|見せて|説明して|調べて|探して|確認して)")
+_QUESTION_JA = re.compile(
+    r"(?:か|かな|の|ですか|ますか|でしょうか|何|いつ|どこ|どれ|誰)[。？?\s]*$")
+
+
+def asks(messages: Sequence[Message]) -> bool:
+    """Whether the operator's last message asks for information rather than gives
+    an order: a question ("How many approvals are waiting?", "承認待ちは何件？") or
+    a request to be shown something ("Show me ...", "教えて") is answered from a
+    tool, never declined. A polite request to act ("Can you approve it?",
+    "承認してくれますか？") is an order."""
+    text = _operator_text(messages).strip()
+    if not text:
+        return False
+    if _INFO_EN.match(text) or _INFO_JA.search(text):  # "show me ...", "教えて"
+        return True
+    if _REQUEST_EN.match(text) or _REQUEST_JA.search(text):
+        return False
+    return (text.endswith(("?", "？")) or bool(_QUESTION_EN.match(text))
+            or bool(_QUESTION_JA.search(text)))
+
+
+def choosable(shown: Sequence[ToolSpec], messages: Sequence[Message]) -> list[ToolSpec]:
+    """The listed tools the model may call now: for a question, only the tools that
+    read (never :data:`DECLINE`, never a tool that writes or changes something);
+    for an order, all of them. Asked "What's the staging database host?", the 0.5B
+    model wrote a node with a made-up body instead of searching for it."""
+    if not asks(messages):
+        return list(shown)
+    return [t for t in shown if t.read_only and t.name != DECLINE.name]
+
+
 def opens_json_fence(text: str) -> bool:
     """Whether ``text`` (the start of a reply) opens a fenced JSON object or list."""
     return bool(_JSON_FENCE.match(text))
+
+
+def decline_opening(messages: Sequence[Message]) -> str:
+    """How the reply to a declined request begins, in the operator's language (Japanese
+    when the last message holds kana or kanji, else English); the model goes on from it
+    (with the system prompt naming the operator's own path)."""
+    return _OPENING["ja" if _JAPANESE.search(_operator_text(messages)) else "en"]
+
+
+def _operator_text(messages: Sequence[Message]) -> str:
+    """The text of the operator's last message ("" when there is none)."""
+    return next((m.content for m in reversed(messages) if m.role == "user"), "") or ""
 
 
 def _figures(text: str) -> set[str]:

@@ -26,11 +26,10 @@ it calls a tool again instead of answering, round after round. So:
    key) unconstrained; the grammar only shapes a call the model has begun.
    What the grammar offers (:mod:`overt.models.call_choice`): the offered
    tools, their id arguments limited to the ids the conversation holds, and
-   ``no_tool``, shown with the tools: chosen, the reply is decoded again
-   without tools. A reply that opens a fenced JSON block, restates a figure
-   of an earlier answer or, in a follow-up, states a figure no message holds
-   is a call too. Each of these is a part of the model's
-   :class:`~overt.models.local_policy.LocalPolicy`, and can be turned off.
+   ``cannot_do``, shown with the tools: chosen, the reply is decoded without
+   tools after "I cannot do that from here." (the operator's language). A
+   reply that opens a fenced JSON block, restates a figure of an earlier
+   answer or, in a follow-up, states a figure no message holds is a call too.
 2. **Answer turn** (tool results present): the tools list is dropped, and the
    tool round is folded into one user message, "My question: … Here is what
    the tools returned: … Answer my question now …"
@@ -79,8 +78,10 @@ from overt.models.assets import (
 )
 from overt.models.base import TextSink
 from overt.models.call_choice import (
-    NO_TOOL,
+    DECLINE,
     callable_tools,
+    choosable,
+    decline_opening,
     follow_up_figures,
     ids_in,
     invents,
@@ -89,7 +90,6 @@ from overt.models.call_choice import (
     restates,
     stale_figures,
 )
-from overt.models.local_policy import LocalPolicy
 from overt.models.prefix_cache import MIN_PREFIX_TOKENS, PrefixCache
 from overt.models.qwen_chat import (
     Segment,
@@ -137,9 +137,6 @@ class LocalModel:
     models, it makes the 0.5B one loop (see the module docstring), and the 1.5B
     one too: 22/49 on the eval, 18 turns ended by the breaker, against 45-46/49.
 
-    ``policy``: which of the heuristics that steer a small model run
-    (:class:`~overt.models.local_policy.LocalPolicy`; default all of them).
-
     ``prefix_cache``: keep the KV state of the system turn (system prompt and
     tool schemas, the same in every request of a runtime) on disk, in the
     cache directory's ``prefix/`` (beside the weights for ``model_path``; a
@@ -173,7 +170,7 @@ class LocalModel:
         name: str | None = None,
         prefix_cache: bool | str | os.PathLike[str] = True,
         call_threshold: float = 0.002,
-        policy: LocalPolicy | None = None,
+        decline: bool = True,
     ) -> None:
         if model_path is None:
             self.path = ensure_asset(asset, cache_dir, progress=progress, download=download)
@@ -200,8 +197,7 @@ class LocalModel:
         self.grammar = grammar
         self.answer_style = answer_style
         self.call_threshold = call_threshold
-        self.policy = policy if policy is not None else LocalPolicy()
-        self._fired: set[str] = set()  # the policy's parts that changed this reply
+        self.decline = decline
         self._call_starts: set[int] = set()
         self._logits: Callable[[Any], Any] | None = None
         self._lock = threading.Lock()
@@ -368,21 +364,13 @@ class LocalModel:
                on_text: Callable[[str], None] | None = None) -> ModelResponse:
         messages: Sequence[Message] = request.messages
         offered: Sequence[ToolSpec] = request.tools
-        policy = self.policy
-        self._fired = set()
         if has_tool_results(messages) and self.answer_style == "user_message":
-            brief = policy.brief_results
-            messages, offered = answer_messages(messages, brief=brief), ()
-            if brief and messages[-1].content != answer_messages(request.messages,
-                                                                 brief=False)[-1].content:
-                self._fired.add("brief_results")
+            messages, offered = answer_messages(messages), ()
         decisions: list[str] = []
         if len(offered) < len(request.tools):
             decisions.append("answer_without_tools")
         shown = self.shown_tools(offered)
-        choice = (callable_tools(shown, ids_in(messages), known_ids=policy.known_ids,
-                                 no_guessed_filters=policy.no_guessed_filters,
-                                 fired=self._fired)
+        choice = (callable_tools(choosable(shown, messages), ids_in(messages))
                   if self.grammar else [])
         if {t.name for t in offered} - {t.name for t in choice} and choice:
             decisions.append("tools_hidden")  # a call may only name the choosable ones
@@ -391,22 +379,20 @@ class LocalModel:
             llm, request, messages, shown, choice, on_text, prompts=prompts)
         text, reasoning = split_reasoning(raw)
         text, calls = parse_tool_calls(text, [t.name for t in request.tools])
-        if any(c.name == NO_TOOL.name for c in calls):  # no tool: answer without one
+        if any(c.name == DECLINE.name for c in calls):  # no tool: answer without one
             raw, again, more, finish, _, budget = self._reply(
-                llm, request, messages, (), [], on_text, prompts=prompts)
+                llm, request, messages, (), [], on_text, opening=decline_opening(messages),
+                prompts=prompts)
             prompt_len, generated = prompt_len + again, generated + more
             text, reasoning = split_reasoning(raw)
             calls = ()
             decisions.append("reply_redecoded")
-            self._fired.add("no_tool_choice")
         if constrained:
             decisions.append("grammar_applied")
-        decisions += [f"policy:{part}" for part in policy.parts if part in self._fired]
         stop = "tool_use" if calls else ("max_tokens" if finish == "length" else "end_turn")
         info = self._info(budget, constrained)
         sent = {"prompts": prompts, "grammar_tools": [t.name for t in choice] or None,
-                "model_sha256": self._sha256, "seed": self.seed, "sampling": info["sampling"],
-                "policy": list(policy.parts)}
+                "model_sha256": self._sha256, "seed": self.seed, "sampling": info["sampling"]}
         return ModelResponse(
             text=text, tool_calls=calls, model=self.name, stop_reason=stop, reasoning=reasoning,
             usage=Usage(input_tokens=prompt_len, output_tokens=generated, cost_usd=0.0),
@@ -415,23 +401,22 @@ class LocalModel:
 
     def shown_tools(self, offered: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
         """The tools as this model lists them in its prompt: ``offered``, then the
-        call choice's own entries (:data:`~overt.models.call_choice.NO_TOOL`, with the
-        policy's ``no_tool_choice``). The eval's prompt digest covers this listing, so a
-        change to it is on the record."""
-        return (listing(offered, self.policy.no_tool_choice and self.grammar) if offered
-                else ())
+        call choice's own entries (:data:`~overt.models.call_choice.DECLINE`). The
+        eval's prompt digest covers this listing, so a change to it is on the record."""
+        return listing(offered, self.decline and self.grammar) if offered else ()
 
     def _reply(self, llm: Any, request: ModelRequest, messages: Sequence[Message],
                shown: Sequence[ToolSpec], choice: Sequence[ToolSpec],
                on_text: Callable[[str], None] | None,
-               prompts: list[str] | None = None
+               opening: str = "", prompts: list[str] | None = None
                ) -> tuple[str, int, int, str, bool, int]:
         """Decode one reply to ``messages`` with ``shown`` listed and a call limited to
-        ``choice``: (raw text, prompt tokens, generated, finish, grammar used, budget)."""
+        ``choice``, after ``opening`` (text the reply is made to begin with): (raw text,
+        prompt tokens, generated, finish, grammar used, budget)."""
         segments = render_segments(messages, shown)
         if prompts is not None:  # the text rendered for the model (``sent``)
-            prompts.append(_joined(segments))
-        prompt = self._tokens(llm, segments)
+            prompts.append(_joined([*segments, (opening, False)]))
+        prompt = self._tokens(llm, [*segments, (opening, False)])
         self._warm_prefix(llm, self._tokens(llm, _system_turn(segments)))
         room = self.n_ctx - len(prompt)
         if room < 16:
@@ -439,11 +424,12 @@ class LocalModel:
                              f"the context window of {self.n_ctx} tokens")
         budget = min(request.max_output_tokens or self.max_tokens, room)
         grammar = self._call_grammar(choice) if choice else None
-        fresh = bool(choice) and self.policy.fresh_figures
+        if opening and on_text is not None:
+            on_text(opening)
         raw, generated, finish, constrained = self._decode(
-            llm, prompt, budget, grammar, on_text, stale_figures(messages) if fresh else (),
-            follow_up_figures(messages) if fresh else None)
-        return raw, len(prompt), generated, finish, constrained, budget
+            llm, prompt, budget, grammar, on_text, stale_figures(messages) if choice else (),
+            follow_up_figures(messages) if choice else None)
+        return opening + raw, len(prompt), generated, finish, constrained, budget
 
     def _warm_prefix(self, llm: Any, prefix: list[int]) -> None:
         """Have ``llm``'s KV cache hold the fixed ``prefix`` (the system turn with the
@@ -529,7 +515,6 @@ class LocalModel:
             if why == "stop" and watch and not reply and (
                     restates(text, stale) or invents(text, said)):
                 text, why = "", "call"
-                self._fired.add("fresh_figures")
             if why != "call":
                 return _joined([*reply, (text, False)]), generated, why, calls > 0
             reply.append((text.rstrip(), False))
@@ -567,7 +552,6 @@ class LocalModel:
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         for token in sampled:
             if probe and not out and watch and self._call_likely(llm, token):
-                self._fired.add("call_probe")
                 return "", 0, "call"
             if token in self._eog:
                 return self._text(llm, out), len(out), "stop"
@@ -580,8 +564,7 @@ class LocalModel:
                 match = _CALL_START.search(text := self._text(llm, out))
                 if match:
                     return text[: match.start()], len(out), "call"
-                if probe and self.policy.json_fence_call and opens_json_fence(text):
-                    self._fired.add("json_fence_call")  # a tool's data, made up: a call
+                if probe and opens_json_fence(text):  # a tool's data, made up: a call
                     return "", len(out), "call"
             if len(out) >= max_new or n_prompt + len(out) >= self.n_ctx:
                 return self._text(llm, out), len(out), "length"
@@ -594,8 +577,7 @@ class LocalModel:
         probability. The 0.5B model answers "what's the staging host?" from nothing
         with a call at 0.6% and "thanks" with one at 0.0%; a call it thinks possible
         is made, and its result grounds the answer."""
-        if (not self.policy.call_probe or self.call_threshold <= 0 or self._logits is None
-                or first in self._call_starts):
+        if self.call_threshold <= 0 or self._logits is None or first in self._call_starts:
             return False
         row = self._logits(llm.ctx)[:int(llm.n_vocab())]  # the last position's logits
         top = max(row)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from overt.errors import ConfigError, UsageError
+from overt.errors import UsageError
 from overt.models.base import Model
 from overt.models.options import ModelOptions
 
@@ -36,22 +36,9 @@ def _scripted(arg: str, options: ModelOptions) -> Model:
 
 def _local(arg: str, options: ModelOptions) -> Model:
     from overt.models.local import LocalModel
-    from overt.models.local_policy import LocalPolicy
 
-    settings = dict(options.settings("local"))
-    unknown = sorted(set(settings) - {"local_policy"})
-    if unknown:
-        raise ConfigError(f"unknown local settings {unknown}; known: ['local_policy']")
-    value = settings.get("local_policy", True)
-    if not isinstance(value, bool | str):
-        raise ConfigError(f"local setting local_policy must be true, false or a list of "
-                          f"parts, got {type(value).__name__}")
-    try:
-        policy = LocalPolicy.of(value)
-    except ValueError as exc:
-        raise ConfigError(f"local setting local_policy: {exc}") from exc
     return LocalModel.from_asset(arg or "default", cache_dir=options.cache_dir,
-                                 progress=options.progress, policy=policy)
+                                 progress=options.progress)
 
 
 def _anthropic(arg: str, options: ModelOptions) -> Model:

@@ -41,10 +41,8 @@ class Permission:
 
 ROUTING: dict[str, str] = {
     "get_usage": "Tokens, cost, spend, burn, usage (トークン, コスト, 料金, 使用量): `get_usage`. "
-                 "Its period is today unless the operator names another: yesterday (昨日), "
-                 "24h (the last 24 hours), 7d (this week, last 7 days), 30d (last 30 days), "
-                 "this_month (今月), all (in total, ever). A follow-up that names another "
-                 "period calls it again with that period. For one "
+                 "Its period is today unless the operator names another: 24h, 7d (this week, "
+                 "last 7 days), 30d (this month, last 30 days), all (in total, ever). For one "
                  "model's, route's, day's or session's share, or a breakdown per one of them, "
                  "set `by` to model, route, day or session.",
     "get_operational_state": "Health, uptime, since when running, when the ledger started, "
@@ -63,7 +61,6 @@ ROUTING: dict[str, str] = {
 """Which question goes to which built-in tool: a line per tool offered (``$routing``);
 worded from operators' questions, English and Japanese, and kept by the eval suite."""
 NO_TOOL = ("Greetings, thanks, arithmetic, unit conversions, explaining what a term means, "
-           "translating or writing a short text, "
            "code: no tool. Answer directly.")
 
 

@@ -13,17 +13,16 @@ last error and its own approval requests, and no other session's id.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
-from overt.clock import period_bounds, period_start
+from overt.clock import period_start
 from overt.events import Event, HookError, InferenceRecorded, ToolCallCompleted, TurnCompleted
 from overt.ledger.base import UsageRow
 from overt.policy.approvals import ApprovalBook
 from overt.tools.asker import Asker, asker
 from overt.tools.base import Tool, ToolContext, tool
 
-Period = Literal["today", "yesterday", "24h", "7d", "30d", "this_month", "all"]
+Period = Literal["today", "24h", "7d", "30d", "all"]
 Grouping = Literal["route_and_model", "route", "model", "day", "session"]
 GROUPS: dict[str, tuple[str, ...]] = {
     "route_and_model": ("route", "model"), "route": ("route",), "model": ("model",),
@@ -89,19 +88,15 @@ async def get_usage(ctx: ToolContext, period: Period = "today",
                     by: Grouping = "route_and_model") -> dict[str, Any]:
     """Report tokens used and money spent over a period, per route and model (or per day).
 
-    Use when the operator asks about cost, burn, spend, tokens or usage. The result
-    names the period's bounds (since, until; until none: up to now).
+    Use when the operator asks about cost, burn, spend, tokens or usage.
 
     Args:
-        period: which period to total: today (since midnight), yesterday (the previous
-            calendar day), 24h, 7d, 30d (the last 24 hours, 7 or 30 days), this_month
-            (since the 1st) or all.
+        period: which period to total: today (since midnight UTC), 24h, 7d, 30d or all.
         by: how to break the total down: route_and_model, route, model, day or session.
     """
-    now = datetime.now().astimezone()  # the operator's clock, in its time zone
-    since, until = period_bounds(period, now)
+    since = period_start(period)
     groups = GROUPS[by]
-    rows = await _usage(await asker(ctx, since=since), since, groups, until)
+    rows = await _usage(await asker(ctx, since=since), since, groups)
     breakdown = [
         {
             **{g: getattr(r, g) for g in groups},
@@ -115,8 +110,6 @@ async def get_usage(ctx: ToolContext, period: Period = "today",
     return {
         "period": period,
         "since": since,
-        "until": until,
-        "time_zone": now.strftime("%Z") or now.strftime("%z"),
         "total_tokens": sum(r.input_tokens + r.output_tokens for r in rows),
         "total_input_tokens": sum(r.input_tokens for r in rows),
         "total_output_tokens": sum(r.output_tokens for r in rows),
@@ -126,15 +119,14 @@ async def get_usage(ctx: ToolContext, period: Period = "today",
     }
 
 
-async def _usage(who: Asker, since: str | None, groups: tuple[str, ...],
-                 until: str | None = None) -> list[UsageRow]:
+async def _usage(who: Asker, since: str | None, groups: tuple[str, ...]) -> list[UsageRow]:
     """:meth:`Ledger.usage` of the sessions ``who`` may read: every session's rows as
     they are, else the rows per session of its own, added up per group."""
     ledger = who.access.ledger
     if who.sessions is None:
-        return await ledger.usage(since=since, until=until, by=groups)
+        return await ledger.usage(since=since, by=groups)
     totals: dict[tuple[str, ...], list[Any]] = {}
-    for row in await ledger.usage(since=since, until=until, by=("session", *groups)):
+    for row in await ledger.usage(since=since, by=("session", *groups)):
         if not who.sees(row.session):
             continue
         key = tuple(getattr(row, g) for g in ("route", "model", "day", "session")
