@@ -52,6 +52,15 @@ def test_a_figure_the_answer_must_state_may_be_rounded_but_not_left_out() -> Non
     assert "answer does not state 0.1251" in missing.failures
 
 
+def test_figures_any_takes_a_total_or_all_of_its_parts() -> None:
+    case = _case(answer_figures_any=((62300,), (53200, 9100)))
+    assert grade(case, [], "62,300 tokens.").passed
+    assert grade(case, [], "53200 input and 9100 output tokens.").passed
+    partial = grade(case, [], "53200 input tokens.")
+    assert not partial.passed
+    assert "answer states none of 62300 or 53200+9100" in partial.failures
+
+
 def test_a_figure_the_answer_must_state_counts_as_grounded() -> None:
     case = _case(question="What is 19 times 24?", answer_figures=(456,))
     verdict = grade(case, [], "19 times 24 is 456.")

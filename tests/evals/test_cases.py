@@ -63,6 +63,8 @@ def test_a_case_inherits_the_files_seed_unless_it_has_its_own() -> None:
     ({"history": [{"role": "system", "content": "x"}]}, "role user|assistant"),
     ({"allowed_figures": ["391"]}, "allowed_figures must be a list of numbers"),
     ({"answer_figures": [True]}, "answer_figures must be a list of numbers"),
+    ({"answer_figures_any": [[]]}, "non-empty lists of numbers"),
+    ({"answer_figures_any": [1]}, "non-empty lists of numbers"),
     ({"answer_language": "fr"}, "answer_language is one of en, ja"),
     ({"answer_excludes": [{"regex": "("}]}, "not a regular expression"),
     ({"answer_excludes": [{"like": "x"}]}, r"must be a string or \{\"regex\""),

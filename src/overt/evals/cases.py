@@ -26,6 +26,7 @@ A case file is JSON (``.json``) or TOML (``.toml``) holding::
           "answer_includes_any": ["cannot", "できません"],  # optional, see below
           "answer_excludes": [{"regex": "(?i)^\\W*sure\\b"}],  # optional
           "answer_figures": [0.1251],       # optional: figures the answer must state
+          "answer_figures_any": [[62300], [53200, 9100]],  # optional: or these
           "answer_language": "ja",          # optional: en or ja
           "check_names": true,              # optional: no invented named facts
           "allowed_figures": [391],         # optional: figures the answer may compute
@@ -54,6 +55,8 @@ Checks on the answer's text (each optional):
 - ``answer_figures``: numbers the answer must state, each as written or
   rounded to the places the answer gives (``0.13`` states ``0.1251``); they
   count as grounded;
+- ``answer_figures_any``: lists of numbers; the answer states every number of
+  one of them (a total, or its parts); they count as grounded;
 - ``answer_language``: ``en`` or ``ja``, the language the answer is written in
   (:func:`overt.evals.language.language_of`);
 - ``check_names``: true to fail the answer on a named fact (a host, a key, an
@@ -148,6 +151,7 @@ class EvalCase:
     answer_includes_any: tuple[TextMatch, ...] = ()
     answer_excludes: tuple[TextMatch, ...] = ()
     answer_figures: tuple[float, ...] = ()
+    answer_figures_any: tuple[tuple[float, ...], ...] = ()
     answer_language: str = ""
     check_names: bool = False
     allowed_figures: tuple[float, ...] = ()
@@ -212,7 +216,8 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
 
 
 _CASE_KEYS = ("id", "category", "lang", "question", "history", "expect", "grounded_in",
-              "answer_includes_any", "answer_excludes", "answer_figures", "answer_language",
+              "answer_includes_any", "answer_excludes", "answer_figures", "answer_figures_any",
+              "answer_language",
               "check_names", "allowed_figures", "seed")
 
 
@@ -263,6 +268,12 @@ def _numbers(value: Any, where: str) -> tuple[float, ...]:
             isinstance(f, int | float) and not isinstance(f, bool) for f in value):
         raise UsageError(f"{where} must be a list of numbers")
     return tuple(float(f) for f in value)
+
+
+def _alternatives(value: Any, where: str) -> tuple[tuple[float, ...], ...]:
+    if not isinstance(value, list) or not all(isinstance(v, list) and v for v in value):
+        raise UsageError(f"{where} must be a list of non-empty lists of numbers")
+    return tuple(_numbers(v, where) for v in value)
 
 
 def _texts(value: Any, where: str) -> tuple[TextMatch, ...]:
@@ -345,6 +356,8 @@ def _case(item: Any, index: int, default_seed: Mapping[str, Any], default_names:
                                    f"{where}: answer_includes_any"),
         answer_excludes=_texts(item.get("answer_excludes"), f"{where}: answer_excludes"),
         answer_figures=_numbers(item.get("answer_figures", []), f"{where}: answer_figures"),
+        answer_figures_any=_alternatives(item.get("answer_figures_any", []),
+                                         f"{where}: answer_figures_any"),
         answer_language=str(language),
         check_names=_flag(item.get("check_names", default_names), f"{where}: check_names"),
         allowed_figures=_numbers(item.get("allowed_figures", []), f"{where}: allowed_figures"),

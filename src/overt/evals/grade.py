@@ -14,7 +14,7 @@ A case passes when every check holds:
 - **includes**: with ``answer_includes_any``, the answer contains one of them;
 - **excludes**: with ``answer_excludes``, the answer contains none of them;
 - **states**: each of ``answer_figures`` is a figure of the answer, as written
-  or rounded;
+  or rounded, and so is every figure of one of ``answer_figures_any``;
 - **language**: with ``answer_language``, the answer is written in it
   (:mod:`~overt.evals.language`);
 - **names**: with ``check_names``, every named fact of the answer comes from a
@@ -169,7 +169,8 @@ def grade(case: EvalCase, calls: Sequence[Call], answer: str, *,
                *(substitute(content, ids) for _, content in case.history),
                *(c.result for c in calls if c.result is not None),
                *(_text(dict(c.arguments)) for c in calls)]
-    made_up = invented(answer, sources, (*case.allowed_figures, *case.answer_figures))
+    made_up = invented(answer, sources, (*case.allowed_figures, *case.answer_figures,
+                                         *(f for one in case.answer_figures_any for f in one)))
     if made_up:
         failures.append(f"invented figures: {', '.join(made_up)}")
     for path in case.grounded_in:
@@ -184,10 +185,18 @@ def grade(case: EvalCase, calls: Sequence[Call], answer: str, *,
     if said:
         failures.append(f"answer says {_text(said)}")
     figures = answer_figures(answer)
-    for wanted_figure in case.answer_figures:
+
+    def states(wanted_figure: float) -> bool:
         pool = {Decimal(str(wanted_figure))}
-        if not any(grounded(f, pool) for f in figures):
+        return any(grounded(f, pool) for f in figures)
+
+    for wanted_figure in case.answer_figures:
+        if not states(wanted_figure):
             failures.append(f"answer does not state {_show(wanted_figure)}")
+    if case.answer_figures_any and not any(all(map(states, one))
+                                           for one in case.answer_figures_any):
+        failures.append("answer states none of " + " or ".join(
+            "+".join(map(_show, one)) for one in case.answer_figures_any))
     if case.answer_language:
         written = language_of(answer)
         if written != case.answer_language:

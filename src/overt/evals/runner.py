@@ -181,7 +181,8 @@ def cases_digest(cases: Sequence[EvalCase]) -> str:
                                   ensure_ascii=False))
 
 
-_LATER_CHECKS = ("answer_excludes", "answer_figures", "answer_language", "check_names")
+_LATER_CHECKS = ("answer_excludes", "answer_figures", "answer_figures_any", "answer_language",
+                 "check_names")
 
 
 def _plain(case: EvalCase) -> dict[str, Any]:
