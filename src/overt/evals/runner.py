@@ -199,7 +199,7 @@ def shown_prompt(runtime: Runtime, model: Model) -> str:
     tool it lists, with its name, description and schema (canonical JSON). Its digest
     is the suite's ``prompt_sha256``, so a reworded tool description is on the record
     too. The tools are those offered, as ``model`` lists them when it says how
-    (``shown_tools``: the embedded model adds its own ``cannot_do`` choice)."""
+    (``shown_tools``: the embedded model adds its own ``no_tool`` choice)."""
     specs: Sequence[ToolSpec] = runtime.engine.tools.specs()
     if isinstance(model, ListsTools):
         specs = model.shown_tools(specs)
