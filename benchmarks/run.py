@@ -26,6 +26,7 @@ from benchmarks import (
     bench_sessions,
     bench_stream,
     bench_turn,
+    bench_witness,
 )
 
 
@@ -35,7 +36,7 @@ def main() -> None:
     for module in (bench_machine, bench_turn, bench_ledger, bench_hooks, bench_router, bench_policy,
                    bench_memory, bench_reasoning, bench_sessions, bench_cockpit, bench_load,
                    bench_proofs, bench_bundle, bench_stream, bench_answer, bench_approvals,
-                   bench_replay):
+                   bench_replay, bench_witness):
         module.main()
         print()
 

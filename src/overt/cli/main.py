@@ -40,6 +40,7 @@ from overt.cli import (
     serve_cmd,
     sessions_cmd,
     trail_cmd,
+    witness_cmd,
 )
 from overt.cli.flags import count_flag
 from overt.cli.repliers import repliers
@@ -160,6 +161,7 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_parsers(sub)
     email_cmd.add_parser(sub)
     eval_cmd.add_parser(sub)
+    witness_cmd.add_parser(sub)
     global_flags.add_after(p)
     return p
 
@@ -268,6 +270,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return serve_cmd.run(config, args)
     if command in email_cmd.COMMANDS:
         return email_cmd.run(config, args)
+    if command in witness_cmd.COMMANDS:
+        return witness_cmd.run(args)
     if command in eval_cmd.COMMANDS:
         return eval_cmd.run(config, args)
     if command in sessions_cmd.COMMANDS:

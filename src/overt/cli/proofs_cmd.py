@@ -21,6 +21,9 @@ from overt.errors import ForgedSignatureError, LedgerError, LedgerIntegrityError
 from overt.events import LedgerPruned
 from overt.ledger import audit, checkpoints, proofs, retention, signing
 from overt.ledger.checkpoints import Checkpoint, CheckpointSettings
+from overt.witness.client import read_cosignatures
+from overt.witness.quorum import Quorum, read_key
+from overt.witness.quorum import check as check_quorum
 
 COMMANDS = ("keygen", "checkpoint", "prove", "check-proof", "consistency", "disown-seal")
 EXIT_OK, EXIT_VERIFY, EXIT_BACKEND = 0, 3, 5
@@ -77,6 +80,30 @@ def add_verify_flags(verify: argparse.ArgumentParser) -> None:
                         help="with --checkpoints: a checkpoint the ledger recorded that the "
                              "witness directory lacks, or holds unsigned, is named, not a "
                              "failure")
+    add_quorum_flags(verify)
+
+
+def add_quorum_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--witness-key", metavar="VKEY", action="append", default=[],
+                        help="a witness's cosignature/v1 key (the vkey or its file; "
+                             "repeatable): the newest checkpoint needs --quorum of these")
+    parser.add_argument("--quorum", metavar="N", type=int,
+                        help="how many distinct --witness-key cosignatures are needed "
+                             "(default: all of them)")
+
+
+def quorum_of(args: argparse.Namespace) -> Quorum | None:
+    """The policy the flags give; None when no --witness-key.
+
+    Raises:
+        UsageError: --quorum without keys, or more than the keys given.
+    """
+    if not args.witness_key:
+        if args.quorum is not None:
+            raise UsageError("--quorum needs the witness keys it counts (--witness-key)")
+        return None
+    keys = tuple(read_key(k) for k in args.witness_key)
+    return Quorum(keys, len(set(keys)) if args.quorum is None else args.quorum)
 
 
 def settings_of(config: Config) -> CheckpointSettings | None:
@@ -348,8 +375,21 @@ async def _verify(args: argparse.Namespace, config: Config, ledger: Any) -> int:
         problems.append("a checkpoint bears the key's signature but was altered or forged: "
                         + "; ".join(forged))
     missing = await audit.witness_findings(ledger, key, found, unsigned)
+    policy = quorum_of(args)
+    if policy is not None and found:
+        newest = found[-1][1]
+        counted = check_quorum(newest.text(), read_cosignatures(directory, newest.size),
+                               policy)
+        changes["notes"] = [*report.notes, f"cosigned by {', '.join(counted.cosigned) or 'none'}"
+                            f" ({len(counted.cosigned)} of {policy.needed} needed)"]
+        if not counted.ok:
+            problems.append(f"the newest checkpoint ({newest.size} entries): "
+                            + counted.problem())
+    elif policy is not None:
+        problems.append("no signed checkpoint to hold to the witness quorum")
     if missing and args.allow_missing:
-        changes["notes"] = [*report.notes, *(f"allowed missing: {m}" for m in missing)]
+        changes["notes"] = [*changes.get("notes", report.notes),
+                            *(f"allowed missing: {m}" for m in missing)]
     elif missing:
         problems.append("; ".join(missing) + " (pass --allow-missing to name these and go on)")
     if problems:

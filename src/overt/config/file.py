@@ -36,12 +36,14 @@ from overt.config.schema import (
     reference_problems,
 )
 from overt.config.values import Budget, Config, ModelAlias, PolicySettings, Route
-from overt.errors import ConfigError
+from overt.errors import ConfigError, UsageError
 from overt.ledger.checkpoints import CheckpointSettings
 from overt.memory.kinds import MemoryKinds
 from overt.models.router import EscalationRule
 from overt.policy.rules import rule_from_mapping
 from overt.tools.mcp_toolset import specs_from_config
+from overt.witness.client import Cosigner
+from overt.witness.notes import WitnessKey
 
 DEFAULT_NAME = "overt.toml"
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -218,8 +220,16 @@ def values(cfg: ConfigFile, base: Path | None = None,
         out["checkpoints"] = CheckpointSettings(
             private_key=_path(c.private_key, base), witness_dir=_path(c.witness_dir, base),
             commands=tuple(tuple(command) for command in c.commands if command),
-            urls=tuple(c.urls), every_entries=c.every_entries, every_seconds=c.every_seconds)
+            urls=tuple(c.urls), every_entries=c.every_entries, every_seconds=c.every_seconds,
+            cosigners=tuple(Cosigner(w.url, _vkey(w.vkey)) for w in c.witnesses))
     return out
+
+
+def _vkey(text: str) -> WitnessKey:
+    try:
+        return WitnessKey.parse(text)
+    except UsageError as exc:
+        raise ConfigError(f"[checkpoints] witnesses: {exc}") from exc
 
 
 def _settings(provider: ProviderFile) -> dict[str, Any]:

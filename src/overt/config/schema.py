@@ -318,6 +318,16 @@ class EmailFile(_Strict):
                           "(default: the operator)")
 
 
+class WitnessFile(_Strict):
+    """One cosigning witness of ``[checkpoints] witnesses``."""
+
+    url: Annotated[str, Field(pattern=r"^https?://")]
+    """Where it answers ``POST /add-checkpoint`` (C2SP tlog-witness)."""
+    vkey: str
+    """Its cosignature/v1 verifier key (``NAME+KEYID+BASE64``), as `overt witness keygen`
+    prints it."""
+
+
 class CheckpointsFile(_Strict):
     """``[checkpoints]``: signed checkpoints of the ledger (see
     :class:`overt.ledger.checkpoints.CheckpointSettings`); the key stays in its file."""
@@ -330,6 +340,9 @@ class CheckpointsFile(_Strict):
     """Commands each given every checkpoint on standard input."""
     urls: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(default_factory=list)
     """URLs each POSTed every checkpoint."""
+    witnesses: list[WitnessFile] = Field(default_factory=list)
+    """Cosigning witnesses: each is sent every checkpoint with its consistency proof, and
+    its cosignature is kept beside the checkpoint (`<size>.cosignatures`)."""
     every_entries: Annotated[int, Field(ge=1)] = 10_000
     """`overt serve` signs a checkpoint after this many new entries..."""
     every_seconds: Annotated[float, Field(gt=0)] = 300.0

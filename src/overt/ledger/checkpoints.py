@@ -57,6 +57,7 @@ from overt.events import LedgerCheckpointed, LedgerPruned
 from overt.ledger import retention, sql, tree
 from overt.ledger.signing import PrivateKey, PublicKey, open_note, sign_note
 from overt.ledger.sql import Dialect
+from overt.witness.client import Cosigner, cosign_all
 
 ORIGIN_PREFIX = "overt/ledger/"
 _HEAD = re.compile(r"sha256:[0-9a-f]{64}")
@@ -76,6 +77,7 @@ class CheckpointSettings:
     urls: tuple[str, ...] = ()
     every_entries: int = 10_000
     every_seconds: float = 300.0
+    cosigners: tuple[Cosigner, ...] = ()
 
     def __post_init__(self) -> None:
         if self.every_entries < 1:
@@ -87,6 +89,10 @@ class CheckpointSettings:
         for url in self.urls:
             if not url.startswith(("http://", "https://")):
                 raise ConfigError(f"a checkpoint witness URL is http(s)://…, not {url!r}")
+        for cosigner in self.cosigners:
+            if not cosigner.url.startswith(("http://", "https://")):
+                raise ConfigError(f"a cosigning witness URL is http(s)://…, not "
+                                  f"{cosigner.url!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +280,11 @@ async def make(ledger: Any, key: PrivateKey, settings: CheckpointSettings, *,
         check_successor(last, checkpoint, t)
     note = sign_note(checkpoint.text(), key)
     took, failed = witness(note, checkpoint, settings)
+    if settings.cosigners:
+        # a cosigner down or refusing is logged there and never holds the checkpoint back
+        cosigned, _ = await cosign_all(note, checkpoint.text(), checkpoint.size,
+                                       settings.cosigners, directory, t.consistency)
+        took.extend(cosigned)
     signature = note.rsplit(" ", 1)[1].strip()
     await ledger.record([LedgerCheckpointed(
         origin=checkpoint.origin, tree_size=checkpoint.size,
