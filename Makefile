@@ -48,9 +48,10 @@ check: install-dev
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q -m "$(CHECK_TESTS)"
 
 # bench_ledger and bench_load need the PostgreSQL driver, overt serve and an HTTP client;
-# bench_cockpit an ASGI client (httpx2, as the tests use); bench_proofs the signing keys.
+# bench_cockpit an ASGI client (httpx2, as the tests use) and Playwright for Debian's chromium;
+# bench_proofs the signing keys.
 bench: install
-	$(PIP) install -q -e '.[postgres,server,proofs]' 'aiohttp>=3.9,<4' 'httpx2>=2.16'
+	$(PIP) install -q -e '.[postgres,server,proofs]' 'aiohttp>=3.9,<4' 'httpx2>=2.16' 'playwright>=1.40'
 	$(BIN)/python benchmarks/run.py
 
 # The eval suite on the embedded default: per-case lines, accuracy, invented figures,
