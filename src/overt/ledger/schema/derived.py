@@ -48,6 +48,8 @@ grants the writer ``SELECT`` on every table and ``EXECUTE`` on every
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from overt.ledger.sql import WRITE_FUNCTION_PREFIX, trail_index_derive
 from overt.ledger.tree import TILE_LEVEL
 
@@ -81,22 +83,52 @@ _TAGS = ("('zk' || lower(p_kind COLLATE \"C\") || ' za' || translate(left(encode
 are ASCII: :mod:`overt.memory.kinds`)."""
 
 
-def _write(table: str, params: list[tuple[str, str]], kinds: str, row_id: str, noun: str,
-           checks: list[str]) -> str:
+class Stamps(NamedTuple):
+    """What a later migration adds to an ``overt_write_*`` function: parameters (after
+    the spec's own), checks, and the words its refusal adds."""
+
+    params: list[tuple[str, str]]
+    checks: list[str]
+    refusal: str
+
+
+class WriteSpec(NamedTuple):
+    """An ``overt_write_<table>`` function: its parameters (``p_<name>``, each a column
+    of ``table``), the entry kinds that record the row, the parameter naming the row,
+    the row's name in an error, and the checks the newest such entry must pass."""
+
+    table: str
+    params: list[tuple[str, str]]
+    kinds: str
+    row_id: str
+    noun: str
+    checks: list[str]
+
+
+def write_function(spec: WriteSpec, stamps: Stamps | None = None) -> str:
     """``overt_write_<table>``: insert the row if the newest entry of ``kinds``
     recording ``row_id`` passes every one of ``checks`` (SQL over entry ``e``: its
-    ``seq``, ``kind``, ``turn_id`` and data as ``jsonb``, ``d``)."""
+    ``seq``, ``kind``, ``turn_id`` and data as ``jsonb``, ``d``). With ``stamps``, the
+    function replaces the one without them (``e`` then also has ``session_id``)."""
+    params, checks = spec.params, spec.checks
+    drop, session, refusal = "", "", ""
+    if stamps is not None:
+        drop = (f"\nDROP FUNCTION {WRITE_FUNCTION_PREFIX}{spec.table}"
+                f"({', '.join(kind for _, kind in params)});")
+        params, checks = params + stamps.params, checks + stamps.checks
+        session, refusal = " a.session_id,", f", '\n            '{stamps.refusal}"
     args = ", ".join(f"p_{name} {kind}" for name, kind in params)
     columns = ", ".join(name for name, _ in params)
     values = ", ".join(f"p_{name}" for name, _ in params)
     ok = "\n            AND ".join(f"({c})" for c in checks)
-    return f"""
+    table, kinds, row_id, noun = spec.table, spec.kinds, spec.row_id, spec.noun
+    return f"""{drop}
 CREATE FUNCTION {WRITE_FUNCTION_PREFIX}{table}({args}) RETURNS void
 LANGUAGE plpgsql {_DEFINER} AS $$
 DECLARE
     e record;
 BEGIN
-    SELECT a.seq, a.kind, a.turn_id, a.data::jsonb AS d INTO e FROM audit_log a
+    SELECT a.seq, a.kind, a.turn_id,{session} a.data::jsonb AS d INTO e FROM audit_log a
         WHERE a.kind IN ({kinds}) AND {MEMORY_ID.replace('data', 'a.data')} = {row_id}
         ORDER BY a.seq DESC LIMIT 1;
     IF NOT FOUND THEN
@@ -104,7 +136,7 @@ BEGIN
             USING ERRCODE = 'check_violation';
     END IF;
     IF NOT coalesce({ok}, false) THEN
-        RAISE EXCEPTION 'overt: the {noun} % does not match entry % (%) that records it',
+        RAISE EXCEPTION 'overt: the {noun} % does not match entry % (%) that records it{refusal}',
             {row_id}, e.seq, e.kind USING ERRCODE = 'check_violation';
     END IF;
     INSERT INTO {table} ({columns}) VALUES ({values});
@@ -112,34 +144,37 @@ END $$;
 """
 
 
-_NODE = _write(
-    "memory_nodes",
-    [("id", "text"), ("kind", "text"), ("title", "text"), ("body", "text"), ("actor", "text"),
-     ("created_at", "text"), ("supersedes", "text"), ("root_id", "text"),
-     ("revision", "bigint"), ("turn_id", "text"), ("search_tags", "text")],
-    "'node.created', 'node.superseded'", "p_id", "memory node",
-    [_said("node_kind", "p_kind"), _said("actor", "p_actor"),
-     _said("title_digest", _digest("p_title")), _said("body_digest", _digest("p_body")),
-     "e.turn_id IS NOT DISTINCT FROM p_turn_id",
-     f"p_search_tags IS NOT DISTINCT FROM {_TAGS}",
-     "CASE WHEN e.kind = 'node.created' THEN p_supersedes IS NULL "
-     "AND p_root_id IS NOT DISTINCT FROM p_id AND p_revision IS NOT DISTINCT FROM 1 "
-     f"ELSE {_said('supersedes', 'p_supersedes')} AND {_said('root_id', 'p_root_id')} "
-     f"AND {_said('revision', 'p_revision')} END"])
-
-_LINK = _write(
-    "memory_links",
-    [("id", "text"), ("kind", "text"), ("from_id", "text"), ("to_id", "text"),
-     ("actor", "text"), ("created_at", "text"), ("turn_id", "text")],
-    "'link.created'", "p_id", "memory link",
-    [_said("link_kind", "p_kind"), _said("from_id", "p_from_id"), _said("to_id", "p_to_id"),
-     _said("actor", "p_actor"), "e.turn_id IS NOT DISTINCT FROM p_turn_id"])
-
-_RETRACTION = _write(
-    "memory_link_retractions",
-    [("link_id", "text"), ("actor", "text"), ("created_at", "text"), ("turn_id", "text")],
-    "'link.retracted'", "p_link_id", "retraction of memory link",
-    [_said("actor", "p_actor"), "e.turn_id IS NOT DISTINCT FROM p_turn_id"])
+MEMORY_WRITES = (
+    WriteSpec(
+        "memory_nodes",
+        [("id", "text"), ("kind", "text"), ("title", "text"), ("body", "text"),
+         ("actor", "text"), ("created_at", "text"), ("supersedes", "text"),
+         ("root_id", "text"), ("revision", "bigint"), ("turn_id", "text"),
+         ("search_tags", "text")],
+        "'node.created', 'node.superseded'", "p_id", "memory node",
+        [_said("node_kind", "p_kind"), _said("actor", "p_actor"),
+         _said("title_digest", _digest("p_title")), _said("body_digest", _digest("p_body")),
+         "e.turn_id IS NOT DISTINCT FROM p_turn_id",
+         f"p_search_tags IS NOT DISTINCT FROM {_TAGS}",
+         "CASE WHEN e.kind = 'node.created' THEN p_supersedes IS NULL "
+         "AND p_root_id IS NOT DISTINCT FROM p_id AND p_revision IS NOT DISTINCT FROM 1 "
+         f"ELSE {_said('supersedes', 'p_supersedes')} AND {_said('root_id', 'p_root_id')} "
+         f"AND {_said('revision', 'p_revision')} END"]),
+    WriteSpec(
+        "memory_links",
+        [("id", "text"), ("kind", "text"), ("from_id", "text"), ("to_id", "text"),
+         ("actor", "text"), ("created_at", "text"), ("turn_id", "text")],
+        "'link.created'", "p_id", "memory link",
+        [_said("link_kind", "p_kind"), _said("from_id", "p_from_id"),
+         _said("to_id", "p_to_id"), _said("actor", "p_actor"),
+         "e.turn_id IS NOT DISTINCT FROM p_turn_id"]),
+    WriteSpec(
+        "memory_link_retractions",
+        [("link_id", "text"), ("actor", "text"), ("created_at", "text"), ("turn_id", "text")],
+        "'link.retracted'", "p_link_id", "retraction of memory link",
+        [_said("actor", "p_actor"), "e.turn_id IS NOT DISTINCT FROM p_turn_id"]),
+)
+"""The memory tables' ``overt_write_*`` functions as migration 17 made them."""
 
 # The subtree of 2**p_level leaves from leaf p_first, from the entries' chain hashes
 # (RFC 9162: a leaf is sha256(0x00 || chain hash), a node sha256(0x01 || left || right),
@@ -243,7 +278,8 @@ def postgres() -> str:
     """Migration 17 on PostgreSQL (SQLite has no roles: there it changes nothing)."""
     return (f"CREATE INDEX audit_log_memory ON audit_log (kind, ({MEMORY_ID})) "
             f"WHERE kind IN ({_MEMORY});\n"
-            + _NODE + _LINK + _RETRACTION + _MERKLE + _TRAIL + _PRUNED_BY_OWNER + f"""
+            + "".join(map(write_function, MEMORY_WRITES))
+            + _MERKLE + _TRAIL + _PRUNED_BY_OWNER + f"""
 ALTER FUNCTION overt_memory_search() {_DEFINER};
 ALTER FUNCTION overt_prune(bigint) SET search_path FROM CURRENT;
 REVOKE ALL ON FUNCTION overt_trail_index(), overt_memory_search() FROM PUBLIC;

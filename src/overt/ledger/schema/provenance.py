@@ -28,8 +28,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from overt.ledger.schema.derived import _DEFINER, _TAGS, MEMORY_ID, _digest, _said
-from overt.ledger.sql import DIRECT_CALLS, KIND_INDEXED, WRITE_FUNCTION_PREFIX
+from overt.ledger.schema.derived import (
+    MEMORY_ID,
+    MEMORY_WRITES,
+    Stamps,
+    WriteSpec,
+    _said,
+    write_function,
+)
+from overt.ledger.sql import DIRECT_CALLS, KIND_INDEXED
 
 TABLES = {"memory_nodes": ("id", "'node.created', 'node.superseded'", "node_id"),
           "memory_links": ("id", "'link.created'", "link_id"),
@@ -73,7 +80,7 @@ UPDATE {table} t SET session_id = w.session_id, tool_call_id = w.tool_call_id
     WHERE w.row_id = t.{key};
 ALTER TABLE {table} ENABLE TRIGGER {table}_append_only;
 """)
-    return _columns() + "".join(fills) + _RUNNING + _NODE + _LINK + _RETRACTION
+    return _columns() + "".join(fills) + _RUNNING + "".join(map(_stamped, MEMORY_WRITES))
 
 
 _CALL = "(data::json ->> 'tool_call_id')"
@@ -127,72 +134,15 @@ def provenance_sql() -> str:
 _STAMPS = [("session_id", "text"), ("tool_call_id", "text"), ("origin", "text")]
 
 
-def _stamped() -> list[str]:
+def _checks() -> list[str]:
     return ["e.session_id IS NOT DISTINCT FROM p_session_id",
             _said("tool_call_id", "p_tool_call_id"), _said("origin", "p_origin"),
             provenance_sql()]
 
 
-def _write(table: str, params: list[tuple[str, str]], kinds: str, row_id: str, noun: str,
-           checks: list[str]) -> str:
-    """``overt_write_<table>`` again, as :func:`overt.ledger.schema.derived._write` made
-    it, with the provenance columns and checks (and ``e.session_id``)."""
-    params = params + _STAMPS
-    checks = checks + _stamped()
-    old = ", ".join(kind for name, kind in params[:-len(_STAMPS)])
-    args = ", ".join(f"p_{name} {kind}" for name, kind in params)
-    columns = ", ".join(name for name, _ in params)
-    values = ", ".join(f"p_{name}" for name, _ in params)
-    ok = "\n            AND ".join(f"({c})" for c in checks)
-    return f"""
-DROP FUNCTION {WRITE_FUNCTION_PREFIX}{table}({old});
-CREATE FUNCTION {WRITE_FUNCTION_PREFIX}{table}({args}) RETURNS void
-LANGUAGE plpgsql {_DEFINER} AS $$
-DECLARE
-    e record;
-BEGIN
-    SELECT a.seq, a.kind, a.turn_id, a.session_id, a.data::jsonb AS d INTO e FROM audit_log a
-        WHERE a.kind IN ({kinds}) AND {MEMORY_ID.replace('data', 'a.data')} = {row_id}
-        ORDER BY a.seq DESC LIMIT 1;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'overt: no entry of the chain records the {noun} %', {row_id}
-            USING ERRCODE = 'check_violation';
-    END IF;
-    IF NOT coalesce({ok}, false) THEN
-        RAISE EXCEPTION 'overt: the {noun} % does not match entry % (%) that records it, '
-            'or names a turn or tool call that entry cannot have come from',
-            {row_id}, e.seq, e.kind USING ERRCODE = 'check_violation';
-    END IF;
-    INSERT INTO {table} ({columns}) VALUES ({values});
-END $$;
-"""
+def _stamped(spec: WriteSpec) -> str:
+    """``spec``'s function again, taking and checking the provenance columns."""
+    return write_function(spec, Stamps(_STAMPS, _checks(), _REFUSAL))
 
 
-_NODE = _write(
-    "memory_nodes",
-    [("id", "text"), ("kind", "text"), ("title", "text"), ("body", "text"), ("actor", "text"),
-     ("created_at", "text"), ("supersedes", "text"), ("root_id", "text"),
-     ("revision", "bigint"), ("turn_id", "text"), ("search_tags", "text")],
-    "'node.created', 'node.superseded'", "p_id", "memory node",
-    [_said("node_kind", "p_kind"), _said("actor", "p_actor"),
-     _said("title_digest", _digest("p_title")), _said("body_digest", _digest("p_body")),
-     "e.turn_id IS NOT DISTINCT FROM p_turn_id",
-     f"p_search_tags IS NOT DISTINCT FROM {_TAGS}",
-     "CASE WHEN e.kind = 'node.created' THEN p_supersedes IS NULL "
-     "AND p_root_id IS NOT DISTINCT FROM p_id AND p_revision IS NOT DISTINCT FROM 1 "
-     f"ELSE {_said('supersedes', 'p_supersedes')} AND {_said('root_id', 'p_root_id')} "
-     f"AND {_said('revision', 'p_revision')} END"])
-
-_LINK = _write(
-    "memory_links",
-    [("id", "text"), ("kind", "text"), ("from_id", "text"), ("to_id", "text"),
-     ("actor", "text"), ("created_at", "text"), ("turn_id", "text")],
-    "'link.created'", "p_id", "memory link",
-    [_said("link_kind", "p_kind"), _said("from_id", "p_from_id"), _said("to_id", "p_to_id"),
-     _said("actor", "p_actor"), "e.turn_id IS NOT DISTINCT FROM p_turn_id"])
-
-_RETRACTION = _write(
-    "memory_link_retractions",
-    [("link_id", "text"), ("actor", "text"), ("created_at", "text"), ("turn_id", "text")],
-    "'link.retracted'", "p_link_id", "retraction of memory link",
-    [_said("actor", "p_actor"), "e.turn_id IS NOT DISTINCT FROM p_turn_id"])
+_REFUSAL = "or names a turn or tool call that entry cannot have come from"
