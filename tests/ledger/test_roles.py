@@ -604,3 +604,33 @@ def test_a_ledger_migrated_to_provenance_by_its_owner_takes_the_writers_memory(
                 if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
                     conn.execute(f'DROP OWNED BY "{role}"')
                     conn.execute(f'DROP ROLE "{role}"')
+
+
+def test_ledgers_of_one_database_set_up_their_roles_at_once(tmp_path: Path) -> None:
+    """Each setup grants its roles the schema pg_trgm lives in, shared by every ledger of
+    the database: setups running together take turns instead of failing."""
+    import threading
+
+    backends.require_pg()
+    urls = [backends.new_url("postgres", tmp_path / str(i)) for i in range(4)]
+    failed: list[str] = []
+
+    def set_up(url: str) -> None:
+        suffix = new_ulid().lower()[-10:]
+        try:
+            setup_roles(url, f"overt_owner_{suffix}", f"overt_writer_{suffix}")
+        except LedgerError as exc:
+            failed.append(str(exc))
+
+    try:
+        for url in urls:
+            open_ledger(url).close_sync()  # type: ignore[attr-defined]
+        threads = [threading.Thread(target=set_up, args=(url,)) for url in urls]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failed == []
+    finally:
+        for url in urls:
+            backends.drop(url)

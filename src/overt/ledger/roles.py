@@ -108,6 +108,10 @@ def setup_roles(url: str, owner: str, writer: str) -> list[str]:
             trgm = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n "
                                 "ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'").fetchone()
             if trgm is not None and trgm[0] != schema:
+                # one schema shared by every ledger of the database: two setups granting
+                # on it at once fail ("tuple concurrently updated"), so they take turns
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext('overt setup-roles: '"
+                             " || %s))", (trgm[0],))
                 run(f'GRANT USAGE ON SCHEMA "{trgm[0]}" TO {o}, {w}')
             for signature, name, definer in functions:
                 run(f"ALTER FUNCTION {signature} OWNER TO {o}")
