@@ -21,6 +21,7 @@ from overt.errors import UsageError
 from overt.ledger.chain import entry_data
 from overt.ledger.sql import POSTGRES, SQLITE, Dialect, failure_condition
 from overt.sessions.book import LEGACY_OWNER, SessionInfo, _reader
+from overt.sessions.failures import newest_failures
 
 SessionOrder = Literal["newest", "oldest", "errors"]
 SESSION_ORDERS: tuple[SessionOrder, ...] = ("newest", "oldest", "errors")
@@ -125,40 +126,17 @@ async def _errors(reader: Any, d: Dialect, after: int | None, source: str | None
                   owner: str | None, sessions: Collection[str] | None, since: str | None,
                   limit: int, legacy_owner: str) -> list[SessionRow]:
     rows: list[SessionRow] = []
-    cursor = after
-    failing = failure_condition(d)
-    while len(rows) < limit:
-        batch = max(limit * 4, 64)
+    async for seq, session_id in newest_failures(reader, d, "session_id", after, limit):
         params: list[Any] = []
-        where = f"({failing}) AND session_id IS NOT NULL"
-        if cursor is not None:
-            where += f" AND seq < {d.ph}"
-            params.append(cursor)
-        found = await reader.select(
-            f"SELECT seq, session_id FROM audit_log WHERE {where} ORDER BY seq DESC "
-            f"LIMIT {d.ph}", [*params, batch])
-        if not found:
-            break
-        cursor = int(found[-1][0])
-        listed = sorted({s for _, s in found})
-        newest = {s: int(n) for s, n in await reader.select(
-            f"SELECT session_id, max(seq) FROM audit_log WHERE session_id IN "
-            f"({d.phs(len(listed))}) AND ({failing}) GROUP BY session_id", listed)}
-        for seq, session_id in found:
-            if newest.get(session_id) != int(seq):
-                continue
-            params = []
-            where = _filters(d, source, owner, sessions, since, legacy_owner, params)
-            picked = await reader.select(
-                f"SELECT s.seq, s.session_id, s.at, s.data FROM audit_log s WHERE "
-                f"s.session_id = {d.ph} AND s.kind = 'turn.started'{where} "
-                f"AND {_first(d, 's')}", [session_id, *params])
-            if picked:
-                rows.append(_row(picked[0], legacy_owner, int(seq)))
-                if len(rows) == limit:
-                    break
-        if len(found) < batch:
-            break
+        where = _filters(d, source, owner, sessions, since, legacy_owner, params)
+        picked = await reader.select(
+            f"SELECT s.seq, s.session_id, s.at, s.data FROM audit_log s WHERE "
+            f"s.session_id = {d.ph} AND s.kind = 'turn.started'{where} "
+            f"AND {_first(d, 's')}", [session_id, *params])
+        if picked:
+            rows.append(_row(picked[0], legacy_owner, seq))
+            if len(rows) == limit:
+                break
     return rows
 
 

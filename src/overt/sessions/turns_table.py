@@ -36,6 +36,7 @@ from overt.ledger.sql import (
     turn_value,
 )
 from overt.sessions.book import _reader
+from overt.sessions.failures import newest_failures
 
 Order = Literal["newest", "oldest", "errors", "cost", "duration"]
 ORDERS: tuple[Order, ...] = ("newest", "oldest", "errors", "cost", "duration")
@@ -183,37 +184,18 @@ async def _errors(reader: Any, d: Dialect, after: Cursor | None, source: str | N
                   limit: int) -> list[TurnRow]:
     """Turns with a failure, each at its newest failure, newest first (see module)."""
     rows: list[TurnRow] = []
-    cursor = after.seq if after is not None else None
-    failing = failure_condition(d)
-    while len(rows) < limit:
-        batch = max(limit * 4, 64)
+    before = after.seq if after is not None else None
+    async for seq, turn_id in newest_failures(reader, d, "turn_id", before, limit):
         params: list[Any] = []
-        where = f"({failing}) AND turn_id IS NOT NULL"
-        if cursor is not None:
-            where += f" AND seq < {d.ph}"
-            params.append(cursor)
-        found = await reader.select(
-            f"SELECT seq, turn_id FROM audit_log WHERE {where} ORDER BY seq DESC "
-            f"LIMIT {d.ph}", [*params, batch])
-        if not found:
-            break
-        cursor = int(found[-1][0])
-        newest = await _newest_failures(reader, d, failing, {t for _, t in found})
-        at_newest = [(int(seq), t) for seq, t in found if newest.get(t) == int(seq)]
-        for seq, turn_id in at_newest:
-            params = []
-            where = _filters(d, source, actor, sessions, since, params)
-            picked = await reader.select(
-                f"SELECT {_COLUMNS} FROM audit_log s {_completed(d)} WHERE s.turn_id = "
-                f"{d.ph} AND s.kind = 'turn.started'{where} ORDER BY s.seq LIMIT 1",
-                [turn_id, *params])
-            if picked:
-                row = _row(picked[0], "errors")
-                rows.append(_keyed(row, seq))
-                if len(rows) == limit:
-                    break
-        if len(found) < batch:
-            break
+        where = _filters(d, source, actor, sessions, since, params)
+        picked = await reader.select(
+            f"SELECT {_COLUMNS} FROM audit_log s {_completed(d)} WHERE s.turn_id = "
+            f"{d.ph} AND s.kind = 'turn.started'{where} ORDER BY s.seq LIMIT 1",
+            [turn_id, *params])
+        if picked:
+            rows.append(_keyed(_row(picked[0], "errors"), seq))
+            if len(rows) == limit:
+                break
     return await _counted(reader, d, rows)
 
 
@@ -228,15 +210,6 @@ async def _counted(reader: Any, d: Dialect, rows: list[TurnRow]) -> list[TurnRow
         f"AND ({failure_condition(d)}) GROUP BY turn_id", listed)
     counts = {t: int(n) for t, n in found}
     return [dataclasses.replace(r, failures=counts.get(r.turn_id, 0)) for r in rows]
-
-
-async def _newest_failures(reader: Any, d: Dialect, failing: str,
-                           turns: set[str]) -> dict[str, int]:
-    listed = sorted(turns)
-    found = await reader.select(
-        f"SELECT turn_id, max(seq) FROM audit_log WHERE turn_id IN ({d.phs(len(listed))}) "
-        f"AND ({failing}) GROUP BY turn_id", listed)
-    return {t: int(seq) for t, seq in found}
 
 
 def _keyed(row: TurnRow, seq: int) -> TurnRow:
