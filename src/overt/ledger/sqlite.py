@@ -14,10 +14,6 @@ each sees every record committed before it asked.
 ``synchronous=NORMAL``: a commit survives the process being killed at any
 point; only a power loss can take the last ones. ``:memory:`` is a private
 temporary file, removed on close (every thread must see the same database).
-
-A ledger written by the overt that kept a journal in front of SQLite is stored
-from that journal when opened, then the journal is retired
-(:mod:`overt.ledger.legacy_journal`).
 """
 
 from __future__ import annotations
@@ -35,7 +31,7 @@ from typing import Any, TypeVar
 from overt.clock import now_iso
 from overt.errors import LedgerClosed, LedgerConflict, LedgerError, MigrationError
 from overt.events import Event, LedgerPruned
-from overt.ledger import legacy_journal, memory_check, retention, sql, trail_index, trail_read, tree
+from overt.ledger import memory_check, retention, sql, trail_index, trail_read, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -69,7 +65,6 @@ from overt.ledger.schema.sqlite import (
     MIGRATIONS,
     MIGRATIONS_TABLE,
     lift_delete_guards,
-    renumber,
     restore_delete_guards,
 )
 from overt.ledger.sql import SQLITE as D
@@ -110,7 +105,7 @@ class SqliteLedger:
     def open(cls, path: str | Path, *, migrate: bool = True, read_only: bool = False,
              create: bool = True, clock: Callable[[], str] = now_iso) -> SqliteLedger:
         """Open (creating if needed) the ledger at ``path``, bring its schema up to
-        date and store what a journal left by an earlier overt holds.
+        date.
 
         ``read_only``: open it writing nothing at all (:mod:`.sqlite_conn`), so a
         ledger in a folder this process cannot write can be read; its schema must be
@@ -120,10 +115,10 @@ class SqliteLedger:
         seeded ledger whose history lies in the past, as the eval suite writes).
 
         Raises:
-            LedgerError: the file cannot be opened or is not a SQLite database, or
-                a leftover journal is corrupt or does not follow the database; read
-                only: there is no file, or its schema is not up to date; ``create``
-                false: there is no file, or it holds no ledger (``:memory:`` never does).
+            LedgerError: the file cannot be opened or is not a SQLite database;
+                read only: there is no file, or its schema is not up to date;
+                ``create`` false: there is no file, or it holds no ledger
+                (``:memory:`` never does).
             MigrationError: the schema could not be migrated.
         """
         p, temporary = str(path), None
@@ -146,9 +141,6 @@ class SqliteLedger:
                     return ledger
                 if migrate:
                     ledger._migrate(conn)
-                if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'audit_log'"
-                                ).fetchone():
-                    legacy_journal.upgrade(conn, p)
             except BaseException:
                 conn.close()
                 raise
@@ -185,8 +177,6 @@ class SqliteLedger:
             conn.executescript(MIGRATIONS_TABLE)
             refuse_newer((r[0] for r in conn.execute("SELECT version FROM overt_migrations")),
                          self.path)
-            with transaction(conn):
-                renumber(conn)
             for version, _name, script in MIGRATIONS:
                 with transaction(conn):
                     if conn.execute("SELECT 1 FROM overt_migrations WHERE version = ?",
@@ -531,7 +521,7 @@ def _verify(conn: sqlite3.Connection, check_content: bool, check_index: bool,
 
 def _refuse_stale(conn: sqlite3.Connection, path: str) -> None:
     """Refuse to read, read-only, a ledger that opening it writable would change first:
-    a migration not applied, or a journal of an earlier overt not stored.
+    a migration not applied.
 
     Raises:
         LedgerError: which, and what to do.
@@ -542,11 +532,9 @@ def _refuse_stale(conn: sqlite3.Connection, path: str) -> None:
         if known else set()
     refuse_newer(applied, path)
     missing = [version for version, _, _ in MIGRATIONS if version not in applied]
-    why = (f"its schema lacks migration {missing[0]}" if missing
-           else "an earlier overt's journal beside it is not stored yet"
-           if Path(legacy_journal.journal_path(path)).exists() else "")
-    if why:
-        raise LedgerError(f"cannot read ledger {path} read-only: {why}; open it once "
+    if missing:
+        raise LedgerError(f"cannot read ledger {path} read-only: its schema lacks "
+                          f"migration {missing[0]}; open it once "
                           "writable (overt ledger migrate) by a process that may write it")
 
 

@@ -2,10 +2,7 @@
 
 :data:`NAMES` is the one list of what each version does; each backend's module
 pairs a version with the statements that do it there (a step that the other
-backend's layout already satisfies is recorded, and changes nothing). Ledgers
-written before the two lists were one are renumbered on open
-(:func:`overt.ledger.schema.sqlite.renumber`; PostgreSQL's numbers were already
-these).
+backend's layout already satisfies is recorded, and changes nothing).
 """
 
 from collections.abc import Iterable

@@ -227,30 +227,6 @@ def refuse_foreign(conn: sqlite3.Connection, path: str) -> None:
                           f"application's tables: {shown}); name an empty or new file")
 
 
-def renumber(conn: sqlite3.Connection) -> None:
-    """Bring ``overt_migrations`` of a ledger written before both backends shared one
-    numbering to the shared one (the caller holds a write transaction).
-
-    SQLite's 10 was a trail index of marshalled records, replaced by migration 11;
-    its 11 (no prune gate) is now 10. The table is append-only: its guards are
-    lifted and restored inside the transaction, as a prune does.
-    """
-    rows = dict(conn.execute("SELECT version, name FROM overt_migrations WHERE version >= 10"))
-    if not rows.get(10, "").startswith("trail index: each session's trail records together"):
-        return
-    applied = conn.execute("SELECT applied_at FROM overt_migrations WHERE version = 11"
-                           ).fetchone()
-    conn.execute("DROP TRIGGER overt_migrations_no_update")
-    conn.execute("DROP TRIGGER overt_migrations_no_delete")
-    conn.execute("DELETE FROM overt_migrations WHERE version >= 10")
-    if applied is not None:
-        conn.execute("INSERT INTO overt_migrations VALUES (?, ?, ?)",
-                     (10, NAMES[10], applied[0]))
-    for statement in (_no_update("overt_migrations"), _no_delete("overt_migrations",
-                                                                gated=False)):
-        conn.execute(statement)
-
-
 # The Merkle tree's stored subtrees (see overt.ledger.tree): written when a checkpoint
 # is made and when a prune removes leaves, never on a turn's path; never pruned.
 _MERKLE_NODES_V12 = """
