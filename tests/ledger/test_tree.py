@@ -111,3 +111,86 @@ def test_a_prune_refuses_to_leave_a_planted_subtree_standing_in_for_what_it_remo
     with pytest.raises(LedgerIntegrityError, match="level 7, first leaf 0"):
         run(ledger.prune(now_iso()))
     assert raw.query("SELECT min(seq), count(*) FROM audit_log")[0] == (1, 150)
+
+
+def counting_leaves(ledger: Any) -> tuple[Any, list[int]]:
+    """``ledger.select``, counting the leaves (chain hashes) it reads."""
+    counted: list[int] = []
+
+    async def select(statement: str, params: Any = ()) -> Any:
+        rows = await ledger.select(statement, params)
+        if statement.startswith("SELECT seq, hash FROM audit_log WHERE seq >"):
+            counted.append(len(rows))
+        return rows
+    return select, counted
+
+
+def test_a_routine_checkpoint_hashes_the_entries_since_the_last_not_the_ledger(
+    ledger: Any, raw: Raw, tmp_path: Path
+) -> None:
+    from overt.ledger import checkpoints
+
+    add_turns(ledger, 1000)  # 3,000 entries: 11 tiles and a part
+    signer = make_signer(tmp_path)
+    first, _ = signer.checkpoint(ledger)
+    add_turns(ledger, 10)
+    select, counted = counting_leaves(ledger)
+    t = run(tree.extend(select, dialect(ledger), first.size + 30, first.size, first.root))
+    assert t is not None and 0 < sum(counted) <= 1 + tree.TILE + 30
+    leaves = chain_leaves(raw)[:first.size + 30]
+    assert t.root() == merkle.root(merkle.perfect_over(leaves), len(leaves))
+    assert t.bad == [] and [r[1]["first_leaf"] for r in t.new_nodes] == [
+        i * tree.TILE for i in range(first.size // tree.TILE, len(leaves) // tree.TILE)]
+    second, _ = signer.checkpoint(ledger)
+    every = chain_leaves(raw)[:second.size]
+    assert second.root == merkle.root(merkle.perfect_over(every), len(every))
+    checkpoints.check_successor(first, second)
+
+
+@pytest.mark.parametrize("damage", ["planted", "missing", "twice"])
+def test_a_tile_under_the_signed_checkpoint_that_is_not_its_leaves_is_never_taken(
+    ledger: Any, raw: Raw, tmp_path: Path, damage: str
+) -> None:
+    from overt.ledger import checkpoints
+
+    add_turns(ledger, 300)  # 900 entries: 3 tiles and a part
+    signer = make_signer(tmp_path)
+    signer.checkpoint(ledger)
+    raw.drop_guards()
+    if damage != "twice":
+        raw.execute("DELETE FROM merkle_nodes WHERE level = 8 AND first_leaf = 256")
+    if damage != "missing":
+        raw.execute("INSERT INTO merkle_nodes (level, first_leaf, hash) VALUES (8, 256, ?)",
+                    ("ab" * 32,))
+    add_turns(ledger, 5)
+    if damage == "missing":  # nothing wrong stored: the tile is recomputed and stored
+        checkpoint, _ = signer.checkpoint(ledger)
+    else:
+        with pytest.raises(checkpoints.SignedWithFindings, match="level 8, first leaf 256"):
+            signer.checkpoint(ledger)
+        checkpoint = signer.witnessed()[-1]
+    leaves = chain_leaves(raw)[:checkpoint.size]
+    assert checkpoint.root == merkle.root(merkle.perfect_over(leaves), len(leaves))
+
+
+def test_an_entry_changed_under_the_signed_checkpoint_is_not_signed_over_and_verify_names_it(
+    ledger: Any, raw: Raw, tmp_path: Path
+) -> None:
+    from overt.ledger import audit
+
+    add_turns(ledger, 300)
+    signer = make_signer(tmp_path)
+    first, _ = signer.checkpoint(ledger)
+    true_leaves = chain_leaves(raw)[:first.size]
+    raw.drop_guards()
+    raw.execute("UPDATE audit_log SET hash = 'sha256:' || upper(substr(hash, 8)) WHERE seq = 300")
+    add_turns(ledger, 5)
+    second, _ = signer.checkpoint(ledger)  # its tile is taken as stored: the true history
+    now = [merkle.entry_leaf(h) for (h,) in raw.query(
+        "SELECT hash FROM audit_log WHERE seq > ? AND seq <= ? ORDER BY seq",
+        (first.size, second.size))]
+    every = true_leaves + now
+    assert second.root == merkle.root(merkle.perfect_over(every), len(every))
+    chain = run(ledger.verify(check_bodies=False))
+    report = run(audit.verify_against(ledger, chain, signer.witnessed()))
+    assert not report.ok

@@ -25,7 +25,9 @@ says, except in the checkpoint ``overt ledger prune`` makes right after pruning
 it. So a prefix deleted by hand is never signed over, and a forged
 ``ledger.pruned`` entry is never signed by the operator's next prune.
 
-Signing recomputes every subtree it signs from the entries (:func:`.tree.fill`).
+Signing recomputes every subtree it signs from the entries (:func:`.tree.fill`),
+except the tiles under the newest checkpoint already signed, taken once they give
+its root (:func:`.tree.extend`).
 Something in the ledger that overt did not write (a stored tile that is not its
 leaves' hash, a ``ledger.pruned`` entry no prune wrote) does not stop a
 checkpoint, which is signed from the entries all the same; :func:`make` raises
@@ -161,9 +163,16 @@ def origin_of(t: tree.Tree) -> str:
     return ORIGIN_PREFIX + t.perfect(0, 1).hex()[:32]
 
 
-async def compute(ledger: Any, *, size: int | None = None) -> tuple[Checkpoint, tree.Tree]:
+async def compute(ledger: Any, *, size: int | None = None,
+                  after: Checkpoint | None = None) -> tuple[Checkpoint, tree.Tree]:
     """The (unsigned) checkpoint of the ledger now (or of its first ``size``
     entries), and the tree, its new tiles ready to store.
+
+    ``after``: the newest checkpoint already signed. Where the ledger still ends in
+    the entry it signed (same head hash, same prune), the stored tiles under it
+    are taken once they give its root (:func:`.tree.extend`): a routine checkpoint
+    hashes the entries since, not the ledger. Else every subtree is recomputed
+    from the entries (:func:`.tree.fill`).
 
     Raises:
         LedgerError: the ledger is empty, or its tree cannot be built (a prefix pruned
@@ -173,12 +182,19 @@ async def compute(ledger: Any, *, size: int | None = None) -> tuple[Checkpoint, 
     n = head if size is None else size
     if n < 1 or n > head:
         raise LedgerError(f"no checkpoint of {n} entries in a ledger of {head}")
-    t = await tree.fill(ledger.select, dialect(ledger), n)
-    rows = await ledger.select(f"SELECT hash FROM audit_log WHERE seq = {dialect(ledger).ph}",
-                               (n,))
-    if not rows:
+    d = dialect(ledger)
+    rows = await ledger.select(f"SELECT seq, hash FROM audit_log WHERE seq IN ({d.ph}, {d.ph})",
+                               (n, after.size if after is not None else n))
+    hashes = {int(seq): digest for seq, digest in rows}
+    if n not in hashes:
         raise LedgerError(f"entry {n} is not in the ledger")
-    return Checkpoint(origin_of(t), n, t.root(), rows[0][0], now_iso(), pruned), t
+    t = None
+    if (after is not None and after.pruned == pruned and pruned < after.size <= n
+            and hashes.get(after.size) == after.head):
+        t = await tree.extend(ledger.select, d, n, after.size, after.root)
+    if t is None:
+        t = await tree.fill(ledger.select, d, n)
+    return Checkpoint(origin_of(t), n, t.root(), hashes[n], now_iso(), pruned), t
 
 
 def read_witness_dir(directory: Path, key: PublicKey,
@@ -244,7 +260,9 @@ async def make(ledger: Any, key: PrivateKey, settings: CheckpointSettings, *,
     """Make, sign, witness and record a checkpoint of the ledger now; (it, its note).
 
     Every subtree it signs is recomputed from the entries' chain hashes
-    (:func:`.tree.fill`); the stored tree stands in only for a pruned prefix. It
+    (:func:`.tree.fill`), except the tiles under the witness's newest checkpoint,
+    taken once they give its root (:func:`.tree.extend`); the stored tree stands in
+    only for those and for a pruned prefix. It
     says the ledger is pruned through what is gone from it, which must be what the
     witness's newest checkpoint says, or, right after ``overt ledger prune``
     (``prune``: that prune's own record), exactly the range that prune removed.
@@ -259,9 +277,9 @@ async def make(ledger: Any, key: PrivateKey, settings: CheckpointSettings, *,
             (after the others took the checkpoint and it was recorded).
     """
     directory = Path(settings.witness_dir)
-    checkpoint, t = await compute(ledger)
     previous, _ = read_witness_dir(directory, key.public) if directory.exists() else ([], [])
     last = previous[-1][1] if previous else None
+    checkpoint, t = await compute(ledger, after=last if prune is None else None)
     if prune is not None:
         start = (last.pruned if last is not None else prune.first_removed_seq - 1
                  if prune.first_removed_seq else 0)

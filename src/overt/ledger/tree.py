@@ -19,12 +19,17 @@ What is stored
     (a second hash for a subtree, or a wrong one for a subtree not stored yet).
 
 What is trusted
-    Nothing stored, where the leaves are still there. Signing a checkpoint
-    (:func:`fill`), a prune's stand-ins (:func:`prune_rows`) and ``verify
-    --checkpoints`` (:mod:`.audit`) compute every subtree that holds an entry still
-    in the chain from the entries' chain hashes; a stored row for it is only
-    compared, and one that differs (or a subtree stored with two hashes) is named,
-    ``(level, first leaf)``, and never used. Making a proof (:func:`open_tree`)
+    Nothing stored, where the leaves are still there, unless a signature vouches
+    for it. A prune's stand-ins (:func:`prune_rows`), ``verify --checkpoints``
+    (:mod:`.audit`) and a checkpoint with no signed one before it (:func:`fill`)
+    compute every subtree that holds an entry still in the chain from the entries'
+    chain hashes; a stored row for it is only compared, and one that differs (or a
+    subtree stored with two hashes) is named, ``(level, first leaf)``, and never
+    used. A routine checkpoint (:func:`extend`) takes the stored tiles under the
+    previous signed checkpoint only once they, with the leaves after them, give
+    the root that checkpoint signed: a wrong or missing tile there gives another
+    root (a second preimage of SHA-256 aside), and the tree is then recomputed from
+    every leaf as :func:`fill` does. Making a proof (:func:`open_tree`)
     uses the stored tiles as a cache, but only where the root they give is the
     signed one; else it recomputes from the entries.
 
@@ -110,12 +115,15 @@ class Tree:
     """
 
     def __init__(self, d: Dialect, size: int, nodes: Iterable[Sequence[Any]], *,
-                 floor: int = 0, cached: bool = False) -> None:
+                 floor: int = 0, cached: bool = False, vouched: int = 0) -> None:
         self.d = d
         self.size = size
         self.floor = floor
         """Leaves below this index were pruned: only stored subtrees stand in for them."""
         self.cached = cached
+        self.vouched = vouched - vouched % TILE
+        """Stored tiles wholly below this leaf are taken as they are (:func:`extend`
+        checks them against a signed root before the tree is used)."""
         self.stored: dict[tuple[int, int], bytes] = {}
         self.ambiguous: dict[tuple[int, int], set[bytes]] = {}
         """Subtrees stored with more than one hash (one of them planted): never used."""
@@ -153,12 +161,12 @@ class Tree:
 
     @classmethod
     async def load(cls, select: AsyncSelect, d: Dialect, size: int | None = None, *,
-                   cached: bool = False) -> Tree:
+                   cached: bool = False, vouched: int = 0) -> Tree:
         """The tree of ``size`` leaves (default: every entry there is)."""
         rows = await select(BOUNDS, ())
         first, head = _bounds(rows)
         return cls(d, head if size is None else size, await select(cls.nodes_query(d), ()),
-                   floor=first - 1 if first else 0, cached=cached)
+                   floor=first - 1 if first else 0, cached=cached, vouched=vouched)
 
     @classmethod
     def load_sync(cls, select: SyncSelect, d: Dialect, size: int) -> Tree:
@@ -208,6 +216,9 @@ class Tree:
                 raise NotFoundError(f"entry {lo + 1} is not in the ledger (pruned, or never "
                                     "there) and no stored subtree stands in for it")
         elif self.cached and key in self.stored and not self._read_whole(lo, size):
+            return self.stored[key]
+        elif level == TILE_LEVEL and lo + size <= self.vouched and key in self.stored:
+            self.computed[key] = self.stored[key]
             return self.stored[key]
         if size == 1:
             leaf = self.leaves.get(lo)
@@ -318,6 +329,34 @@ async def fill(select: AsyncSelect, d: Dialect, size: int | None = None) -> Tree
     await tree.read(select, 0, tree.size)
     # Hashing every leaf is seconds of CPU on a large ledger: off the event loop, so a
     # server's turns and /healthz go on while its checkpointer signs.
+    await asyncio.to_thread(_recompute, tree)
+    return tree
+
+
+async def extend(select: AsyncSelect, d: Dialect, size: int, signed_size: int,
+                 signed_root: bytes) -> Tree | None:
+    """The tree of ``size`` leaves, as :func:`fill` gives it, from the stored tiles under
+    a checkpoint of ``signed_size`` entries already signed (``signed_root``) and the
+    leaves after them; ``None`` when those tiles and leaves do not give that root (a
+    tile missing, planted or stored twice, or an entry under it changed): the
+    caller recomputes with :func:`fill`.
+
+    Reads the tiles and about ``size - signed_size`` leaves, not the whole ledger.
+    An entry under the signed checkpoint whose chain hash was changed in place is
+    not seen here (its tile is taken as stored); ``verify --checkpoints`` names it.
+    """
+    tree = await Tree.load(select, d, size, vouched=signed_size)
+    if tree.ambiguous or not 0 < signed_size <= size:
+        return None
+    if tree.floor == 0:
+        await tree.read(select, 0, 1)  # leaf 0, the ledger's identity, from the chain
+    missing = [lo for lo in range(tree.floor - tree.floor % TILE, tree.vouched, TILE)
+               if (TILE_LEVEL, lo) not in tree.stored]
+    for lo in missing:
+        await tree.read(select, lo, lo + TILE)
+    await tree.read(select, max(tree.vouched, tree.floor), size)
+    if await asyncio.to_thread(tree.root, signed_size) != signed_root:
+        return None
     await asyncio.to_thread(_recompute, tree)
     return tree
 
