@@ -1,14 +1,12 @@
 #!/usr/bin/env python3
 """Check an overt evidence bundle offline, trusting nothing of overt.
 
-    python3 overt_verify_bundle.py BUNDLE.json --key LOG.pub
+    python3 overt_verify_bundle.py BUNDLE --key LOG.pub [--witness-key VKEY]... [--quorum N]
 
-Needs Python 3.10+ and the ``cryptography`` package (for Ed25519); nothing else,
-and no overt import. It makes the checks of docs/spec/evidence-bundle.md in the
-order that page lists them, and stops at the first that fails.
-
-Exit status: 0 the bundle is valid (a summary follows), 3 it is not (the first
-failure is named), 2 the key file or the bundle file cannot be read.
+Needs Python 3.10+ and the ``cryptography`` package (for Ed25519); nothing else, and
+no overt import. It makes the checks of docs/spec/evidence-bundle.md in that page's
+order, and stops at the first that fails. Exit status: 0 the bundle is valid (a
+summary follows), 3 it is not (the first failure named), 2 a key or file unreadable.
 """
 
 from __future__ import annotations
@@ -18,11 +16,14 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 import sys
+from pathlib import Path
 
 FORMAT = "overt-evidence-bundle/1"
 DASH = "\u2014"
-ORIGIN_PREFIX = "overt/ledger/"
+CHECKPOINT = re.compile("(overt/ledger/[^\n]*)\n([1-9][0-9]*)\n([^\n]*)\nhead sha256:"
+                        "[0-9a-f]{64}\ntime ([^ \n]+)\npruned (0|[1-9][0-9]*)\n")
 TOP_KEYS = ["bodies", "checkpoint", "cosignatures", "entries", "format", "key", "nodes",
             "paths", "scope", "subject", "turns", "withheld"]
 ENTRY_KEYS = ["at", "data", "hash", "id", "kind", "prev_hash", "seq", "session_id", "turn_id"]
@@ -69,75 +70,88 @@ def b64_exact(text, size, what):
 
 
 # -- keys and the signed checkpoint (C2SP signed-note, tlog-checkpoint) -----------------
-
-def parse_key(text):
-    """A verifier key ``NAME+HASH+BASE64(0x01 || Ed25519 public key)``: (name, hash, key)."""
+def parse_key(text, alg=1):
+    """A verifier key ``NAME+HASH+BASE64(alg || Ed25519 public key)``: (name, hash, key).
+    ``alg`` 1: a log's key (C2SP signed-note); 4: a witness's (tlog-cosignature)."""
     parts = text.strip().split("+", 2)
-    if len(parts) != 3 or not parts[0] or any(c.isspace() for c in parts[0]):
+    if len(parts) != 3 or not parts[0].isprintable() or any(c.isspace() for c in parts[0]):
         raise ValueError("not a verifier key (NAME+HASH+BASE64)")
     name, hash_hex, encoded = parts
     raw = base64.b64decode(encoded, validate=True)
-    if len(raw) != 33 or raw[0] != 1:
-        raise ValueError("not an Ed25519 verifier key")
+    if len(raw) != 33 or raw[0] != alg or base64.b64encode(raw).decode() != encoded:
+        raise ValueError(f"not an Ed25519 verifier key of type {alg}")
     key_hash = hashlib.sha256(name.encode() + b"\n" + raw).digest()[:4]
     if key_hash.hex() != hash_hex:
         raise ValueError("the key's hash does not match its name and key")
     return name, key_hash, raw[1:]
 
 
-def open_checkpoint(note, key):
-    """The checkpoint the note holds, if it carries exactly one signature line and that
-    is ``key``'s and verifies: (origin, size, root, time)."""
+def ed25519_ok(public, signature, message):
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    try:
+        return Ed25519PublicKey.from_public_bytes(public).verify(signature, message) is None
+    except InvalidSignature:
+        return False
 
+
+def signature_line(line, name, key_hash, size, what):
+    """The ``size`` bytes of a line ``— NAME BASE64`` by the key (name, key_hash)."""
+    parts = line.split(" ") if isinstance(line, str) else []
+    if len(parts) != 3 or parts[0] != DASH or parts[1] != name:
+        raise Invalid(f"{what} is not a signature line of {name}")
+    raw = b64_exact(parts[2], size, what)
+    if raw[:4] != key_hash:
+        raise Invalid(f"{what} is not by {name}")
+    return raw
+
+
+def open_checkpoint(note, key):
+    """The checkpoint the note holds, if it carries exactly one signature line and that
+    is ``key``'s and verifies: (origin, size, root, time, body)."""
     name, key_hash, public = key
     if not isinstance(note, str):
         raise Invalid("the checkpoint is a signed note (text)")
     text, sep, signature = note.rpartition("\n\n")
     if not sep or signature.count("\n") != 1 or not signature.endswith("\n"):
         raise Invalid("the checkpoint note must carry exactly one signature, the log's")
-    parts = signature[:-1].split(" ")
-    if len(parts) != 3 or parts[0] != DASH:
-        raise Invalid(f"not a signature line: {signature[:80]!r}")
-    if parts[1] != name:
-        raise Invalid(f"the checkpoint is not signed by {name}")
-    try:
-        raw = base64.b64decode(parts[2], validate=True)
-    except (binascii.Error, ValueError):
-        raise Invalid("the signature is not base64") from None
-    if base64.b64encode(raw).decode() != parts[2]:
-        raise Invalid("the signature is not in canonical base64")
-    if raw[:4] != key_hash:
-        raise Invalid(f"the checkpoint is not signed by {name}")
+    raw = signature_line(signature[:-1], name, key_hash, 68, "the checkpoint's signature")
     text += "\n"
-    try:
-        if len(raw) != 68:
-            raise InvalidSignature()
-        Ed25519PublicKey.from_public_bytes(public).verify(raw[4:], text.encode("utf-8"))
-    except InvalidSignature:
-        raise Invalid("the checkpoint's signature does not verify") from None
-    # the body, in its one written form: origin, size, root, head, time, pruned
-    lines = text.split("\n")
-    if len(lines) != 7 or lines[6] != "" or not lines[0].startswith(ORIGIN_PREFIX):
-        raise Invalid("not an overt checkpoint")
-    fields = [line.split(" ", 1) for line in lines[3:6]]
-    if [f[0] for f in fields] != ["head", "time", "pruned"] or any(len(f) != 2 for f in fields):
-        raise Invalid("not an overt checkpoint: not head, time, pruned")
-    size, root = lines[1], b64_exact(lines[2], 32, "the checkpoint's root")
-    head, time, pruned = fields[0][1], fields[1][1], fields[2][1]
-    if not (size.isdigit() and size.isascii() and str(int(size)) == size and int(size) >= 1
-            and pruned.isdigit() and pruned.isascii() and str(int(pruned)) == pruned
-            and int(pruned) <= int(size) + 1
-            and head.startswith("sha256:") and len(head) == 71
-            and all(c in "0123456789abcdef" for c in head[7:])
-            and time and " " not in time):
+    if not ed25519_ok(public, raw[4:], text.encode("utf-8")):
+        raise Invalid("the checkpoint's signature does not verify")
+    body = CHECKPOINT.fullmatch(text)  # origin, size, root, head, time, pruned
+    if body is None or int(body[5]) > int(body[2]) + 1:
         raise Invalid("not an overt checkpoint in its one written form")
-    return lines[0], int(size), root, time
+    return body[1], int(body[2]), b64_exact(body[3], 32, "the root"), body[4], text
+
+
+def cosigners(items, body):
+    """The witness keys of the cosignatures (C2SP tlog-cosignature, cosignature/v1), each
+    of which must verify under the key it names; listed by key, each once."""
+    if not isinstance(items, list):
+        raise Invalid("cosignatures is a list")
+    keys = []
+    for item in items:
+        exact(item, ["line", "witness"], "a cosignature")
+        witness, line = item["witness"], item["line"]
+        try:
+            name, key_id, public = parse_key(witness, alg=4)
+            if witness != witness.strip() or "+" in name:
+                raise ValueError
+        except (ValueError, binascii.Error, AttributeError):
+            raise Invalid(f"not a witness key: {str(witness)[:80]!r}") from None
+        raw = signature_line(line, name, key_id, 76, "a cosignature")
+        stamp = int.from_bytes(raw[4:12], "big")
+        signed = f"cosignature/v1\ntime {stamp}\n{body}".encode("utf-8")
+        if stamp >= 2**63 or not ed25519_ok(public, raw[12:], signed):
+            raise Invalid(f"the cosignature of {name}+{key_id.hex()} does not verify")
+        keys.append(witness)
+    if keys != sorted(set(keys)):
+        raise Invalid("the cosignatures are listed by witness key, each key once")
+    return keys
 
 
 # -- the chain hash and the Merkle tree (RFC 9162) -------------------------------------
-
 def entry_hash(e):
     """The chain hash recomputed from an entry's columns."""
     data = e["data"]
@@ -182,9 +196,9 @@ def verify_inclusion(leaf, index, size, path, root):
 
 
 # -- the bundle ------------------------------------------------------------------------
-
-def check(text, key):
-    """Check the bundle's bytes; return (bundle, decoded data of each entry, checkpoint)."""
+def check(text, key, quorum=None):
+    """Check the bundle's bytes, and given ``quorum`` ((witness keys, N)), that N of those
+    keys cosigned; return (bundle, decoded data of each entry, checkpoint)."""
     try:
         decoded = text.decode("utf-8")
         bundle = json.loads(decoded)
@@ -198,10 +212,8 @@ def check(text, key):
         raise Invalid(f"unknown bundle format {str(bundle['format'])[:60]!r}")
     if bundle["key"] != key[3]:
         raise Invalid(f"the bundle names key {str(bundle['key'])[:80]!r}, not {key[3]}")
-    if bundle["cosignatures"] != []:
-        raise Invalid("the bundle holds witness cosignatures, which this version does "
-                      "not check")
-    origin, size, root, time = open_checkpoint(bundle["checkpoint"], key[:3])
+    origin, size, root, time, body = open_checkpoint(bundle["checkpoint"], key[:3])
+    cosigned = cosigners(bundle["cosignatures"], body)
     entries, paths, nodes = bundle["entries"], bundle["paths"], bundle["nodes"]
     if not isinstance(nodes, list) or not isinstance(entries, list) or not entries \
             or not isinstance(paths, list) or len(paths) != len(entries):
@@ -271,7 +283,14 @@ def check(text, key):
     for digest in sorted(bodies):
         if not isinstance(bodies[digest], str) or sha256_tag(bodies[digest]) != digest:
             raise Invalid(f"the body held under {digest[:80]} does not match its digest")
-    return bundle, datas, (origin, size, time)
+    keys, needed = quorum or ([], 0)
+    have = [k for k in keys if k in cosigned]
+    if len(have) < needed:
+        missing = ", ".join(k.rsplit("+", 1)[0] for k in keys if k not in cosigned)
+        raise Invalid(f"the witness quorum is not met: {len(have)} of the {needed} "
+                      f"cosignatures the quorum needs (missing: {missing})")
+    met = f"quorum {needed} of {len(keys)} keys: met" if quorum else None
+    return bundle, datas, (origin, size, time, cosigned, met)
 
 
 def whole_turn(turn, held):
@@ -311,37 +330,34 @@ def whole_turn(turn, held):
 
 def summary(bundle, datas, checkpoint):
     """Who, when, which tools, which approvals, the cost."""
-    entries = bundle["entries"]
-    actors, tools, approvals = [], {}, {}
-    tokens_in = tokens_out = 0
-    cost = 0.0
-    for e, d in zip(entries, datas, strict=True):
-        for name in ("actor", "decided_by"):
-            if isinstance(d.get(name), str) and d[name] and d[name] not in actors:
-                actors.append(d[name])
+    pairs, tools, approvals = list(zip(bundle["entries"], datas)), {}, {}
+    actors = list(dict.fromkeys(d[n] for _, d in pairs for n in ("actor", "decided_by")
+                                if isinstance(d.get(n), str) and d[n]))
+    for e, d in pairs:
         if e["kind"] == "tool_call.completed":
             tool = f"{d.get('tool_name')} {d.get('tool_status')}"
             tools[tool] = tools.get(tool, 0) + 1
-        elif e["kind"] == "approval.requested":
-            approvals[d.get("request_id")] = f"{d.get('tool_name')} asked"
-        elif e["kind"] == "approval.decided":
-            approvals[d.get("request_id")] = (f"{d.get('tool_name')} {d.get('decision')} by "
-                                              f"{d.get('decided_by')}")
-        elif e["kind"] == "inference":
-            tokens_in += int(d.get("input_tokens") or 0)
-            tokens_out += int(d.get("output_tokens") or 0)
-            cost += float(d.get("cost_usd") or 0)
-    origin, size, time = checkpoint
+        elif e["kind"] in ("approval.requested", "approval.decided"):
+            approvals[d.get("request_id")] = f"{d.get('tool_name')} " + (
+                "asked" if e["kind"] == "approval.requested"
+                else f"{d.get('decision')} by {d.get('decided_by')}")
+    calls = [d for e, d in pairs if e["kind"] == "inference"]
+    tokens = [sum(int(d.get(k) or 0) for d in calls) for k in ("input_tokens", "output_tokens")]
+    cost = sum(float(d.get("cost_usd") or 0) for d in calls)
+    origin, size, time, cosigned, met = checkpoint
     done = sum(1 for t in bundle["turns"] if t["completed_seq"] is not None)
+    at = [e["at"] for e, _ in pairs]
     return "\n".join([
-        f"valid: {len(bundle['turns'])} whole turns ({done} completed), {len(entries)} "
+        f"valid: {len(bundle['turns'])} whole turns ({done} completed), {len(pairs)} "
         f"entries, scope {bundle['scope']} {bundle['subject'] or ''}".rstrip(),
         f"  proved in {origin} as of {size} entries ({time})",
-        f"  when:      {entries[0]['at']} .. {max(e['at'] for e in entries)}",
+        "  witnesses: " + (f"cosigned by {', '.join(k.rsplit('+', 1)[0] for k in cosigned)}"
+                           if cosigned else "no cosignatures") + (f"; {met}" if met else ""),
+        f"  when:      {at[0]} .. {max(at)}",
         f"  who:       {', '.join(actors) or 'not recorded'}",
         "  tools:     " + (", ".join(f"{k} x{n}" for k, n in sorted(tools.items())) or "none"),
         "  approvals: " + ("; ".join(f"{r}: {v}" for r, v in approvals.items()) or "none"),
-        f"  cost:      {tokens_in} input + {tokens_out} output tokens, ${cost:.6f}",
+        f"  cost:      {tokens[0]} input + {tokens[1]} output tokens, ${cost:.6f}",
         f"  bodies:    {len(bundle['bodies'])} checked, {len(bundle['withheld'])} withheld",
     ])
 
@@ -350,23 +366,30 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[1].strip())
     parser.add_argument("bundle", help="the bundle file")
     parser.add_argument("--key", required=True, help="the log's verifier key file")
+    parser.add_argument("--witness-key", action="append", default=[],
+                        help="a witness's vkey, or its file (repeatable)")
+    parser.add_argument("--quorum", type=int, help="cosignatures needed (default: all)")
     args = parser.parse_args(argv)
     try:
-        with open(args.key, encoding="ascii") as f:
-            key_text = f.read().strip()
+        key_text = Path(args.key).read_text(encoding="ascii").strip()
         key = (*parse_key(key_text), key_text)
-        with open(args.bundle, "rb") as f:
-            text = f.read()
+        witnesses = list(dict.fromkeys(
+            k if "+" in k else Path(k).read_text(encoding="ascii").strip()
+            for k in args.witness_key))
+        for k in witnesses:
+            parse_key(k, alg=4)
+        needed = len(witnesses) if args.quorum is None else args.quorum
+        if (args.quorum is not None or witnesses) and not 0 < needed <= len(witnesses):
+            raise ValueError(f"a quorum of {needed} needs as many distinct witness keys; "
+                             f"{len(witnesses)} given")
+        text = Path(args.bundle).read_bytes()
     except (OSError, UnicodeDecodeError, ValueError, binascii.Error) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        print(summary(*check(text, key)))
-    except Invalid as exc:
-        print(f"INVALID: {exc}")
-        return 3
-    except RecursionError:
-        print("INVALID: nested too deeply")
+        print(summary(*check(text, key, (witnesses, needed) if witnesses else None)))
+    except (Invalid, RecursionError) as exc:
+        print(f"INVALID: {exc if isinstance(exc, Invalid) else 'nested too deeply'}")
         return 3
     return 0
 

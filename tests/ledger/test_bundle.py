@@ -199,8 +199,8 @@ def test_the_standalone_verifier_is_small_and_imports_no_overt() -> None:
             imported.update(a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
-    assert imported <= {"__future__", "argparse", "base64", "binascii", "hashlib", "json",
-                        "sys", "cryptography"}, imported
+    assert imported <= {"__future__", "argparse", "base64", "binascii", "hashlib", "json", "re",
+                        "sys", "pathlib", "cryptography"}, imported
 
 
 def test_canonical_json_is_what_the_verifier_writes() -> None:

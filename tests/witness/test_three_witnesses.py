@@ -5,6 +5,8 @@ log and a rolled-back log."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -142,3 +144,39 @@ def test_a_rolled_back_log_is_refused(ledger, three, tmp_path):
     assert status == 400 and "rollback" in reply
     shown = overt("witness", "evidence", "--state", str(witnesses[0].state), cwd=tmp_path)
     assert "== rollback of" in shown.stdout and old_note in shown.stdout
+
+
+def test_a_bundle_carries_the_witnesses_cosignatures_and_is_held_to_their_quorum(
+        ledger, three, tmp_path):
+    from tests.ledger.bundle_helpers import VERIFIER, one_turn
+
+    log, witnesses, config = three
+    turn = one_turn(ledger)
+    assert log.cli(config, "checkpoint")[0] == 0  # all three cosign
+    witnesses[2].stop()
+    path = tmp_path / "turn.json"
+    log.capsys.readouterr()
+    assert main(["--config", str(config), "--db", log.url, "export", "--bundle", str(path),
+                 "--turn", turn]) == 0
+    keys = [a for w in witnesses for a in ("--witness-key", w.vkey)]
+    for quorum, expected in (("3", 0), ("2", 0)):
+        log.capsys.readouterr()
+        code = main(["check-bundle", str(path), "--key", str(log.public), *keys,
+                     "--quorum", quorum])
+        out = log.capsys.readouterr().out
+        assert code == expected and "quorum " + quorum + " of 3 keys: met" in out
+        alone = subprocess.run([sys.executable, "-I", str(VERIFIER), str(path), "--key",
+                                str(log.public), *keys, "--quorum", quorum],
+                               capture_output=True, text=True, timeout=60)
+        assert alone.returncode == expected and "w3.example+" in alone.stdout
+    later = one_turn(ledger, "again")  # signed while w3 is down: two cosignatures
+    assert log.cli(config, "checkpoint")[0] == 0
+    assert main(["--config", str(config), "--db", log.url, "export", "--bundle", str(path),
+                 "--turn", later]) == 0
+    log.capsys.readouterr()
+    assert main(["check-bundle", str(path), "--key", str(log.public), *keys]) == 3
+    assert "2 of the 3" in log.capsys.readouterr().out
+    alone = subprocess.run([sys.executable, "-I", str(VERIFIER), str(path), "--key",
+                            str(log.public), *keys, "--quorum", "2"],
+                           capture_output=True, text=True, timeout=60)
+    assert alone.returncode == 0 and "quorum 2 of 3 keys: met" in alone.stdout

@@ -19,6 +19,7 @@ from overt.cli.flags import time_flag
 from overt.config import Config
 from overt.errors import LedgerError, LedgerIntegrityError, UsageError
 from overt.ledger import bundle, checkpoints, signing
+from overt.witness.client import read_cosignatures
 
 COMMANDS = ("check-bundle",)
 EXIT_OK, EXIT_VERIFY = 0, 3
@@ -51,6 +52,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     check.add_argument("--key", metavar="PUBLIC", required=True,
                        help="the log's public key file")
     check.add_argument("--json", action="store_true")
+    proofs_cmd.add_quorum_flags(check)
 
 
 def wants_bundle(args: argparse.Namespace) -> bool:
@@ -118,9 +120,17 @@ async def export(args: argparse.Namespace, config: Config, ledger: Any) -> int:
         raise UsageError(f"no checkpoint signed by {key.key_id} in {directory}: make one "
                          "with `overt ledger checkpoint`")
     found: list[str] = []
+    left_out: list[str] = []
+    cosigners = settings.cosigners if settings is not None else ()
+    cosignatures = bundle.cosignatures_of(
+        checkpoint, read_cosignatures(directory, checkpoint.size),
+        [c.key for c in cosigners], left_out)
+    for line in left_out:
+        print(f"overt: not in the bundle: {line}", file=sys.stderr)
     try:
         made = await bundle.make(ledger, scope, subject, note, checkpoint, key, since=since,
-                                 until=until, withhold=args.withhold_bodies, found=found)
+                                 until=until, withhold=args.withhold_bodies,
+                                 cosignatures=cosignatures, found=found)
     except LedgerIntegrityError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_VERIFY
@@ -137,20 +147,22 @@ async def export(args: argparse.Namespace, config: Config, ledger: Any) -> int:
     withheld = len(made["withheld"])
     print(f"overt: bundle of {len(made['turns'])} turns, {len(made['entries'])} entries, "
           f"{len(made['bodies'])} bodies ({withheld} withheld), under the checkpoint of "
-          f"{checkpoint.size} entries ({checkpoint.time}) signed by {key.key_id}",
-          file=sys.stderr)
+          f"{checkpoint.size} entries ({checkpoint.time}) signed by {key.key_id}, "
+          f"{len(made['cosignatures'])} witness cosignatures", file=sys.stderr)
     return EXIT_OK
 
 
 def check(args: argparse.Namespace) -> int:
-    """``overt check-bundle FILE --key PUB``: no ledger."""
+    """``overt check-bundle FILE --key PUB [--witness-key K]... [--quorum N]``: no
+    ledger."""
     key = signing.read_public(Path(args.key))
+    quorum = proofs_cmd.quorum_of(args)
     try:
         data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
     except OSError as exc:
         raise LedgerError(f"cannot read {args.file}: {exc}") from exc
     try:
-        summary = bundle.check(data, key)
+        summary = bundle.check(data, key, quorum)
     except LedgerIntegrityError as exc:
         print(f"FAILED: {exc}")
         return EXIT_VERIFY

@@ -6,9 +6,9 @@ A bundle (``"format": "overt-evidence-bundle/1"``, canonical JSON and a newline)
 holds whole turns: every entry of each (the nine stored columns, ``data`` as its
 canonical JSON text), one RFC 9162 inclusion path per entry into the signed
 checkpoint (``paths[i]`` indexes ``nodes``, shared nodes written once), the signed
-checkpoint note, the verifier key, the witness cosignatures (none yet: the list
-is there for them), the bodies the entries name (or, withheld, only their
-digests), and per turn how many entries it has and where it completed. The
+checkpoint note, the verifier key, the witness cosignatures of that checkpoint kept
+beside it (each line with the witness key it names), the bodies the entries name
+(or, withheld, only their digests), and per turn how many entries it has and where it completed. The
 memory revisions its turns wrote are in it as their ``node.created`` /
 ``node.superseded`` entries, with the title and body under the entries'
 ``title_digest`` and ``body_digest``; each entry names the tool call that wrote it
@@ -37,6 +37,9 @@ from overt.ledger.checkpoints import Checkpoint, dialect
 from overt.ledger.memory_check import Call, provenance_problem
 from overt.ledger.proofs import _entry_columns, _entry_hash, _paths, _proving_tree, _whole_turn
 from overt.ledger.signing import DASH, PublicKey
+from overt.witness.notes import WitnessKey, verify_cosignature
+from overt.witness.quorum import Quorum
+from overt.witness.quorum import check as check_quorum
 
 FORMAT = "overt-evidence-bundle/1"
 SESSION, TURN, RANGE = "session", "turn", "range"
@@ -49,6 +52,7 @@ TOP_KEYS = ("bodies", "checkpoint", "cosignatures", "entries", "format", "key", 
             "paths", "scope", "subject", "turns", "withheld")
 ENTRY_KEYS = ("at", "data", "hash", "id", "kind", "prev_hash", "seq", "session_id", "turn_id")
 TURN_KEYS = ("completed_seq", "turn_entries", "turn_id")
+COSIGNATURE_KEYS = ("line", "witness")
 _COLUMNS = "seq, id, kind, at, turn_id, session_id, data, prev_hash, hash"
 _CHUNK = 500
 
@@ -131,9 +135,12 @@ async def turn_entries(ledger: Any, turns: Sequence[str]) -> list[Any]:
 async def make(ledger: Any, scope: str, subject: str | None, note: str,
                checkpoint: Checkpoint, key: PublicKey, *, since: str | None = None,
                until: str | None = None, withhold: bool = False,
+               cosignatures: Sequence[tuple[WitnessKey, str]] = (),
                found: list[str] | None = None) -> dict[str, Any]:
     """The bundle of the turns in ``scope`` (:func:`turns_in_scope`), proved under
     ``checkpoint`` (``note``, signed by ``key``). ``withhold``: the bodies' digests only.
+    ``cosignatures``: (witness key, its cosignature line of ``checkpoint``) pairs, each
+    checked here (:func:`cosignatures_of` picks them from what is kept).
     ``found`` gets what the ledger holds that it should not (a stored tile, a body or
     memory row that differs from its digest: withheld, never put in).
 
@@ -168,10 +175,38 @@ async def make(ledger: Any, scope: str, subject: str | None, note: str,
                                   checkpoint.root, found)
     nodes, paths = _paths(proving, entries)
     bodies, withheld = await _bodies(ledger, entries, withhold, found)
+    held: dict[str, dict[str, str]] = {}
+    for k, line in cosignatures:
+        verify_cosignature(checkpoint.text(), line, k)
+        held[k.encode()] = {"line": line.rstrip("\n"), "witness": k.encode()}
     return {"format": FORMAT, "scope": scope, "subject": subject if scope != RANGE else None,
-            "checkpoint": note, "key": key.encode(), "cosignatures": [],
+            "checkpoint": note, "key": key.encode(),
+            "cosignatures": [held[k] for k in sorted(held)],
             "turns": records, "entries": [_entry_columns(e) for e in entries],
             "nodes": nodes, "paths": paths, "bodies": bodies, "withheld": sorted(withheld)}
+
+
+def cosignatures_of(checkpoint: Checkpoint, lines: Sequence[str], keys: Sequence[WitnessKey],
+                    notes: list[str] | None = None) -> list[tuple[WitnessKey, str]]:
+    """The cosignature ``lines`` kept for ``checkpoint`` that one of ``keys`` (the
+    configured witnesses') made and that verify, with that key; ``notes`` gets why
+    each other line was left out."""
+    picked: list[tuple[WitnessKey, str]] = []
+    for line in lines:
+        key = next((k for k in keys if _verifies(checkpoint.text(), line, k)), None)
+        if key is not None:
+            picked.append((key, line))
+        elif notes is not None:
+            notes.append(f"a cosignature no configured witness key verifies: {line[:60]!r}")
+    return picked
+
+
+def _verifies(body: str, line: str, key: WitnessKey) -> bool:
+    try:
+        verify_cosignature(body, line, key)
+    except LedgerIntegrityError:
+        return False
+    return True
 
 
 async def _bodies(ledger: Any, entries: Sequence[Any], withhold: bool,
@@ -245,6 +280,10 @@ class Summary:
     cost_usd: float
     bodies: int
     withheld: int
+    cosigners: list[str] = field(default_factory=list)
+    """The witnesses whose cosignatures of the checkpoint the bundle holds (each checked
+    against the key it names; trusted only as far as the checker's quorum says)."""
+    quorum: str | None = None
     notes: list[str] = field(default_factory=list)
 
     def text(self) -> str:
@@ -255,7 +294,10 @@ class Summary:
             f"ok: {self.turns} whole turns ({self.completed} completed), {self.entries} "
             f"entries, of {what}",
             f"  in {self.origin} as of {self.size} entries ({self.time}), signed by "
-            f"{self.key_id}; witness cosignatures: none",
+            f"{self.key_id}",
+            f"  witnesses: cosigned by {', '.join(self.cosigners)}" if self.cosigners
+            else "  witnesses: no cosignatures",
+            *([f"             {self.quorum}"] if self.quorum else []),
             f"  when:      {self.first_at} .. {self.last_at}",
             f"  sessions:  {', '.join(self.sessions)}",
             f"  who:       {', '.join(self.actors) or 'not recorded'}",
@@ -305,19 +347,45 @@ def _checkpoint(note: Any, key: PublicKey) -> Checkpoint:
     return Checkpoint.open(note, key)
 
 
-def check(text: bytes, key: PublicKey) -> Summary:
-    """Check a bundle file's bytes with the log's key alone, as the spec orders it.
+def check(text: bytes, key: PublicKey, quorum: Quorum | None = None) -> Summary:
+    """Check a bundle file's bytes with the log's key, as the spec orders it; and, given
+    a ``quorum`` of witness keys, that enough of them cosigned its checkpoint.
 
     Raises:
         LedgerIntegrityError: the first check that fails, named.
     """
     try:
-        return _check(text, key)
+        return _check(text, key, quorum)
     except RecursionError:
         raise _fail("not a bundle: nested too deeply") from None
 
 
-def _check(text: bytes, key: PublicKey) -> Summary:
+def _cosigners(items: Any, body: str) -> list[WitnessKey]:
+    """The witness keys of the bundle's cosignatures, each of which must verify under
+    the key it names; listed by key, each once."""
+    if not isinstance(items, list):
+        raise _fail("cosignatures is a list")
+    keys: list[WitnessKey] = []
+    for item in items:
+        _exact(item, COSIGNATURE_KEYS, "a cosignature")
+        witness, line = item["witness"], item["line"]
+        try:
+            if not isinstance(witness, str) or not isinstance(line, str):
+                raise UsageError("a cosignature's witness key and line are text")
+            k = WitnessKey.parse(witness)
+        except UsageError as exc:
+            raise _fail(f"a cosignature's witness key: {exc}") from None
+        if k.encode() != witness:
+            raise _fail(f"the witness key {witness[:80]!r} is not in its one written form")
+        verify_cosignature(body, line, k)  # LedgerIntegrityError: named
+        keys.append(k)
+    encoded = [k.encode() for k in keys]
+    if encoded != sorted(set(encoded)):
+        raise _fail("the cosignatures are listed by witness key, each key once")
+    return keys
+
+
+def _check(text: bytes, key: PublicKey, quorum: Quorum | None) -> Summary:
     try:
         decoded = text.decode("utf-8")
         bundle = json.loads(decoded)
@@ -332,10 +400,8 @@ def _check(text: bytes, key: PublicKey) -> Summary:
         raise _fail(f"unknown bundle format {str(bundle['format'])[:60]!r}")
     if bundle["key"] != key.encode():
         raise _fail(f"the bundle names key {str(bundle['key'])[:80]!r}, not {key.encode()}")
-    if bundle["cosignatures"] != []:
-        raise _fail("the bundle holds witness cosignatures, which this version of the "
-                    "format does not check")
     cp = _checkpoint(bundle["checkpoint"], key)
+    cosigners = _cosigners(bundle["cosignatures"], cp.text())
     entries, paths, raw_nodes = bundle["entries"], bundle["paths"], bundle["nodes"]
     if not isinstance(raw_nodes, list) or not isinstance(entries, list) or not entries \
             or not isinstance(paths, list) or len(paths) != len(entries):
@@ -412,7 +478,15 @@ def _check(text: bytes, key: PublicKey) -> Summary:
         body = bodies[digest]
         if not isinstance(body, str) or digest_text(body) != digest:
             raise _fail(f"the body held under {digest[:80]} does not match its digest")
-    return summarise(bundle, datas, cp, key)
+    summary = summarise(bundle, datas, cp, key)
+    summary.cosigners = [k.label for k in cosigners]
+    if quorum is not None:
+        counted = check_quorum(cp.text(), [c["line"] for c in bundle["cosignatures"]], quorum)
+        if not counted.ok:
+            raise _fail("the witness quorum is not met: " + counted.problem())
+        summary.quorum = (f"quorum {quorum.needed} of {len(set(quorum.keys))} keys: met "
+                          f"({', '.join(counted.cosigned)})")
+    return summary
 
 
 def summarise(bundle: dict[str, Any], datas: list[dict[str, Any]], cp: Checkpoint,
