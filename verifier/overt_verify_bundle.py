@@ -28,6 +28,7 @@ TOP_KEYS = ["bodies", "checkpoint", "cosignatures", "entries", "format", "key", 
             "paths", "scope", "subject", "turns", "withheld"]
 ENTRY_KEYS = ["at", "data", "hash", "id", "kind", "prev_hash", "seq", "session_id", "turn_id"]
 TURN_KEYS = ["completed_seq", "turn_entries", "turn_id"]
+MEMORY_KINDS = ["node.created", "node.superseded", "link.created", "link.retracted"]
 BODY_FIELDS = ["message_digest", "response_digest", "args_sha256", "result_digest",
                "reply_digest", "reason_digest", "checkpoint_digest", "content_digest",
                "context_digest", "before_digest", "after_digest", "error_digest",
@@ -42,14 +43,6 @@ def canonical(value):
     """The canonical JSON text: sorted keys, no spaces, non-ASCII as itself."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False)
-
-
-def sha256_tag(text):
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def exact(obj, keys, what):
@@ -69,11 +62,10 @@ def b64_exact(text, size, what):
     return raw
 
 
-# -- keys and the signed checkpoint (C2SP signed-note, tlog-checkpoint) -----------------
 def parse_key(text, alg=1):
     """A verifier key ``NAME+HASH+BASE64(alg || Ed25519 public key)``: (name, hash, key).
     ``alg`` 1: a log's key (C2SP signed-note); 4: a witness's (tlog-cosignature)."""
-    parts = text.strip().split("+", 2)
+    parts = text.split("+", 2)
     if len(parts) != 3 or not parts[0].isprintable() or any(c.isspace() for c in parts[0]):
         raise ValueError("not a verifier key (NAME+HASH+BASE64)")
     name, hash_hex, encoded = parts
@@ -136,8 +128,6 @@ def cosigners(items, body):
         witness, line = item["witness"], item["line"]
         try:
             name, key_id, public = parse_key(witness, alg=4)
-            if witness != witness.strip() or "+" in name:
-                raise ValueError
         except (ValueError, binascii.Error, AttributeError):
             raise Invalid(f"not a witness key: {str(witness)[:80]!r}") from None
         raw = signature_line(line, name, key_id, 76, "a cosignature")
@@ -151,7 +141,6 @@ def cosigners(items, body):
     return keys
 
 
-# -- the chain hash and the Merkle tree (RFC 9162) -------------------------------------
 def entry_hash(e):
     """The chain hash recomputed from an entry's columns."""
     data = e["data"]
@@ -167,7 +156,7 @@ def entry_hash(e):
     payload = ('{"at":' + q(e["at"]) + ',"data":' + data + ',"id":' + q(e["id"])
                + ',"kind":' + q(e["kind"]) + ',"seq":' + str(e["seq"])
                + ',"session_id":' + q(e["session_id"]) + ',"turn_id":' + q(e["turn_id"]) + "}")
-    return sha256_tag(e["prev_hash"] + "\n" + payload)
+    return "sha256:" + hashlib.sha256((e["prev_hash"] + "\n" + payload).encode()).hexdigest()
 
 
 def node_hash(left, right):
@@ -175,9 +164,7 @@ def node_hash(left, right):
 
 
 def verify_inclusion(leaf, index, size, path, root):
-    """RFC 9162 section 2.1.3.2."""
-    if index >= size or index < 0:
-        return False
+    """RFC 9162 section 2.1.3.2 (0 <= index < size)."""
     fn, sn, r = index, size - 1, leaf
     for p in path:
         if sn == 0:
@@ -195,7 +182,6 @@ def verify_inclusion(leaf, index, size, path, root):
     return sn == 0 and r == root
 
 
-# -- the bundle ------------------------------------------------------------------------
 def check(text, key, quorum=None):
     """Check the bundle's bytes, and given ``quorum`` ((witness keys, N)), that N of those
     keys cosigned; return (bundle, decoded data of each entry, checkpoint)."""
@@ -226,13 +212,12 @@ def check(text, key, quorum=None):
     for e, path in zip(entries, paths, strict=True):
         exact(e, ENTRY_KEYS, "an entry")
         seq = e["seq"]
-        if not is_int(seq) or not 0 < seq <= size:
+        if type(seq) is not int or not 0 < seq <= size:
             raise Invalid(f"entry seq {str(seq)[:40]!r} is not in the tree of {size}")
-        if previous is not None and seq <= previous["seq"]:
-            raise Invalid(f"entry {seq} is not after entry {previous['seq']}")
-        if previous is not None and seq == previous["seq"] + 1 \
-                and e["prev_hash"] != previous["hash"]:
-            raise Invalid(f"entry {seq}'s prev_hash is not entry {previous['seq']}'s hash")
+        if previous is not None and (seq <= previous["seq"] or seq == previous["seq"] + 1
+                                     and e["prev_hash"] != previous["hash"]):
+            raise Invalid(f"entry {seq} does not follow entry {previous['seq']} (its seq or "
+                          "its prev_hash)")
         if not isinstance(e["turn_id"], str):
             raise Invalid(f"entry {seq} is of no turn: a bundle holds whole turns")
         computed = entry_hash(e)
@@ -241,7 +226,7 @@ def check(text, key, quorum=None):
         data = json.loads(e["data"])
         if not isinstance(data, dict):
             raise Invalid(f"entry {seq}'s data is not a JSON object")
-        if not isinstance(path, list) or not all(is_int(i) and 0 <= i < len(nodes)
+        if not isinstance(path, list) or not all(type(i) is int and 0 <= i < len(nodes)
                                                  for i in path):
             raise Invalid(f"entry {seq}'s path is not a list of node indexes")
         used.update(path)
@@ -264,14 +249,12 @@ def check(text, key, quorum=None):
     for turn in turns:
         whole_turn(turn, held[turn["turn_id"]])
     scope, subject = bundle["scope"], bundle["subject"]
-    if scope == "session":
-        if not isinstance(subject, str) or any(e["session_id"] != subject for e in entries):
-            raise Invalid(f"an entry of the bundle is not of session {str(subject)[:80]!r}")
-    elif scope == "turn":
-        if len(turns) != 1 or turns[0]["turn_id"] != subject:
-            raise Invalid(f"a bundle of turn {str(subject)[:80]!r} holds that turn alone")
-    elif scope != "range" or subject is not None:
-        raise Invalid("the scope is session or turn (with its id) or range (with none)")
+    if not (scope == "session" and isinstance(subject, str)
+            and all(e["session_id"] == subject for e in entries)
+            or scope == "turn" and len(turns) == 1 and turns[0]["turn_id"] == subject
+            or scope == "range" and subject is None):
+        raise Invalid(f"the entries are not those of scope {str(scope)[:20]!r} "
+                      f"{str(subject)[:80]!r}")
     bodies, withheld = bundle["bodies"], bundle["withheld"]
     if not isinstance(bodies, dict) or not isinstance(withheld, list) \
             or not all(isinstance(d, str) for d in withheld) or withheld != sorted(set(withheld)):
@@ -281,7 +264,8 @@ def check(text, key, quorum=None):
     if set(bodies) & set(withheld) or set(bodies) | set(withheld) != named:
         raise Invalid("the bodies held and withheld are not exactly those the entries name")
     for digest in sorted(bodies):
-        if not isinstance(bodies[digest], str) or sha256_tag(bodies[digest]) != digest:
+        if not isinstance(bodies[digest], str) \
+                or "sha256:" + hashlib.sha256(bodies[digest].encode()).hexdigest() != digest:
             raise Invalid(f"the body held under {digest[:80]} does not match its digest")
     keys, needed = quorum or ([], 0)
     have = [k for k in keys if k in cosigned]
@@ -296,22 +280,22 @@ def check(text, key, quorum=None):
 def whole_turn(turn, held):
     """That the turn's entries are all there: it starts with turn.started, holds as many
     entries as it says, its turn.completed where it says, and what that counts."""
-    entries = [e for e, _ in held]
-    kinds = [e["kind"] for e in entries]
+    kinds = [e["kind"] for e, _ in held]
     if kinds[0] != "turn.started":
-        raise Invalid(f"turn {turn['turn_id']}'s first entry ({entries[0]['seq']}) is not "
+        raise Invalid(f"turn {turn['turn_id']}'s first entry ({held[0][0]['seq']}) is not "
                       "its turn.started: entries of the turn are missing")
     count, completed = turn["turn_entries"], turn["completed_seq"]
-    if not is_int(count) or count != len(entries):
+    if type(count) is not int or count != len(held):
         raise Invalid(f"the bundle says turn {turn['turn_id']} has {count!r} entries, but "
-                      f"holds {len(entries)}: entries of the turn are missing")
+                      f"holds {len(held)}: entries of the turn are missing")
+    memory_writes(held)
     ends = [(e, d) for e, d in held if e["kind"] == "turn.completed"]
     if completed is None:
         if ends:
             raise Invalid("the bundle says the turn is in progress, but holds its "
                           f"turn.completed (entry {ends[0][0]['seq']})")
         return
-    if not is_int(completed) or [e["seq"] for e, _ in ends] != [completed]:
+    if type(completed) is not int or [e["seq"] for e, _ in ends] != [completed]:
         raise Invalid(f"the bundle says the turn completed at entry {completed!r}, but does "
                       "not hold that turn.completed entry: entries of the turn are missing")
     done = ends[0][1]
@@ -320,12 +304,30 @@ def whole_turn(turn, held):
         if isinstance(said, int) and kinds.count(kind) < said:
             raise Invalid(f"turn.completed (entry {completed}) counts {said} {name}, but the "
                           f"bundle holds {kinds.count(kind)} {kind} entries")
-    started = {d.get("tool_call_id") for e, d in held if e["kind"] == "tool_call.started"}
+    started = {canonical(d.get("tool_call_id")) for e, d in held
+               if e["kind"] == "tool_call.started"}
     for e, d in held:
         if e["kind"] == "tool_call.completed" and d.get("tool_status") == "ok" \
-                and not d.get("provided_by") and d.get("tool_call_id") not in started:
+                and not d.get("provided_by") and canonical(d.get("tool_call_id")) not in started:
             raise Invalid(f"tool call {d.get('tool_call_id')!r} ran (entry {e['seq']}), but "
                           "the bundle holds no tool_call.started for it")
+
+
+def memory_writes(held):
+    """Each memory write names the tool call of its turn that made it, then running in its
+    session (one from before provenance was recorded names no call and no origin)."""
+    running = {}  # tool call id -> the session of its tool_call.started
+    for e, d in held:
+        kind, call, origin = e["kind"], d.get("tool_call_id"), d.get("origin")
+        if kind in ("tool_call.started", "tool_call.completed") and isinstance(call, str):
+            running[call] = (e["session_id"] or "") if kind == "tool_call.started" else None
+        elif kind == "turn.completed":
+            running = {}
+        elif kind in MEMORY_KINDS and (call, origin) != (None, None) and (
+                origin not in (None, "tool") or not isinstance(call, str)
+                or running.get(call) != (e["session_id"] or "")):
+            raise Invalid(f"entry {e['seq']} writes memory as tool call {str(call)[:80]!r}, "
+                          "which its turn does not show running then")
 
 
 def summary(bundle, datas, checkpoint):
@@ -346,14 +348,13 @@ def summary(bundle, datas, checkpoint):
     cost = sum(float(d.get("cost_usd") or 0) for d in calls)
     origin, size, time, cosigned, met = checkpoint
     done = sum(1 for t in bundle["turns"] if t["completed_seq"] is not None)
-    at = [e["at"] for e, _ in pairs]
     return "\n".join([
         f"valid: {len(bundle['turns'])} whole turns ({done} completed), {len(pairs)} "
         f"entries, scope {bundle['scope']} {bundle['subject'] or ''}".rstrip(),
         f"  proved in {origin} as of {size} entries ({time})",
         "  witnesses: " + (f"cosigned by {', '.join(k.rsplit('+', 1)[0] for k in cosigned)}"
                            if cosigned else "no cosignatures") + (f"; {met}" if met else ""),
-        f"  when:      {at[0]} .. {max(at)}",
+        f"  when:      {pairs[0][0]['at']} .. {max(e['at'] for e, _ in pairs)}",
         f"  who:       {', '.join(actors) or 'not recorded'}",
         "  tools:     " + (", ".join(f"{k} x{n}" for k, n in sorted(tools.items())) or "none"),
         "  approvals: " + ("; ".join(f"{r}: {v}" for r, v in approvals.items()) or "none"),

@@ -123,28 +123,37 @@ def test_a_memory_text_changed_in_the_bundle_fails_both_verifiers(
     assert code == 3 and "do not give its hash" in out, out
 
 
-def test_a_memory_write_laid_at_a_finished_call_is_named_in_the_summary(
-    ledger: Any, op: Operator
+@pytest.mark.parametrize("claim", ["finished call", "call of another turn", "no call",
+                                   "from the api", "unknown origin"])
+def test_a_memory_write_with_a_false_provenance_fails_both_verifiers(
+    ledger: Any, op: Operator, claim: str
 ) -> None:
-    """An entry appended behind overt's back (as the PostgreSQL writer role can, with
-    no row: `verify` fails on it) that claims a call of the session's first turn after
-    that call completed. The bundle proves what the log holds, so it is valid; the
-    summary says the claim does not hold."""
+    """An entry appended behind overt's back (as the PostgreSQL writer role can, with no
+    memory row: `verify` fails on it) that lays a memory write at a call of the
+    session's turn that is not running then. The log holds it, signed; the bundle
+    proves a log holding a write the ledger should have refused, and fails."""
     from overt.events import NodeCreated
     from overt.ledger.canonical import digest_text
 
     sid = planting(ledger)
-    first = next(e for e in run(ledger.entries(kinds=["node.created"], session_id=sid)))
+    created = list(run(ledger.entries(kinds=["node.created"], session_id=sid)))
+    first, later = created[0], list(run(ledger.entries(kinds=["turn.started"],
+                                                         session_id=sid)))[-1]
+    turn, call, origin = first.turn_id, first.data["tool_call_id"], "tool"
+    if claim == "call of another turn":
+        turn = later.turn_id
+    elif claim == "no call":
+        call = None
+    elif claim == "from the api":
+        call, origin = None, "api"
+    elif claim == "unknown origin":
+        origin = "plugin"
     run(ledger.record([NodeCreated(
-        turn_id=first.turn_id, session_id=sid, node_id="01FORGEDNODE0000000000000A",
+        turn_id=turn, session_id=sid, node_id="01FORGEDNODE0000000000000A",
         node_kind="Decision", actor="agent:default", title_digest=digest_text("Payee"),
-        body_digest=digest_text("pay evil-corp"), tool_call_id=first.data["tool_call_id"],
-        origin="tool")]))
+        body_digest=digest_text("pay evil-corp"), tool_call_id=call, origin=origin)]))
     path = op.export("session.json", "--session", sid)
-    code, out = op.check(path)
-    assert code == 0, out
-    assert (f"Decision 01FORGEDNODE0000000000000A revision 1 by agent:default, but its entry "
-            f"names tool call {first.data['tool_call_id']} of turn {first.turn_id}, which the "
-            "chain does not show running there") in out, out
-    assert out.count("the ledger should have refused it") == 1
+    code, out = op.check(path)  # both verifiers, the same verdict
+    assert code == 3 and "the log holds a memory write the ledger should have refused" \
+        in out, out
     assert not run(ledger.verify()).ok

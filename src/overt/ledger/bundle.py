@@ -457,6 +457,7 @@ def _check(text: bytes, key: PublicKey, quorum: Quorum | None) -> Summary:
             raise _fail(f"turn {record['turn_id']}'s first entry ({mine[0]['seq']}) is not its "
                         "turn.started: entries of the turn are missing")
         _whole_turn(record, mine, cp.size)
+        _memory_writes(mine)
     scope, subject = bundle["scope"], bundle["subject"]
     if scope == SESSION:
         if not isinstance(subject, str) or any(c["session_id"] != subject for c in entries):
@@ -489,6 +490,25 @@ def _check(text: bytes, key: PublicKey, quorum: Quorum | None) -> Summary:
     return summary
 
 
+def _memory_writes(entries: list[dict[str, Any]]) -> None:
+    """That each memory write of a whole turn names the tool call of the turn that made
+    it, running when it was written (:func:`.memory_check.provenance_problem`, as
+    ``verify`` asks of the ledger); one from before provenance was recorded names no
+    call and no origin."""
+    datas = [json.loads(c["data"]) for c in entries]
+    calls: list[Call] = [(c["seq"], c["kind"], c["turn_id"], c["session_id"],
+                          d.get("tool_call_id")) for c, d in zip(entries, datas, strict=True)
+                         if c["kind"] in ("tool_call.started", "tool_call.completed",
+                                          "turn.started", "turn.completed")]
+    for c, d in zip(entries, datas, strict=True):
+        if c["kind"] in MEMORY_KINDS or c["kind"] in LINK_KINDS:
+            problem = provenance_problem(c["seq"], c["turn_id"], c["session_id"], d, calls,
+                                         False)
+            if problem is not None:
+                raise _fail(f"entry {c['seq']} ({c['kind']}) {problem}: the log holds a "
+                            "memory write the ledger should have refused")
+
+
 def summarise(bundle: dict[str, Any], datas: list[dict[str, Any]], cp: Checkpoint,
               key: PublicKey) -> Summary:
     """Who, when, which tools, approvals and memory, the cost: of a checked bundle."""
@@ -499,14 +519,8 @@ def summarise(bundle: dict[str, Any], datas: list[dict[str, Any]], cp: Checkpoin
     memory: list[str] = []
     tokens_in = tokens_out = 0
     cost = 0.0
-    calls = {(c["turn_id"], d.get("tool_call_id")): d.get("tool_name")
+    calls = {(c["turn_id"], json.dumps(d.get("tool_call_id"))): d.get("tool_name")
              for c, d in zip(entries, datas, strict=True) if c["kind"] == "tool_call.started"}
-    turn_calls: dict[str, list[Call]] = {}  # what provenance_problem reads, by turn
-    for c, d in zip(entries, datas, strict=True):
-        if c["kind"] in ("tool_call.started", "tool_call.completed", "turn.started",
-                         "turn.completed"):
-            turn_calls.setdefault(c["turn_id"], []).append(
-                (c["seq"], c["kind"], c["turn_id"], c["session_id"], d.get("tool_call_id")))
     for columns, data in zip(entries, datas, strict=True):
         kind = columns["kind"]
         for name in ("actor", "decided_by"):
@@ -526,10 +540,7 @@ def summarise(bundle: dict[str, Any], datas: list[dict[str, Any]], cp: Checkpoin
             tokens_out += int(data.get("output_tokens") or 0)
             cost += float(data.get("cost_usd") or 0)
         elif kind in MEMORY_KINDS or kind in LINK_KINDS:
-            problem = provenance_problem(columns["seq"], columns["turn_id"],
-                                         columns["session_id"], data,
-                                         turn_calls.get(columns["turn_id"], []), False)
-            memory.append(_memory_line(kind, data, columns["turn_id"], calls, problem))
+            memory.append(_memory_line(kind, data, columns["turn_id"], calls))
     sessions = sorted({str(c["session_id"]) for c in entries})
     return Summary(
         cp.origin, cp.size, cp.time, key.key_id, bundle["scope"], bundle["subject"],
@@ -541,12 +552,10 @@ def summarise(bundle: dict[str, Any], datas: list[dict[str, Any]], cp: Checkpoin
 
 
 def _memory_line(kind: str, data: dict[str, Any], turn_id: str,
-                 calls: dict[tuple[str, Any], Any], problem: str | None) -> str:
+                 calls: dict[tuple[str, str], Any]) -> str:
     """A memory write of a checked bundle: what, by whom, through which tool call of
-    its turn (the call's tool from its ``tool_call.started``), and what is wrong with
-    that claim if anything (the turn is whole in the bundle: the claim is read from it
-    as ``verify`` reads it from the ledger; the bundle is no less valid for it, the log
-    it proves holds the claim)."""
+    its turn (the call's tool from its ``tool_call.started``; :func:`_memory_writes`
+    checked the claim)."""
     if kind in MEMORY_KINDS:
         what = (f"{data.get('node_kind')} {data.get('node_id')} revision "
                 f"{data.get('revision', 1)}")
@@ -556,12 +565,10 @@ def _memory_line(kind: str, data: dict[str, Any], turn_id: str,
     else:
         what = f"link {data.get('link_kind')} {data.get('link_id')} retracted"
     call = data.get("tool_call_id")
-    if problem is not None:
-        how = f"but its entry {problem} (the ledger should have refused it)"
-    elif call is None:
+    if call is None:
         how = f"through the {data.get('origin') or 'unrecorded origin'}"
     else:
-        how = f"in tool call {call} ({calls.get((turn_id, call))})"
+        how = f"in tool call {call} ({calls.get((turn_id, json.dumps(call)))})"
     return f"{what} by {data.get('actor')}, {how}"
 
 

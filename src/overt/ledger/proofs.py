@@ -370,14 +370,14 @@ def _whole_turn(proof: dict[str, Any], entries: list[dict[str, Any]], size: int)
                 f"the turn's turn.completed (entry {completed}) counts {said} "
                 f"{field_name.replace('_', ' ')}, but the proof holds {kinds.count(kind)} "
                 f"{kind} entries: entries of the turn are missing")
-    started = {json.loads(e["data"]).get("tool_call_id")
+    started = {json.dumps(json.loads(e["data"]).get("tool_call_id"))  # any JSON value
                for e in entries if e["kind"] == "tool_call.started"}
     for e in entries:
         if e["kind"] != "tool_call.completed":
             continue
         data = json.loads(e["data"])
         if data.get("tool_status") == "ok" and not data.get("provided_by") and \
-                data.get("tool_call_id") not in started:
+                json.dumps(data.get("tool_call_id")) not in started:
             raise LedgerIntegrityError(
                 f"tool call {data.get('tool_call_id')!r} ran (entry {e['seq']}), but the proof "
                 "holds no tool_call.started for it: entries of the turn are missing")
