@@ -130,6 +130,16 @@ def test_a_forked_log_is_refused_and_the_witness_reports_both_checkpoints(
     honest = (log.tmp / "witness" / f"{size:012d}.checkpoint").read_text()
     forked = (fork_dir / f"{size:012d}.checkpoint").read_text()
     assert honest != forked and honest in shown.stdout and forked in shown.stdout
+    # the fork's own verify reports it, with both checkpoints, from what the witnesses
+    # answered when they refused
+    code, out = log.cli(fork_config, "verify", "--checkpoints", str(fork_dir), "--key",
+                        str(log.public), db=str(fork_db))
+    assert code == 3 and "a fork: witness w1.example+" in out, out
+    assert "w2.example+" in out and "w3.example+" in out
+    assert honest in out and forked in out
+    code, out = log.cli(config, "verify", "--checkpoints", str(log.tmp / "witness"), "--key",
+                        str(log.public))
+    assert code == 0, out  # the honest ledger is the one the witnesses hold
 
 
 def test_a_rolled_back_log_is_refused(ledger, three, tmp_path):
@@ -144,6 +154,32 @@ def test_a_rolled_back_log_is_refused(ledger, three, tmp_path):
     assert status == 400 and "rollback" in reply
     shown = overt("witness", "evidence", "--state", str(witnesses[0].state), cwd=tmp_path)
     assert "== rollback of" in shown.stdout and old_note in shown.stdout
+
+
+def test_a_log_rolled_back_and_signed_again_is_refused_and_verify_reports_it(
+        ledger, raw, three):
+    log, witnesses, config = three
+    directory = log.tmp / "witness"
+    assert log.cli(config, "checkpoint")[0] == 0  # 30 entries, then its record
+    add_turns(ledger, 4, prefix="more")
+    code, newer = log.cli(config, "checkpoint")
+    assert code == 0
+    held = int(newer.splitlines()[1])
+    honest = (directory / f"{held:012d}.checkpoint").read_text()
+    # the operator cuts the tail, hides the newer checkpoint, writes on and signs again
+    raw.drop_guards()
+    raw.execute("DELETE FROM audit_log WHERE seq > 31")
+    for name in (f"{held:012d}.checkpoint", f"{held:012d}.cosignatures"):
+        (directory / name).unlink()
+    add_turns(ledger, 1, prefix="rewritten")
+    code, out = log.cli(config, "checkpoint")
+    assert code == 0, out  # signed, and refused by every witness, each saying why
+    size = int(out.splitlines()[1])
+    assert size < held and read_cosignatures(directory, size) == []
+    code, out = _verify(log, config, witnesses, 2)
+    assert code == 3 and "rolled back: witness w1.example+" in out, out
+    assert honest in out
+    assert "0 of the 2" in out  # and the newest checkpoint has no cosignature
 
 
 def test_a_bundle_carries_the_witnesses_cosignatures_and_is_held_to_their_quorum(

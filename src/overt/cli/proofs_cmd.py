@@ -375,6 +375,8 @@ async def _verify(args: argparse.Namespace, config: Config, ledger: Any) -> int:
         problems.append("a checkpoint bears the key's signature but was altered or forged: "
                         + "; ".join(forged))
     missing = await audit.witness_findings(ledger, key, found, unsigned)
+    conflicts = await audit.witness_conflicts(ledger, directory, key)
+    problems += [c.text() for c in conflicts]
     policy = quorum_of(args)
     if policy is not None and found:
         newest = found[-1][1]
@@ -414,4 +416,7 @@ async def _verify(args: argparse.Namespace, config: Config, ledger: Any) -> int:
                   f"recomputed, {report.inside_pruned} inside the pruned prefix")
         else:
             print(f"FAILED against the signed checkpoints: {report.problem}")
+        for c in conflicts:  # both checkpoints, each signed by the log's key
+            print(f"\n== the checkpoint witness {c.witness} cosigned:\n{c.held_note}"
+                  f"== the checkpoint it refused:\n{c.sent_note}", end="")
     return EXIT_OK if report.ok else EXIT_VERIFY

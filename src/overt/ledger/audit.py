@@ -42,12 +42,14 @@ from overt.ledger.checkpoints import (
     ORIGIN_PREFIX,
     Checkpoint,
     check_successor,
+    compute,
     dialect,
     origin_of,
     read_disowned,
     state,
 )
 from overt.ledger.signing import PublicKey
+from overt.witness.refusals import read_refusals
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +282,55 @@ async def witness_findings(ledger: Any, key: PublicKey, found: list[tuple[Path, 
                             f"{said[0]} entries ({said[1]}) that the witness directory lacks, "
                             f"or holds not signed by {key.key_id}")
     return problems
+
+
+@dataclass(frozen=True, slots=True)
+class WitnessConflict:
+    """A checkpoint a witness cosigned, signed by the log's own key, that this ledger
+    does not extend: ``what`` is ``fork`` (the ledger's first ``held.size`` entries give
+    another root) or ``rollback`` (the ledger has fewer entries than it)."""
+
+    what: str
+    witness: str
+    held: Checkpoint
+    held_note: str
+    sent_note: str
+
+    def text(self) -> str:
+        if self.what == "rollback":
+            return (f"rolled back: witness {self.witness} cosigned a checkpoint of "
+                    f"{self.held.size} entries ({self.held.time}) signed by this log's key, "
+                    "and the ledger now has fewer: its tail was cut and re-signed")
+        return (f"a fork: witness {self.witness} cosigned a checkpoint of {self.held.size} "
+                f"entries ({self.held.time}) signed by this log's key, and this ledger's "
+                f"first {self.held.size} entries give another root; two checkpoints of one "
+                "log that cannot both be true, both signed by its key")
+
+
+async def witness_conflicts(ledger: Any, directory: Path, key: PublicKey
+                            ) -> list[WitnessConflict]:
+    """What the witnesses' refusals kept in ``directory`` show
+    (:mod:`overt.witness.refusals`): each checkpoint a witness holds instead of ours,
+    signed by ``key``, that this ledger does not extend. A refusal whose note ``key``
+    did not sign, or that this ledger extends (a proof the witness found bad, a
+    checkpoint it had not seen yet), shows nothing."""
+    head, _ = await state(ledger)
+    conflicts: list[WitnessConflict] = []
+    for refusal in read_refusals(directory):
+        try:
+            held = Checkpoint.open(refusal.held, key)
+        except LedgerIntegrityError:
+            continue  # not the log's own signature: a witness cannot speak for it
+        if held.size > head:
+            what = "rollback"
+        else:
+            ours, _ = await compute(ledger, size=held.size)
+            if ours.root == held.root and ours.origin == held.origin:
+                continue
+            what = "fork"
+        conflicts.append(WitnessConflict(what, refusal.witness, held, refusal.held,
+                                         refusal.sent))
+    return conflicts
 
 
 async def _origin(ledger: Any) -> str:

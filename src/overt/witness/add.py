@@ -3,8 +3,11 @@ check the log's signature and the consistency proof against the witness's own
 memory, cosign, or refuse with the spec's status code.
 
 A refusal that shows misbehaviour (a checkpoint of the size the witness holds with
-another root, or a proof that does not reach the held root) is kept as evidence
-beside the checkpoint it conflicts with.
+another root, a proof that does not reach the held root, a size below it) is kept
+as evidence beside the checkpoint it conflicts with, and answered with that
+checkpoint too: the status line's message, a blank line, then the note the witness
+cosigned (signed by the log's own key), so the log's side holds both checkpoints
+(:mod:`overt.witness.refusals`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ class Reply:
 
 def _plain(status: int, message: str) -> Reply:
     return Reply(status, "text/plain; charset=utf-8", message + "\n")
+
+
+def _conflict(status: int, message: str, held: Latest) -> Reply:
+    """A refusal that names the checkpoint it conflicts with: ``held``'s note."""
+    return Reply(status, "text/plain; charset=utf-8", f"{message}\n\n{held.note}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +117,8 @@ def add_checkpoint(body: bytes, logs: dict[str, PublicKey], signer: WitnessSigne
     if size < req.old:
         assert held is not None
         state.record(Evidence(origin, "rollback", held.note, req.note, now))
-        return _plain(400, f"size {size} is below the cosigned size {req.old}: rollback")
+        return _conflict(400, f"size {size} is below the cosigned size {req.old}: rollback",
+                         held)
     if held is not None:
         if size == held.size:
             ok = not req.proof and root == held.root
@@ -120,7 +129,8 @@ def add_checkpoint(body: bytes, logs: dict[str, PublicKey], signer: WitnessSigne
             # proof may be a fork or a sender's bad proof, kept all the same
             kind = "fork" if size == held.size else "inconsistent"
             state.record(Evidence(origin, kind, held.note, req.note, now))
-            return _plain(422, "the consistency proof does not hold: a fork or a bad proof")
+            return _conflict(422, "the consistency proof does not hold: a fork or a bad proof",
+                             held)
     elif req.proof:
         return _plain(422, "a proof from size 0 is empty")
     if not state.advance(origin, held_size, Latest(size, root, req.note)):

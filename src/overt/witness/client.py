@@ -7,7 +7,9 @@ none). A 409 names the size the witness holds: the request is made once more fro
 there. A cosignature is checked against the witness's key before it is kept.
 
 A witness that is down or refuses is logged and reported; the checkpoint is never
-held back for it, and the next checkpoint is sent to it from its last size.
+held back for it, and the next checkpoint is sent to it from its last size. A
+refusal that names the checkpoint the witness cosigned instead (a fork, a
+rollback) is kept beside ours (:mod:`overt.witness.refusals`), for ``verify``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from overt.errors import LedgerIntegrityError
 from overt.witness.notes import Cosignature, WitnessKey, verify_cosignature
+from overt.witness.refusals import Refused, keep_refusal
 
 log = logging.getLogger(__name__)
 SUFFIX = ".cosignatures"
@@ -90,12 +93,15 @@ def ask(cosigner: Cosigner, note: str, body: str, size: int, old: int, proof: Pr
         status, ctype, text = _post(cosigner.url, _request(old, steps, note))
         if status == 409 and ctype.startswith("text/x.tlog.size") and attempt == 0:
             held = text.strip()
-            if not held.isdigit() or int(held) > size:
-                raise LedgerIntegrityError(
-                    f"witness {cosigner.key.label} holds size {held}, beyond this "
-                    f"checkpoint's {size}: it has seen a larger tree of this log")
-            old = int(held)
+            if not held.isdigit():
+                raise LedgerIntegrityError(f"witness {cosigner.key.label} answered 409 with "
+                                           f"no size: {held[:60]!r}")
+            old = int(held)  # beyond ours: the witness refuses it as a rollback, saying why
             continue
+        message, blank, conflicting = text.partition("\n\n")
+        if status in (400, 422) and blank and conflicting:
+            raise Refused(f"witness {cosigner.key.label} refused ({status}): "
+                          f"{message.strip()[:200]}", cosigner.key.label, status, conflicting)
         if status != 200:
             raise LedgerIntegrityError(f"witness {cosigner.key.label} refused ({status}): "
                                        f"{text.strip()[:200]}")
@@ -113,6 +119,9 @@ async def cosign_all(note: str, body: str, size: int, cosigners: Sequence[Cosign
         old = last_size(directory, cosigner.key)
         try:
             return await asyncio.to_thread(ask, cosigner, note, body, size, old, proof)
+        except Refused as exc:
+            keep_refusal(directory, size, note, exc)
+            return exc
         except (OSError, LedgerIntegrityError) as exc:
             return exc
 
