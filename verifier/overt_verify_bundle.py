@@ -30,7 +30,7 @@ TURN_KEYS = ["completed_seq", "turn_entries", "turn_id"]
 BODY_FIELDS = ["message_digest", "response_digest", "args_sha256", "result_digest",
                "reply_digest", "reason_digest", "checkpoint_digest", "content_digest",
                "context_digest", "before_digest", "after_digest", "error_digest",
-               "request_digest", "title_digest", "body_digest"]
+               "request_digest", "policy_digest", "title_digest", "body_digest"]
 
 
 class Invalid(Exception):

@@ -35,7 +35,7 @@ import zlib
 from typing import Any
 
 from overt.errors import LedgerError
-from overt.ledger import sql, trail_index
+from overt.ledger import retention, sql, trail_index
 from overt.ledger.canonical import GENESIS
 from overt.ledger.chain import row_to_entry
 from overt.ledger.schema.sqlite import lift_delete_guards, restore_delete_guards
@@ -162,6 +162,7 @@ def _store(conn: sqlite3.Connection, payload: Payload, head: tuple[int, str],
         conn.execute(statement, values)
     through = payload.get("prune")
     if through is not None:
+        retention.carry_bodies(conn, D, through)
         lift_delete_guards(conn)
         conn.execute(sql.delete_content_through(D), (through,))
         conn.execute(sql.delete_trail_index_through(D), (through,))
