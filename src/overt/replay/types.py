@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 DivergenceKind = Literal["request", "decision", "refused", "allowed", "hook", "runs",
-                         "model_call", "status"]
+                         "model_call", "status", "answer"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +20,10 @@ class Divergence:
     that ran is now refused), ``allowed`` (the reverse), ``hook`` (a plugin now
     provides or blocks, or no longer does), ``runs`` (a call runs that the record has
     no result for), ``model_call`` (a model call the record lacks, or the reverse),
-    ``status`` (the turn ends otherwise).
+    ``status`` (the turn ends otherwise), ``answer`` (with a model re-asked, ``--model``:
+    its answer differs from the recorded one; ``part``: ``text``, ``reasoning``,
+    ``tool_calls`` or ``error``). A request's ``part`` ``sent`` says the adapter
+    sends otherwise (the rendered prompt, grammar, model file digest, seed).
     """
 
     turn_id: str
