@@ -268,7 +268,7 @@ def test_a_model_re_asked_that_answers_as_recorded_reproduces_every_answer(
     asked = ScriptedModel(list(REPLIES))
     results = replay(build(ledger, tmp_path), ask=asked)
     assert lines(results) == [] and all(r.notes == () for r in results)
-    assert asked.remaining == 0  # asked each of the ten recorded requests once
+    assert asked.remaining == 0 and sum(r.asked for r in results) == 10  # each once
 
 
 def test_a_model_re_asked_that_answers_otherwise_is_found_on_that_inference_only(

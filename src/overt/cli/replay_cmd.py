@@ -122,7 +122,9 @@ async def run(args: argparse.Namespace, config: Config) -> int:
                          indent=2))
     else:
         print(f"{summary.turns} turns replayed, {summary.divergent_turns} diverge "
-              f"({summary.divergences} divergences, {summary.notes} notes)")
+              f"({summary.divergences} divergences, {summary.notes} notes)"
+              + (f"; {summary.asked} recorded requests asked of {runtime.model.name}"
+                 if args.model else ""))
         for rule, count in sorted(summary.decisions_changed.items()):
             print(f"  rule {rule}: {count} decisions change")
     return EXIT_DIVERGED if summary.divergences else EXIT_OK

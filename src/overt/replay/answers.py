@@ -78,6 +78,7 @@ class RecordedModel:
         self.report = report
         self.notes = notes
         self.calls = 0
+        self.asked = 0  # recorded requests put to ``ask``
         self.context_window: int | None = None
         self.chain = Chain()  # the turn's requests share their messages
         self.parts: dict[str, str] = {}  # the parts of this turn's requests, as replayed
@@ -109,6 +110,7 @@ class RecordedModel:
         ids overt made are the recorded ones, paired by order)."""
         assert self.ask is not None
         turn_id = self.turn.turn_id
+        self.asked += 1
         try:
             fresh = await self.ask.complete(request)
         except ModelError as exc:

@@ -33,6 +33,7 @@ from overt.replay.source import Bodies, first_turns, scratch, turn_entries
 from overt.replay.types import Divergence, TurnReplay
 from overt.sessions import session_history
 from overt.sessions.book import HistoryTurn
+from overt.sessions.window import WINDOW_ATTRIBUTES
 from overt.types import SOURCES, IncomingMessage
 
 
@@ -115,7 +116,7 @@ class Replayer:
         base = self.base
         model = RecordedModel(self.bodies, recorded, ids, divergences.append,
                               recorded.started.model, notes, self.ask)
-        for attr in ("context_window", "n_ctx", "count_tokens"):  # the same window
+        for attr in WINDOW_ATTRIBUTES:  # the same window
             if hasattr(base.model, attr):
                 setattr(model, attr, getattr(base.model, attr))
         self.scratch.clear()
@@ -144,7 +145,7 @@ class Replayer:
             outcome = await engine.resume(cp, waiting, resumed.decision,
                                           resumed_by="operator:replay")
         divergences.extend(compare(recorded, events, model.calls))
-        return TurnReplay(turn_id, tuple(divergences), tuple(notes))
+        return TurnReplay(turn_id, tuple(divergences), tuple(notes), model.asked)
 
     async def _checkpoint(self, events: Sequence[Event], request_id: str) -> Checkpoint:
         for event in reversed(events):

@@ -47,15 +47,17 @@ class Divergence:
 
 @dataclass(frozen=True, slots=True)
 class TurnReplay:
-    """One replayed turn: what diverged, and notes (``request not recorded``)."""
+    """One replayed turn: what diverged, notes (``request not recorded``), and how many
+    of its recorded answers a model re-asked gave again (``--model``)."""
 
     turn_id: str
     divergences: tuple[Divergence, ...]
     notes: tuple[str, ...] = ()
+    asked: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"turn_id": self.turn_id, "divergences": [d.to_dict() for d in self.divergences],
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "asked": self.asked}
 
 
 @dataclass(slots=True)
@@ -66,6 +68,7 @@ class ReplaySummary:
     divergent_turns: int = 0
     divergences: int = 0
     notes: int = 0
+    asked: int = 0
     decisions_changed: Counter[str] = field(default_factory=Counter)
 
     def add(self, result: TurnReplay) -> None:
@@ -73,11 +76,12 @@ class ReplaySummary:
         self.divergent_turns += bool(result.divergences)
         self.divergences += len(result.divergences)
         self.notes += len(result.notes)
+        self.asked += result.asked
         for d in result.divergences:
             if d.kind == "decision":
                 self.decisions_changed[d.rule or "(none)"] += 1
 
     def to_dict(self) -> dict[str, Any]:
         return {"turns": self.turns, "divergent_turns": self.divergent_turns,
-                "divergences": self.divergences, "notes": self.notes,
+                "divergences": self.divergences, "notes": self.notes, "asked": self.asked,
                 "decisions_changed": dict(sorted(self.decisions_changed.items()))}
