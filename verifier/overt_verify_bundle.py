@@ -32,7 +32,7 @@ MEMORY_KINDS = ["node.created", "node.superseded", "link.created", "link.retract
 BODY_FIELDS = ["message_digest", "response_digest", "args_sha256", "result_digest",
                "reply_digest", "reason_digest", "checkpoint_digest", "content_digest",
                "context_digest", "before_digest", "after_digest", "error_digest",
-               "request_digest", "title_digest", "body_digest"]
+               "request_digest", "policy_digest", "title_digest", "body_digest"]
 
 
 class Invalid(Exception):

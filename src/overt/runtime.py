@@ -468,12 +468,16 @@ class Runtime:
                                 source=source, caller_session_id=caller_session_id)
 
     async def replay(self, *, turn_id: str | None = None, session_id: str | None = None,
-                     since: str | None = None) -> AsyncIterator[TurnReplay]:
+                     since: str | None = None, ask: Model | None = None
+                     ) -> AsyncIterator[TurnReplay]:
         """Replay recorded turns of this runtime's ledger (one turn, a session's, or
         those started since ``since``, an ISO time) through this runtime's engine,
         gate, hooks and history window, answered from the record: no model is asked,
         no tool runs, nothing is written to the ledger. Yields each turn's
-        :class:`~overt.replay.TurnReplay` (its divergences, in order).
+        :class:`~overt.replay.TurnReplay` (its divergences, in order). ``ask``: a real
+        model also asked each recorded request, each answer that differs from the
+        recorded one by a byte a divergence (``answer``); the turn goes on with the
+        recorded answer.
 
         Raises:
             ReplayRefused: the ledger does not verify; nothing was replayed.
@@ -483,7 +487,7 @@ class Runtime:
         await verified(self.ledger)
         turns = await select_turns(self.ledger, turn_id=turn_id, session_id=session_id,
                                    since=since)
-        async for result in Replayer(self.engine, self.ledger).run(turns):
+        async for result in Replayer(self.engine, self.ledger, ask=ask).run(turns):
             yield result
 
     async def close(self) -> None:

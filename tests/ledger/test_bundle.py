@@ -212,3 +212,24 @@ def test_canonical_json_is_what_the_verifier_writes() -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.canonical(value) == canonical_json(value)
+
+
+def test_a_bundle_carries_the_policy_that_decided_and_a_changed_one_fails(
+        ledger: Any, op: Operator, tmp_path: Path) -> None:
+    """Each decision names the rules in force (``policy_digest``): the bundle holds
+    their text, and a bundle whose policy text is changed, or left out, fails both
+    verifiers."""
+    sid = session(ledger, tmp_path)
+    path = op.export("session.json", "--session", sid)
+    made = load(path)
+    policies = {json.loads(e["data"])["policy_digest"] for e in made["entries"]
+                if e["kind"] == "policy.decision"}
+    assert len(policies) == 1
+    (policy,) = policies
+    assert '"memory.writes"' in made["bodies"][policy]
+    assert op.check(path)[0] == 0
+    changed = json.loads(json.dumps(made))
+    changed["bodies"][policy] = made["bodies"][policy].replace('"allow"', '"deny"', 1)
+    gone = json.loads(json.dumps(made))
+    del gone["bodies"][policy]
+    op.all_fail([_write(tmp_path / "changed.json", changed), _write(tmp_path / "gone.json", gone)])

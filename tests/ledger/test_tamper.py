@@ -774,3 +774,57 @@ def test_leave_a_whole_tool_call_out_and_recount_is_caught_by_the_signed_turn_co
     bent["turn_entries"] -= 1
     with pytest.raises(LedgerIntegrityError, match=r"no tool_call\.started"):
         proofs.check(proofs.dump(bent).encode(), key)
+
+
+def _policy_digest(ledger: Any) -> str:
+    digests = {e.data["policy_digest"] for e in run(ledger.entries(kinds=["policy.decision"]))}
+    assert len(digests) == 1, digests
+    return str(digests.pop())
+
+
+def test_a_deleted_policy_body_is_detected(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rules that decided a call are evidence: a decision whose policy text is gone
+    fails verification like any other missing body."""
+    one_turn(make_runtime)
+    policy = _policy_digest(ledger)
+    raw.drop_guards().execute(f"DELETE FROM content_blobs WHERE digest = '{policy}'")
+    report = run(ledger.verify())
+    assert not report.ok and policy in (report.problem or "")
+    assert report.bad_seq == seq_of(raw, "policy.decision")
+    code, out = verify_exit(ledger_url, capsys)
+    assert code == EXIT_VERIFY and "is missing" in out
+
+
+def test_a_prune_keeps_the_policy_body_that_later_decisions_name(
+    make_runtime: RuntimeFactory, ledger: Any, raw: Raw
+) -> None:
+    """A process stores its policy text with its first decision and only names it after;
+    a prune of that first turn carries the text forward to the first decision it keeps,
+    so the ledger still verifies and the rules of every kept decision can be read."""
+    import time
+
+    from overt.clock import now_iso
+
+    model = ScriptedModel([{"tool_calls": [{"name": "lookup", "arguments": {"key": k}}]}
+                           if i % 2 == 0 else "the value" for i, k in enumerate("aabb")])
+    runtime = make_runtime(model, tools=[lookup])
+    assert run(runtime.respond(cli_message("what is a?"))).error is None
+    time.sleep(0.01)
+    cutoff = now_iso()
+    time.sleep(0.01)
+    assert run(runtime.respond(cli_message("what is b?"))).error is None
+    policy = _policy_digest(ledger)
+    stored = [int(r[0]) for r in raw.query(
+        f"SELECT seq FROM content_blobs WHERE digest = '{policy}'")]
+    assert len(stored) == 1  # once, with the first decision
+    record = run(ledger.prune(cutoff))
+    assert record.removed_entries and stored[0] <= record.through_seq
+    report = run(ledger.verify())
+    assert report.ok, report.problem
+    (kept,) = [e for e in run(ledger.entries(kinds=["policy.decision"]))]
+    assert [int(r[0]) for r in raw.query(
+        f"SELECT seq FROM content_blobs WHERE digest = '{policy}'")] == [kept.seq]
+    assert run(ledger.content(policy, seq=kept.seq)) == runtime.engine.gate.policy.text

@@ -250,3 +250,37 @@ def test_a_changed_system_prompt_is_found_on_each_request_as_the_prompt(
     found = [d for r in replay(rt) for d in r.divergences]
     assert {(d.kind, d.part) for d in found} == {("request", "prompt")}
     assert len(found) == 10
+
+
+REPLIES: list[Any] = [
+    calls(("echo", {"text": "a"}), ("cached", {"query": "q"})), "one",
+    calls(("danger", {})), "blocked",
+    calls(("note", {"text": "n"})), "noted",
+    calls(("wire_money", {"amount": 5})), "held",
+    calls(("echo", {"text": "b"}), ("echo", {"text": "c"})), "five"]
+"""What record_turns' model answers, in order."""
+
+
+def test_a_model_re_asked_that_answers_as_recorded_reproduces_every_answer(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    record_turns(ledger, tmp_path)
+    asked = ScriptedModel(list(REPLIES))
+    results = replay(build(ledger, tmp_path), ask=asked)
+    assert lines(results) == [] and all(r.notes == () for r in results)
+    assert asked.remaining == 0 and sum(r.asked for r in results) == 10  # each once
+
+
+def test_a_model_re_asked_that_answers_otherwise_is_found_on_that_inference_only(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    ids = record_turns(ledger, tmp_path)
+    changed = list(REPLIES)
+    changed[3] = "blocked!"  # the second turn's answer, one byte more
+    changed[8] = calls(("echo", {"text": "b"}), ("echo", {"text": "d"}))
+    results = replay(build(ledger, tmp_path), ask=ScriptedModel(changed))
+    found = [(r.turn_id, d.step, d.kind, d.part) for r in results for d in r.divergences]
+    assert found == [(ids[1], "inference 1", "answer", "text"),
+                     (ids[4], "inference 0", "answer", "tool_calls")]
+    detail = next(d for r in results for d in r.divergences if d.part == "text").detail
+    assert "from character 8 of the text" in detail  # '"blocked' then '"' against '!'

@@ -4,7 +4,9 @@ history window, answered from the record; every divergence is a line.
 Exit 0: nothing diverges; 1: something does; 3: the ledger does not verify (nothing
 is replayed). ``--policy FILE``: the same replay under another policy (a TOML file
 with ``[[policy.rules]]`` as in overt.toml), with a summary of the decisions it
-changes, per rule. ``--record``: append the run as one ``replay.completed`` entry.
+changes, per rule. ``--model SPEC``: each recorded request is also put to that model,
+and each answer that differs from the recorded one is a divergence. ``--record``:
+append the run as one ``replay.completed`` entry.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ def add_parser(sub: Any) -> None:
     replay.add_argument("--since", help="replay the turns started since (7d, 24h, ISO time)")
     replay.add_argument("--policy", type=Path, help="what-if: replay under this policy "
                         "(a TOML file with [[policy.rules]])")
+    replay.add_argument("--model", metavar="SPEC",
+                        help="also ask this model each recorded request and compare its "
+                        "answers with the recorded ones, byte for byte (local: greedy)")
     replay.add_argument("--record", action="store_true",
                         help="append this run to the ledger as one replay.completed entry")
     replay.add_argument("--json", action="store_true")
@@ -77,6 +82,8 @@ async def run(args: argparse.Namespace, config: Config) -> int:
         settings = load_policy(args.policy, config.policy)
         config = config.with_(policy=settings)
         policy_digest = Policy(settings.rules, defaults=settings.defaults).digest
+    if args.model is not None:
+        config = config.with_(model=args.model)
     runtime = Runtime.from_config(config)
     summary = ReplaySummary()
     results: list[TurnReplay] = []
@@ -84,7 +91,8 @@ async def run(args: argparse.Namespace, config: Config) -> int:
     try:
         try:
             async for result in runtime.replay(turn_id=args.turn_id, session_id=args.session,
-                                               since=since):
+                                               since=since,
+                                               ask=runtime.model if args.model else None):
                 summary.add(result)
                 if result.divergences or result.notes:
                     results.append(result)
@@ -114,7 +122,9 @@ async def run(args: argparse.Namespace, config: Config) -> int:
                          indent=2))
     else:
         print(f"{summary.turns} turns replayed, {summary.divergent_turns} diverge "
-              f"({summary.divergences} divergences, {summary.notes} notes)")
+              f"({summary.divergences} divergences, {summary.notes} notes)"
+              + (f"; {summary.asked} recorded requests asked of {runtime.model.name}"
+                 if args.model else ""))
         for rule, count in sorted(summary.decisions_changed.items()):
             print(f"  rule {rule}: {count} decisions change")
     return EXIT_DIVERGED if summary.divergences else EXIT_OK

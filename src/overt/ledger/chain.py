@@ -366,7 +366,7 @@ def with_content_check(report: VerifyReport, checked: int, bad: list[str],
 BODY_FIELDS: tuple[str, ...] = (
     "message_digest", "response_digest", "args_sha256", "result_digest", "reply_digest",
     "reason_digest", "checkpoint_digest", "content_digest", "context_digest",
-    "before_digest", "after_digest", "error_digest", "request_digest")
+    "before_digest", "after_digest", "error_digest", "request_digest", "policy_digest")
 """The entry fields that point to a body in the content tier (``verify`` checks each
 body is present). Memory's ``title_digest``/``body_digest`` name rows of the memory
 tables, not bodies, and an unknown tool's digested name points to nothing."""

@@ -569,6 +569,7 @@ def _prune_work(cutoff: str) -> Work:
         conn.execute(sql.insert_entries(D), rows[0])
         if record.removed_entries:
             tree.store_prune_rows(conn, D, record.through_seq)  # the tree's stand-ins for them
+            retention.carry_bodies(conn, D, record.through_seq)  # bodies kept entries name
             conn.execute("SELECT overt_prune(%s)", (record.through_seq,))
         return record, head
 

@@ -111,3 +111,40 @@ async def forged_seals(select: Callable[[str, Sequence[Any]], Any], d: Dialect) 
     bounds = await select("SELECT min(seq) FROM audit_log", ())
     first = int(bounds[0][0]) if bounds and bounds[0][0] is not None else 1
     return judge(await select(seals_query(d), ()), first)
+
+
+SHARED_BODY_FIELDS = ("policy_digest",)
+"""Entry fields naming a body stored once and named again by later entries (the rules
+in force are stored with a process's first decision, then only named): a prune
+carries such a body forward to the first entry it keeps that names it."""
+
+
+def carry_bodies(conn: Any, d: Dialect, through: int) -> int:
+    """Store again, at the first entry after ``through`` that names it, each body that
+    entries a prune through ``through`` keeps name in one of
+    :data:`SHARED_BODY_FIELDS` and that is stored only at or before ``through``;
+    inside the prune's transaction, before the content is deleted. How many."""
+    carried = 0
+    for field in SHARED_BODY_FIELDS:
+        named = conn.execute(
+            f"SELECT {d.text(field)}, min(seq) FROM audit_log WHERE seq > {d.ph} "
+            f"AND kind = 'policy.decision' AND {d.text(field)} IS NOT NULL "
+            f"GROUP BY {d.text(field)}", (through,)).fetchall()
+        for digest, seq in named:
+            rows = conn.execute(
+                f"SELECT seq, body, created_at FROM content_blobs WHERE digest = {d.ph} "
+                f"ORDER BY seq", (digest,)).fetchall()
+            if not rows or any(int(r[0]) > through for r in rows):
+                continue  # never stored (verify says so), or kept anyway
+            _, body, created_at = rows[-1]
+            if d.name == "sqlite":
+                low = int(seq) << sql.CONTENT_KEY_SHIFT
+                top = conn.execute("SELECT max(key) FROM content_blobs WHERE key BETWEEN ? AND ?",
+                                   (low, low + sql.CONTENT_KEY_MASK)).fetchone()
+                key = low if top is None or top[0] is None else int(top[0]) + 1
+                conn.execute(sql.insert_content(d), (key, int(seq), digest, body, created_at))
+            else:
+                conn.execute("INSERT INTO content_blobs (seq, digest, body, created_at) "
+                             "VALUES (%s, %s, %s, %s)", (int(seq), digest, body, created_at))
+            carried += 1
+    return carried

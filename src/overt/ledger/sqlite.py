@@ -284,6 +284,7 @@ class SqliteLedger:
             if record.removed_entries:
                 through = record.through_seq
                 tree.store_prune_rows(conn, D, through)  # the tree's stand-ins for them
+                retention.carry_bodies(conn, D, through)  # bodies kept entries still name
                 lift_delete_guards(conn)  # DDL in this transaction: a failure takes it back
                 conn.execute(sql.delete_content_through(D), (through,))
                 conn.execute(sql.delete_trail_index_through(D), (through,))

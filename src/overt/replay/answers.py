@@ -10,15 +10,18 @@ so a request is compared as the engine would have sent it under the recorded ids
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from overt.engine.dispatch import ToolOutcome, refuse
-from overt.engine.request_body import Chain, read_messages, request_body, tool_form
+from overt.engine.record import response_body
+from overt.engine.request_body import Chain, pack, read_messages, request_body, tool_form, unpack
 from overt.errors import ModelError
 from overt.events import Event
 from overt.ledger.canonical import canonical_json, digest_text
 from overt.ledger.chain import clean_text
+from overt.models.base import Model
 from overt.replay.record import Reads, RecordedTurn, note_ids, response_from_body
 from overt.replay.types import Divergence
 from overt.tools.base import Tool, ToolContext
@@ -66,14 +69,16 @@ class RecordedModel:
     reporting each request that differs from the recorded one (which part)."""
 
     def __init__(self, ledger: Reads, turn: RecordedTurn, ids: IdMap, report: Report,
-                 name: str, notes: list[str]) -> None:
+                 name: str, notes: list[str], ask: Model | None = None) -> None:
         self.name = name
+        self.ask = ask  # a real model re-asked each recorded request (--model)
         self.ledger = ledger
         self.turn = turn
         self.ids = ids
         self.report = report
         self.notes = notes
         self.calls = 0
+        self.asked = 0  # recorded requests put to ``ask``
         self.context_window: int | None = None
         self.chain = Chain()  # the turn's requests share their messages
         self.parts: dict[str, str] = {}  # the parts of this turn's requests, as replayed
@@ -86,25 +91,87 @@ class RecordedModel:
                                    "", "(none)", "a model call the record does not have"))
             raise ModelError("replay: the record has no answer for this model call")
         inference, seq = self.turn.inferences[index]
-        await self._compare(request, inference.request_digest, seq, index)
+        mapped, recorded = await self._compare(request, inference.request_digest, seq, index)
         if inference.response_digest is None:
             raise ModelError(f"replay: the recorded call failed ({inference.error_type})")
         body = await self.ledger.content(inference.response_digest, seq=seq)
         if body is None:
             raise ModelError("replay: the recorded response is not held")
-        return response_from_body(body, inference)
+        answer = response_from_body(body, inference)
+        if self.ask is not None:
+            await self._ask(f"inference {index}", mapped, recorded, body, answer)
+        return answer
+
+    async def _ask(self, step: str, request: ModelRequest, recorded: dict[str, Any] | None,
+                   body: str, answer: ModelResponse) -> None:
+        """Ask the real model ``request`` (the replayed request under the recorded ids)
+        and report where its answer, or what its adapter sent, differs from the
+        record's: byte for byte, the response as the content tier stores it (the call
+        ids overt made are the recorded ones, paired by order)."""
+        assert self.ask is not None
+        turn_id = self.turn.turn_id
+        self.asked += 1
+        try:
+            fresh = await self.ask.complete(request)
+        except ModelError as exc:
+            self.report(Divergence(turn_id, step, "answer", "error", digest_text(body),
+                                   "(no answer)", f"{self.ask.name} failed: {exc}"))
+            return
+        if recorded is not None and "sent" in recorded and fresh.sent is not None:
+            await self._sent(step, recorded["sent"], fresh.sent)
+        ids = [c.id for c in answer.tool_calls]
+        calls = tuple(replace(c, id=ids[i]) if i < len(ids) else c
+                      for i, c in enumerate(fresh.tool_calls))
+        mine = response_body(replace(fresh, tool_calls=calls))
+        if mine == body:
+            return
+        theirs, now = json.loads(body), json.loads(mine)
+        for part in ("text", "reasoning", "tool_calls"):
+            if theirs.get(part) == now.get(part):
+                continue
+            was, is_ = canonical_json(theirs.get(part)), canonical_json(now.get(part))
+            at = next((i for i, (a, b) in enumerate(zip(was, is_, strict=False)) if a != b),
+                      min(len(was), len(is_)))
+            self.report(Divergence(turn_id, step, "answer", part, digest_text(was),
+                                   digest_text(is_), f"{self.ask.name} answers otherwise "
+                                   f"from character {at} of the {part} on"))
+
+    async def _sent(self, step: str, theirs: Any, sent: Mapping[str, Any]) -> None:
+        """Report the keys of the adapter's payload (rendered prompts, grammar, model
+        digest, seed, sampling) that differ from the recorded request's."""
+        parts = self.parts
+
+        def store(text: str) -> str:
+            digest = digest_text(text)
+            parts[digest] = text
+            return digest
+
+        mine = pack(sent, store)
+        if mine == theirs:
+            return
+        was = await unpack(theirs, self.ledger.content)
+        now = await unpack(mine, _reader(parts))
+        keys = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))
+        self.report(Divergence(
+            self.turn.turn_id, step, "request", "sent", digest_text(canonical_json(was)),
+            digest_text(canonical_json(now)), "the adapter sends otherwise: "
+            + ", ".join(keys)))
 
     async def _compare(self, request: ModelRequest, digest: str | None, seq: int,
-                       index: int) -> None:
+                       index: int) -> tuple[ModelRequest, dict[str, Any] | None]:
+        """Report where ``request`` differs from the recorded one; ``request`` under
+        the recorded ids, and the recorded request body (``None``: not held)."""
         step = f"inference {index}"
+        mapped = ModelRequest(tuple(self.ids.message(m) for m in request.messages),
+                              request.tools, request.max_output_tokens)
         if digest is None:
             self.notes.append(f"{self.turn.turn_id} {step}: request not recorded")
-            return
+            return mapped, None
         recorded_text = await self.ledger.content(digest, seq=seq)
         if recorded_text is None:
             self.notes.append(f"{self.turn.turn_id} {step}: request body not held")
-            return
-        recorded = json.loads(recorded_text)
+            return mapped, None
+        recorded: dict[str, Any] = json.loads(recorded_text)
         parts = self.parts
 
         def store(text: str) -> str:
@@ -113,8 +180,6 @@ class RecordedModel:
             parts[digest] = text
             return digest
 
-        mapped = ModelRequest(tuple(self.ids.message(m) for m in request.messages),
-                              request.tools, request.max_output_tokens)
         mine = json.loads(request_body(mapped, None, store, self.chain))
         turn_id = self.turn.turn_id
         if mine["messages"] != recorded["messages"]:
@@ -126,6 +191,7 @@ class RecordedModel:
                                    str(recorded.get("max_output_tokens")),
                                    str(mine.get("max_output_tokens")),
                                    "max_output_tokens differs"))
+        return mapped, recorded
 
     async def _messages(self, step: str, theirs: str | None, mine: str | None,
                         parts: dict[str, str]) -> None:
@@ -198,6 +264,12 @@ class RecordedResults:
         return ToolOutcome(done.tool_status, content, done.tool_status != "ok",
                            done.tool_duration_ms, done.exc_type, done.reason_code, True)
 
+
+
+def _reader(parts: Mapping[str, str]) -> Callable[[str], Awaitable[str | None]]:
+    async def read(digest: str) -> str | None:
+        return parts.get(digest)
+    return read
 
 
 def _history(messages: list[dict[str, object]]) -> list[dict[str, object]]:

@@ -26,12 +26,14 @@ from overt.events import (
     TurnPaused,
 )
 from overt.ledger.base import Entry, Ledger
+from overt.models.base import Model
 from overt.replay.answers import IdMap, RecordedModel, RecordedResults
 from overt.replay.record import RecordedTurn, read_turn
 from overt.replay.source import Bodies, first_turns, scratch, turn_entries
 from overt.replay.types import Divergence, TurnReplay
 from overt.sessions import session_history
 from overt.sessions.book import HistoryTurn
+from overt.sessions.window import WINDOW_ATTRIBUTES
 from overt.types import SOURCES, IncomingMessage
 
 
@@ -62,10 +64,13 @@ CHUNK = 256
 
 class Replayer:
     """Replays turns of ``ledger`` with ``engine``'s tools, hooks, gate, prompt and
-    settings (a runtime's engine)."""
+    settings (a runtime's engine). With ``ask``, each recorded request is also put
+    to that real model and its answer compared with the recorded one, byte for byte
+    (the turn still goes on with the recorded answer)."""
 
-    def __init__(self, engine: Engine, ledger: Ledger) -> None:
+    def __init__(self, engine: Engine, ledger: Ledger, *, ask: Model | None = None) -> None:
         self.base = engine
+        self.ask = ask  # re-asked each recorded request, its answers compared (--model)
         self.ledger = ledger
         self.bodies = Bodies(ledger)
         self.scratch, self.scratch_ledger = scratch()
@@ -110,8 +115,8 @@ class Replayer:
 
         base = self.base
         model = RecordedModel(self.bodies, recorded, ids, divergences.append,
-                              recorded.started.model, notes)
-        for attr in ("context_window", "n_ctx", "count_tokens"):  # the same window
+                              recorded.started.model, notes, self.ask)
+        for attr in WINDOW_ATTRIBUTES:  # the same window
             if hasattr(base.model, attr):
                 setattr(model, attr, getattr(base.model, attr))
         self.scratch.clear()
@@ -140,7 +145,7 @@ class Replayer:
             outcome = await engine.resume(cp, waiting, resumed.decision,
                                           resumed_by="operator:replay")
         divergences.extend(compare(recorded, events, model.calls))
-        return TurnReplay(turn_id, tuple(divergences), tuple(notes))
+        return TurnReplay(turn_id, tuple(divergences), tuple(notes), model.asked)
 
     async def _checkpoint(self, events: Sequence[Event], request_id: str) -> Checkpoint:
         for event in reversed(events):

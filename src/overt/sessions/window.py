@@ -58,6 +58,11 @@ def estimate_tokens(text: str) -> int:
     return max(-(-size // 3), -(-wide // 2))
 
 
+WINDOW_ATTRIBUTES = ("context_window", "n_ctx", "count_tokens", "max_tokens")
+"""What a history window reads of its model (its size, its token counter, the most it
+writes): a stand-in for a model (replay's) takes these from the model it stands for."""
+
+
 def counter_for(model: object) -> Counter:
     """The model's own token counter when it has one, else :func:`estimate_tokens`."""
     count = getattr(model, "count_tokens", None)
