@@ -417,6 +417,6 @@ async def _verify(args: argparse.Namespace, config: Config, ledger: Any) -> int:
         else:
             print(f"FAILED against the signed checkpoints: {report.problem}")
         for c in conflicts:  # both checkpoints, each signed by the log's key
-            print(f"\n== the checkpoint witness {c.witness} cosigned:\n{c.held_note}"
+            print(f"\n== the checkpoint {', '.join(c.witnesses)} cosigned:\n{c.held_note}"
                   f"== the checkpoint it refused:\n{c.sent_note}", end="")
     return EXIT_OK if report.ok else EXIT_VERIFY

@@ -291,20 +291,21 @@ class WitnessConflict:
     another root) or ``rollback`` (the ledger has fewer entries than it)."""
 
     what: str
-    witness: str
+    witnesses: tuple[str, ...]
     held: Checkpoint
     held_note: str
     sent_note: str
 
     def text(self) -> str:
+        who = f"witness{'es' if len(self.witnesses) > 1 else ''} {', '.join(self.witnesses)}"
         if self.what == "rollback":
-            return (f"rolled back: witness {self.witness} cosigned a checkpoint of "
-                    f"{self.held.size} entries ({self.held.time}) signed by this log's key, "
-                    "and the ledger now has fewer: its tail was cut and re-signed")
-        return (f"a fork: witness {self.witness} cosigned a checkpoint of {self.held.size} "
-                f"entries ({self.held.time}) signed by this log's key, and this ledger's "
-                f"first {self.held.size} entries give another root; two checkpoints of one "
-                "log that cannot both be true, both signed by its key")
+            return (f"rolled back: {who} cosigned a checkpoint of {self.held.size} entries "
+                    f"({self.held.time}) signed by this log's key, and the ledger now has "
+                    "fewer: its tail was cut and re-signed")
+        return (f"a fork: {who} cosigned a checkpoint of {self.held.size} entries "
+                f"({self.held.time}) signed by this log's key, and this ledger's first "
+                f"{self.held.size} entries give another root; two checkpoints of one log "
+                "that cannot both be true, both signed by its key")
 
 
 async def witness_conflicts(ledger: Any, directory: Path, key: PublicKey
@@ -315,7 +316,7 @@ async def witness_conflicts(ledger: Any, directory: Path, key: PublicKey
     did not sign, or that this ledger extends (a proof the witness found bad, a
     checkpoint it had not seen yet), shows nothing."""
     head, _ = await state(ledger)
-    conflicts: list[WitnessConflict] = []
+    conflicts: dict[tuple[str, str, str], WitnessConflict] = {}  # one per pair of notes
     for refusal in read_refusals(directory):
         try:
             held = Checkpoint.open(refusal.held, key)
@@ -328,9 +329,12 @@ async def witness_conflicts(ledger: Any, directory: Path, key: PublicKey
             if ours.root == held.root and ours.origin == held.origin:
                 continue
             what = "fork"
-        conflicts.append(WitnessConflict(what, refusal.witness, held, refusal.held,
-                                         refusal.sent))
-    return conflicts
+        pair = (what, refusal.held, refusal.sent)
+        seen = conflicts.get(pair)
+        conflicts[pair] = WitnessConflict(
+            what, (*(seen.witnesses if seen else ()), refusal.witness), held, refusal.held,
+            refusal.sent)
+    return list(conflicts.values())
 
 
 async def _origin(ledger: Any) -> str:
