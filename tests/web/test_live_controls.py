@@ -179,3 +179,25 @@ def test_a_time_is_a_time_element_with_its_zone_and_escapes_what_it_is_given() -
         '<time datetime="2026-11-29T00:31:07.123456Z">2026-11-29 00:31:07 UTC</time>')
     assert "<b>" not in clock('2026"><b>x</b>')
     assert clock(None) == "–"
+
+
+def test_a_rare_status_reads_at_most_scan_turns_then_offers_older_from_there(
+        ledger: Ledger, monkeypatch: Any) -> None:
+    import overt.web.live as live
+    monkeypatch.setattr(live, "SCAN", 3)
+
+    async def main() -> tuple[list[str], int | None, list[str], int | None, str]:
+        rt = runtime_on(ledger)
+        failed = await ask_on(rt, "boom first")
+        for i in range(4):
+            await ask_on(rt, f"fine {i}")
+        hub = hub_of(rt)
+        alice = viewer(rt, "operator:alice")
+        first, older = await hub.recent(alice, LiveFilter(status="bad"))
+        assert older is not None
+        second, last = await hub.recent(alice, LiveFilter(status="bad"), before=older)
+        return ([v.turn_id for v in first], older, [v.turn_id for v in second], last,
+                failed.turn_id)
+    first, older, second, last, failed = run(main())
+    assert first == [] and older is not None
+    assert second == [failed] and last is None

@@ -55,6 +55,10 @@ STREAM_LIFETIME_S = 900.0
 CACHE = 2048
 BACKLOG = 256
 """Batches a page may fall behind by before it is reset instead."""
+SCAN = 2000
+"""Turns a page reads at most to fill itself: a status filter that few turns match
+shows what it found in the newest ``SCAN`` and an "Older turns" link from there,
+rather than fold the whole ledger's turns."""
 LIVE_QUERY = ("session", "channel", "status", "paused", "before")
 STATUSES = {"running": "running or waiting for approval", "ok": "completed",
             "bad": "failed", "held": "held or denied on the way"}
@@ -246,31 +250,37 @@ class LiveHub:
                      ) -> tuple[list[TurnView], int | None]:
         """The newest turns ``viewer`` may see that ``chosen`` admits, newest first,
         started before entry ``before`` (``None``: the newest); and the cursor of the
-        page after (the ``turn.started`` seq of the last turn shown; ``None``: no
-        older turn). Read by keyset on the ledger's turns, never by offset."""
+        page after (the ``turn.started`` seq of the last turn shown, or of the last
+        read when :data:`SCAN` turns were read; ``None``: no older turn). Read by
+        keyset on the ledger's turns, never by offset."""
         readable = await self.access().readable(viewer.actor)
         sessions = readable
         if chosen.session:
             sessions = (frozenset({chosen.session}) if readable is None
                         else readable & {chosen.session})
         found: list[tuple[int, TurnView]] = []
-        cursor = before
-        while len(found) <= limit:
+        cursor, scanned, step = before, 0, BATCH if chosen.status else limit + 1
+        while len(found) <= limit and scanned < SCAN:
+            asked = min(step, SCAN - scanned)
             rows = await list_turns(self.ledger, order="newest",
                                     after=None if cursor is None else Cursor(0.0, cursor),
                                     source=chosen.channel or None, sessions=sessions,
-                                    limit=BATCH if chosen.status else limit + 1)
+                                    limit=asked)
             for row in rows:
-                cursor = row.seq
+                cursor, scanned = row.seq, scanned + 1
                 view = await self.turn(row.turn_id)
                 if view is not None and chosen.admits(view) and await self.visible(viewer,
                                                                                     view):
                     found.append((row.seq, view))
                     if len(found) > limit:
                         break
-            if len(rows) < (BATCH if chosen.status else limit + 1):
+            if len(rows) < asked:
+                cursor = None  # the oldest turn was read
                 break
-        older = found[limit - 1][0] if len(found) > limit else None
+        if len(found) > limit:
+            older: int | None = found[limit - 1][0]
+        else:  # fewer than a page: older ones only if the scan stopped short
+            older = cursor if scanned >= SCAN else None
         return [v for _, v in found[:limit]], older
 
     async def render(self, view: TurnView, viewer: Viewer, *, oob: bool = False) -> str:
