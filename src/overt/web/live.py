@@ -11,7 +11,14 @@ A page's stream first sends the newest turns it may see (so a reconnect
 starts from a true picture), then, for each batch, each turn it touched,
 re-rendered: a turn already on the page replaces itself (``hx-swap-oob``), a new
 one goes on top. A turn folded from its entries is shared by every page (one
-read per turn per batch, not one per page).
+read per turn per batch, not one per page). A turn resumed after an approval is
+one of the turns a batch touches, so it streams like a new one.
+
+The page takes a filter (:class:`LiveFilter`: a session, a channel, a status),
+which its stream keeps to. ``?paused=1`` shows the same turns without a stream
+(the page stands still until "Resume"); ``?before=SEQ`` shows the turns older
+than the one whose ``turn.started`` is entry ``SEQ`` (a keyset: the "Older" link
+of the page before), also without a stream.
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -31,8 +40,9 @@ from overt.ledger.base import Entry, Ledger
 from overt.ledger.chain import ENTRY_COLUMNS, row_to_entry
 from overt.ledger.notify import Backoff
 from overt.sessions.access import SessionAccess
+from overt.sessions.turns_table import Cursor, list_turns
 from overt.web.auth import Login
-from overt.web.render import fragment, page
+from overt.web.render import fragment, page, unknown_query
 from overt.web.turns import TurnView, fold
 from overt.web.viewer import Viewer
 
@@ -45,6 +55,61 @@ STREAM_LIFETIME_S = 900.0
 CACHE = 2048
 BACKLOG = 256
 """Batches a page may fall behind by before it is reset instead."""
+SCAN = 2000
+"""Turns a page reads at most to fill itself: a status filter that few turns match
+shows what it found in the newest ``SCAN`` and an "Older turns" link from there,
+rather than fold the whole ledger's turns."""
+LIVE_QUERY = ("session", "channel", "status", "paused", "before")
+STATUSES = {"running": "running or waiting for approval", "ok": "completed",
+            "bad": "failed", "held": "held or denied on the way"}
+"""The status filter's values: a turn's tone (the worst thing in it so far), with
+what each means; ``running`` also takes a turn waiting for an approval."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveFilter:
+    """Which turns a Live page shows: of one session, one channel, one status (each
+    ``""``: any)."""
+
+    session: str = ""
+    channel: str = ""
+    status: str = ""
+
+    @classmethod
+    def read(cls, request: Request) -> tuple[LiveFilter, list[str]]:
+        """The filter in ``request``'s query, and what is wrong with it (unknown
+        parameters, an unknown status: the page then shows the form, kept, and why)."""
+        q = request.query_params
+        chosen = cls(q.get("session", "").strip(), q.get("channel", "").strip(),
+                     q.get("status", "").strip())
+        problems = [p for p in [unknown_query(request, LIVE_QUERY)] if p]
+        if chosen.status and chosen.status not in STATUSES:
+            problems.append(f"status: {chosen.status!r} is not one of {', '.join(STATUSES)}")
+        if any("\x00" in v for v in (chosen.session, chosen.channel)):
+            problems.append("a filter holds a NUL character")
+        return chosen, problems
+
+    @property
+    def any(self) -> bool:
+        return bool(self.session or self.channel or self.status)
+
+    def query(self, **more: str | int) -> str:
+        """The filter (and ``more``) as a query string, ``""`` when empty."""
+        pairs = {"session": self.session, "channel": self.channel, "status": self.status,
+                 **{k: str(v) for k, v in more.items()}}
+        given = {k: v for k, v in pairs.items() if v}
+        return "?" + urlencode(given) if given else ""
+
+    def admits(self, view: TurnView) -> bool:
+        if self.session and view.session_id != self.session:
+            return False
+        if self.channel and view.source != self.channel:
+            return False
+        return not self.status or view.tone == self.status or (
+            self.status == "running" and view.status == "awaiting_approval")
+
+
+EVERY = LiveFilter()
 
 
 def sse_event(event: str, data: str) -> str:
@@ -180,40 +245,91 @@ class LiveHub:
     async def visible(self, viewer: Viewer, view: TurnView | None) -> bool:
         return view is not None and viewer.sees_session(await self.owner(view.session_id))
 
-    async def recent(self, viewer: Viewer, limit: int = RECENT_TURNS) -> list[TurnView]:
-        """The newest turns ``viewer`` may see, newest first."""
-        found: list[TurnView] = []
-        for summary in await self.ledger.recent_turns(limit * 4 if not viewer.reads_any
-                                                      else limit):
-            view = await self.turn(summary.turn_id)
-            if view is not None and await self.visible(viewer, view):
-                found.append(view)
-            if len(found) >= limit:
+    async def recent(self, viewer: Viewer, chosen: LiveFilter = EVERY, *,
+                     before: int | None = None, limit: int = RECENT_TURNS
+                     ) -> tuple[list[TurnView], int | None]:
+        """The newest turns ``viewer`` may see that ``chosen`` admits, newest first,
+        started before entry ``before`` (``None``: the newest); and the cursor of the
+        page after (the ``turn.started`` seq of the last turn shown, or of the last
+        read when :data:`SCAN` turns were read; ``None``: no older turn). Read by
+        keyset on the ledger's turns, never by offset."""
+        readable = await self.access().readable(viewer.actor)
+        sessions = readable
+        if chosen.session:
+            sessions = (frozenset({chosen.session}) if readable is None
+                        else readable & {chosen.session})
+        found: list[tuple[int, TurnView]] = []
+        cursor, scanned, step = before, 0, BATCH if chosen.status else limit + 1
+        while len(found) <= limit and scanned < SCAN:
+            asked = min(step, SCAN - scanned)
+            rows = await list_turns(self.ledger, order="newest",
+                                    after=None if cursor is None else Cursor(0.0, cursor),
+                                    source=chosen.channel or None, sessions=sessions,
+                                    limit=asked)
+            for row in rows:
+                cursor, scanned = row.seq, scanned + 1
+                view = await self.turn(row.turn_id)
+                if view is not None and chosen.admits(view) and await self.visible(viewer,
+                                                                                    view):
+                    found.append((row.seq, view))
+                    if len(found) > limit:
+                        break
+            if len(rows) < asked:
+                cursor = None  # the oldest turn was read
                 break
-        return found
+        if len(found) > limit:
+            older: int | None = found[limit - 1][0]
+        else:  # fewer than a page: older ones only if the scan stopped short
+            older = cursor if scanned >= SCAN else None
+        return [v for _, v in found[:limit]], older
 
     async def render(self, view: TurnView, viewer: Viewer, *, oob: bool = False) -> str:
         """One turn's article for ``viewer`` (bodies only when it may read content)."""
-        message = reply = None
+        message = reply = problem = None
         if viewer.reads_content:
             message = await self.body(view.message_digest)
             reply = await self.body(view.reply_digest, view.last_seq)
+            problem = await self.body(view.error_digest, view.last_seq)
         return fragment("_turn.html", turn=view, message=message, reply=reply, oob=oob,
-                        viewer=viewer)
+                        viewer=viewer, problem=problem)
 
 
 async def live_page(hub: LiveHub, request: Request, viewer: Viewer, login: Login) -> Response:
-    turns = [await hub.render(v, viewer) for v in await hub.recent(viewer)]
-    return page("live.html", viewer, login, active="live", turns=turns)
+    chosen, problems = LiveFilter.read(request)
+    raw_before = request.query_params.get("before", "").strip()
+    before: int | None = None
+    if raw_before:
+        try:
+            before = int(raw_before)
+        except ValueError:
+            problems.append(f"before: {raw_before!r} is not an entry number; "
+                            "start again from the newest turns")
+    if before is not None and not 0 < before < 2**63:
+        problems.append(f"before: {before} is not an entry number; "
+                        "start again from the newest turns")
+    views: list[TurnView] = []
+    older = None
+    if not problems:
+        views, older = await hub.recent(viewer, chosen, before=before)
+    paused = before is not None or request.query_params.get("paused", "") not in ("", "0")
+    turns = [await hub.render(v, viewer) for v in views]
+    return page("live.html", viewer, login, active="live", turns=turns, chosen=chosen,
+                statuses=STATUSES, problems=problems, paused=paused, history=before is not None,
+                older=older, status=422 if problems else 200)
 
 
 async def live_stream(hub: LiveHub, request: Request, viewer: Viewer,
                       login: Login) -> Response:
-    return StreamingResponse(_turn_events(hub, viewer), media_type="text/event-stream",
+    chosen, problems = LiveFilter.read(request)
+    if problems:
+        return Response("; ".join(problems), status_code=422, media_type="text/plain")
+    return StreamingResponse(_turn_events(hub, viewer, chosen),
+                             media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
 
-async def _turn_events(hub: LiveHub, viewer: Viewer) -> AsyncIterator[str]:
+async def _turn_events(hub: LiveHub, viewer: Viewer,
+                       chosen: LiveFilter = EVERY) -> AsyncIterator[str]:
     loop = asyncio.get_running_loop()
     started = loop.time()
     yield "retry: 1000\n\n"
@@ -222,7 +338,7 @@ async def _turn_events(hub: LiveHub, viewer: Viewer) -> AsyncIterator[str]:
         reset = True
         while loop.time() - started < STREAM_LIFETIME_S:
             if reset:  # the start, or a page that fell behind: what is recorded now
-                shown = await hub.recent(viewer)
+                shown, _older = await hub.recent(viewer, chosen)
                 known = {v.turn_id for v in shown}
                 articles = "".join([await hub.render(v, viewer) for v in shown])
                 yield sse_event("turns",
@@ -244,9 +360,9 @@ async def _turn_events(hub: LiveHub, viewer: Viewer) -> AsyncIterator[str]:
                 view = await hub.turn(turn_id)
                 if view is None or not await hub.visible(viewer, view):
                     continue
-                if turn_id in known:
+                if turn_id in known:  # on the page: it changes there, even if now filtered out
                     parts.append(await hub.render(view, viewer, oob=True))
-                else:
+                elif chosen.admits(view):
                     known.add(turn_id)
                     parts.append(f'<div hx-swap-oob="afterbegin:#turns">'
                                  f'{await hub.render(view, viewer)}</div>')

@@ -3,13 +3,16 @@
 Everything a template prints is escaped unless marked safe, and nothing
 recorded is ever marked safe: a message holding ``<script>`` shows as text.
 The only markup built in Python is the SVG of :mod:`overt.web.svg`, which
-escapes every label itself.
+escapes every label itself, and the ``<time>`` element of :func:`clock`, built with
+:meth:`Markup.format` (which escapes what it is given).
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 from typing import Any
+
+from markupsafe import Markup
 
 from overt.errors import ExtraMissingError
 from overt.reasoning.parse import LABELS
@@ -25,10 +28,24 @@ from starlette.responses import HTMLResponse
 from overt.web.auth import Login
 from overt.web.readable import markdown
 from overt.web.timeline import call_anchor
-from overt.web.viewer import Viewer
+from overt.web.viewer import APPROVALS_READ, LEDGER, MEMORY, USAGE, Viewer
 
-NAV = (("live", "Live"), ("approvals", "Approvals"), ("sessions", "Sessions"),
-       ("usage", "Usage"), ("memory", "Memory"), ("ledger", "Ledger"))
+NAV: tuple[tuple[str, str, str | None], ...] = (
+    ("live", "Live", None), ("approvals", "Approvals", APPROVALS_READ),
+    ("sessions", "Sessions", None), ("usage", "Usage", USAGE), ("memory", "Memory", MEMORY),
+    ("ledger", "Ledger", LEDGER))
+"""The navigation: each page's path, name and the capability without which it
+answers 403 (``None``: every logged-in actor may open it)."""
+
+ZONE = "UTC"
+"""The zone the cockpit writes times in: the ledger's (every record is in UTC, and
+the config names no other zone for the clock or the usage periods)."""
+
+
+def nav(viewer: Viewer) -> list[tuple[str, str]]:
+    """The pages ``viewer`` may open, as (path, name): a link it would be refused
+    (403) is not offered."""
+    return [(key, name) for key, name, needs in NAV if needs is None or viewer.may(needs)]
 
 
 def money(value: float | None) -> str:
@@ -44,9 +61,18 @@ def duration(ms: float | None) -> str:
     return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
 
 
-def clock(at: str | None) -> str:
-    """A ledger time shortened to ``YYYY-MM-DD HH:MM:SS``."""
-    return "–" if not at else at[:19].replace("T", " ")
+def stamp(at: str | None) -> str:
+    """A ledger time as text with its zone: ``YYYY-MM-DD HH:MM:SS UTC`` (for a title,
+    an attribute: where no element may go)."""
+    return "–" if not at else f"{at[:19].replace('T', ' ')} {ZONE}"
+
+
+def clock(at: str | None) -> Markup:
+    """A ledger time as a ``<time>`` element: the exact record in ``datetime``, shown
+    to the second with its zone (``2026-11-29 00:31:07 UTC``)."""
+    if not at:
+        return Markup("–")
+    return Markup('<time datetime="{}">{}</time>').format(at, stamp(at))
 
 
 def label(phase: str, language: str = "en") -> str:
@@ -59,9 +85,9 @@ def environment() -> Environment:
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                       auto_reload=False)
-    env.filters.update(money=money, duration=duration, clock=clock, label=label,
+    env.filters.update(money=money, duration=duration, clock=clock, stamp=stamp, label=label,
                        markdown=markdown, anchor=call_anchor)
-    env.globals["NAV"] = NAV
+    env.globals["nav"] = nav
     return env
 
 

@@ -67,6 +67,9 @@ class TurnView:
     message_digest: str | None = None
     reply_digest: str | None = None
     error_type: str | None = None
+    error_kind: str | None = None
+    error_digest: str | None = None
+    """The error's message, in the content tier (shown to a viewer reading content)."""
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
@@ -79,6 +82,11 @@ class TurnView:
     @property
     def ended(self) -> bool:
         return self.status not in ("running", "awaiting_approval")
+
+    @property
+    def tone(self) -> str:
+        """The verdict's tone alone: ``ok``, ``bad``, ``held`` or ``running``."""
+        return self.verdict[0]
 
     @property
     def verdict(self) -> tuple[str, str]:
@@ -151,6 +159,7 @@ def _apply(view: TurnView, e: Entry, event: Event | None) -> None:
             view.status, view.waiting_on = "running", None
         case TurnCompleted() as d:
             view.status, view.reply_digest, view.error_type = d.status, d.reply_digest, d.error_type
+            view.error_kind, view.error_digest = d.error_kind, d.error_digest
             view.input_tokens, view.output_tokens = d.input_tokens, d.output_tokens
             view.cost_usd, view.duration_ms = d.cost_usd, d.duration_ms
         case _:
