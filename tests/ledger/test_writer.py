@@ -2,7 +2,8 @@
 
 Closing answers every batch still queued (:class:`LedgerClosed`); a writer that dies
 fails every pending and later call with a :class:`LedgerError` that says why; a batch
-submitted while the ledger closes is answered; a batch whose own part fails fails
+submitted while the ledger closes is answered (met at random, and every time with a
+pause injected into its put); a batch whose own part fails fails
 alone and the writer goes on; reads never wait on the default executor.
 
 A caller left waiting shows as :func:`asyncio.wait_for` timing out: each test's
@@ -170,6 +171,58 @@ def test_a_record_from_threads_racing_close_is_always_answered(ledger_url: str,
             thread.join(max(0.0, deadline - time.monotonic()))
         assert not any(t.is_alive() for t in threads), "a record_sync was never answered"
         assert answered == ["closed"] * 4
+
+
+class _SlowPut:
+    """The writer's queue, with a pause injected into ``put``: a submit that passed
+    its closed check is still putting when close begins (the race, met every time)."""
+
+    def __init__(self, inner: Any, pause_s: float) -> None:
+        self.inner, self.pause_s = inner, pause_s
+        self.putting = threading.Event()
+
+    def put(self, item: Any) -> None:
+        if item is not None:  # a batch, not close's stop
+            self.putting.set()
+            time.sleep(self.pause_s)
+        self.inner.put(item)
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.get(*args, **kwargs)
+
+    def get_nowait(self) -> Any:
+        return self.inner.get_nowait()
+
+
+def test_a_batch_put_while_close_begins_is_answered(ledger_url: str) -> None:
+    """A submit that checked the ledger open, then is paused putting its batch while
+    another thread closes the ledger: the caller is answered (LedgerClosed, nothing
+    stored, or stored when the writer took it first), never left waiting on a batch
+    queued behind the writer's stop."""
+    ledger: Any = open_ledger(ledger_url)
+    ledger.record_sync([_started(0)])  # the writer is running
+    slow = _SlowPut(ledger._writer._queue, pause_s=0.3)
+    ledger._writer._queue = slow
+    answers: list[object] = []
+
+    def recorder() -> None:
+        try:
+            answers.append(ledger.record_sync([_started(1)]))
+        except Exception as exc:  # noqa: BLE001  the answer is what the test reads
+            answers.append(exc)
+
+    thread = threading.Thread(target=recorder, daemon=True)
+    thread.start()
+    assert slow.putting.wait(ANSWER_S)
+    closing = threading.Thread(target=ledger.close_sync, daemon=True)
+    closing.start()
+    thread.join(ANSWER_S)
+    closing.join(ANSWER_S)
+    assert not thread.is_alive(), "the record put while closing was never answered"
+    assert not closing.is_alive(), "close never returned"
+    # the writer may take the batch before close drains the queue: then it is stored
+    assert len(answers) == 1 and isinstance(answers[0], (list, LedgerClosed)), answers
+    assert _count(ledger_url) == (2 if isinstance(answers[0], list) else 1)
 
 
 def test_after_close_every_call_is_refused_at_once(ledger: Any) -> None:

@@ -70,8 +70,7 @@ def _column(d: Dialect, name: str) -> str:
         # statistics, a join is planned as a hash of the whole content tier, for one
         # session's steps. ``LIMIT 1`` (the key is unique: the same row) has the
         # look-up planned as an index scan when the table has no statistics yet;
-        # without it, a bitmap scan per row (50,000 steps: 110-121 ms of server time
-        # against 88-96)
+        # without it, a bitmap scan per row
         return ("(SELECT c.body FROM content_blobs c "
                 "WHERE c.seq = t.body_seq AND c.digest = t.body_digest LIMIT 1)")
     if name.startswith("slot"):

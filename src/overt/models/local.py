@@ -182,10 +182,10 @@ class LocalModel:
             self.name = name or f"local:{self.path.stem}"
         self.n_ctx = n_ctx
         cpus = os.cpu_count() or 1
-        # Every core, as llama.cpp itself defaults: on 2 quiet cores a loaded model
-        # answers a tool question in 4.5 s with 2 threads against 6.3 s with 1. On a
-        # machine other work keeps busy, generation (which syncs its threads once per
-        # layer per token) can stall on a descheduled thread: pass n_threads=1 there.
+        # Every core, as llama.cpp itself defaults: on quiet cores a loaded model
+        # answers sooner with more threads. On a machine other work keeps busy,
+        # generation (which syncs its threads once per layer per token) can stall on
+        # a descheduled thread: pass n_threads=1 there.
         self.n_threads = n_threads or cpus
         self.n_threads_batch = n_threads_batch or cpus
         self.seed = seed

@@ -16,8 +16,8 @@ loaded and never a crash.
 
 A process keeps the last :data:`HELD` states it loaded or saved in memory as well,
 verified once: each turn's answer (the system prompt without the tools) pushes the
-call's system turn out of a loaded model's KV cache, and reading and hashing the 1.5B
-model's 75 MB state from disk again each time cost 300-700 ms of a turn.
+call's system turn out of a loaded model's KV cache, and reading and hashing the
+model's state from disk again each time is a noticeable part of a turn.
 
 File layout (one file, written to a temporary name then renamed into place):
 ``OVERTKV1``, a 4-byte big-endian header length, the header (canonical JSON),

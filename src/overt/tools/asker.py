@@ -14,16 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from overt.errors import UsageError
 from overt.events import TurnStarted
+from overt.ledger import reads
 from overt.ledger.base import Entry
-from overt.ledger.chain import ENTRY_COLUMNS, row_to_entry
-from overt.ledger.sql import chunks, failure_condition, of_kinds
 from overt.policy.actors import Actor
 from overt.sessions.access import SessionAccess
-from overt.sessions.book import LEGACY_OWNER, SessionLedger, dialect
+from overt.sessions.book import LEGACY_OWNER
 
 if TYPE_CHECKING:
     from overt.policy.approvals import ApprovalRequest
@@ -72,16 +71,7 @@ class Asker:
         ledger = self.access.ledger
         if self.sessions is None:
             return await ledger.count(kind, since=since)
-        reader = _reader(ledger)
-        d = dialect(reader)
-        total = 0
-        for ids in chunks(sorted(self.sessions)):
-            rows = await reader.select(
-                f"SELECT count(*) FROM audit_log WHERE {of_kinds(d, [kind])} "
-                f"AND at >= {d.ph} AND session_id IN ({d.phs(len(ids))})",
-                (kind, since or "", *ids))
-            total += int(rows[0][0])
-        return total
+        return await reads.count_in_sessions(ledger, kind, sorted(self.sessions), since=since)
 
     async def last_error(self) -> Entry | None:
         """The newest failure (as :meth:`Ledger.last_error` reads them) in a session the
@@ -89,15 +79,7 @@ class Asker:
         ledger = self.access.ledger
         if self.sessions is None:
             return await ledger.last_error()
-        reader = _reader(ledger)
-        d = dialect(reader)
-        head = f"SELECT {ENTRY_COLUMNS} FROM audit_log WHERE ({failure_condition(d)}) AND "
-        found = await reader.select(head + "session_id IS NULL ORDER BY seq DESC LIMIT 1")
-        for ids in chunks(sorted(self.sessions)):
-            found += await reader.select(
-                head + f"session_id IN ({d.phs(len(ids))}) ORDER BY seq DESC LIMIT 1", ids)
-        entries = [row_to_entry(row) for row in found]
-        return max(entries, key=lambda e: e.seq, default=None)
+        return await reads.newest_failure_in(ledger, sorted(self.sessions))
 
 
 async def asker(ctx: ToolContext, *, since: str | None = None) -> Asker:
@@ -113,9 +95,3 @@ async def asker(ctx: ToolContext, *, since: str | None = None) -> Asker:
         return Asker(None, frozenset(), access)
     return Asker(actor, await access.readable(actor, since=since), access)
 
-
-def _reader(ledger: Any) -> SessionLedger:
-    if not isinstance(ledger, SessionLedger):
-        raise UsageError(f"{type(ledger).__name__} offers no reads (backend, select): "
-                         "what an asker may read cannot be told")
-    return ledger
