@@ -182,8 +182,9 @@ class RecordedModel:
 
         mine = json.loads(request_body(mapped, None, store, self.chain))
         turn_id = self.turn.turn_id
-        if mine["messages"] != recorded["messages"]:
-            await self._messages(step, recorded["messages"], mine["messages"], parts)
+        if (mine["messages"], mine.get("skip", 0)) != (recorded["messages"],
+                                                       recorded.get("skip", 0)):
+            await self._messages(step, recorded, mine, parts)
         if mine.get("tools") != recorded.get("tools"):
             await self._tools(step, recorded.get("tools"), mapped)
         if mine.get("max_output_tokens") != recorded.get("max_output_tokens"):
@@ -193,13 +194,12 @@ class RecordedModel:
                                    "max_output_tokens differs"))
         return mapped, recorded
 
-    async def _messages(self, step: str, theirs: str | None, mine: str | None,
+    async def _messages(self, step: str, theirs: dict[str, Any], mine: dict[str, Any],
                         parts: dict[str, str]) -> None:
-        async def read_mine(digest: str) -> str | None:
-            return parts.get(digest)
-
-        recorded = await read_messages(theirs, self.ledger.content)
-        replayed = await read_messages(mine, read_mine)
+        recorded = await read_messages(theirs["messages"], self.ledger.content,
+                                       int(theirs.get("skip", 0)))
+        replayed = await read_messages(mine["messages"], _reader(parts),
+                                       int(mine.get("skip", 0)))
         first = next((i for i, (a, b) in enumerate(zip(recorded, replayed, strict=False))
                       if a != b), min(len(recorded), len(replayed)))
         turn_id = self.turn.turn_id
