@@ -69,7 +69,8 @@ class RecordedModel:
     reporting each request that differs from the recorded one (which part)."""
 
     def __init__(self, ledger: Reads, turn: RecordedTurn, ids: IdMap, report: Report,
-                 name: str, notes: list[str], ask: Model | None = None) -> None:
+                 name: str, notes: list[str], ask: Model | None = None,
+                 parts: dict[str, str] | None = None) -> None:
         self.name = name
         self.ask = ask  # a real model re-asked each recorded request (--model)
         self.ledger = ledger
@@ -81,7 +82,9 @@ class RecordedModel:
         self.asked = 0  # recorded requests put to ``ask``
         self.context_window: int | None = None
         self.chain = Chain()  # the turn's requests share their messages
-        self.parts: dict[str, str] = {}  # the parts of this turn's requests, as replayed
+        # the parts of the requests as replayed (the replayer's: a session's chain is
+        # carried from turn to turn, and its parts with it)
+        self.parts: dict[str, str] = parts if parts is not None else {}
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         index = self.calls
