@@ -24,6 +24,7 @@ successful answer and that ``overt ledger verify`` passes.
     python -m benchmarks.bench_load --backend postgres   # at OVERT_BENCH_PG
     python -m benchmarks.bench_load --fresh              # a new session each message
     python -m benchmarks.bench_load --window 0           # a model that states no window
+    python -m benchmarks.bench_load --no-request-bodies  # the requests as sent not recorded
 
 Targets: p99 < 100 ms; >= 500 turns/s on SQLite, >= 300 on PostgreSQL; the rate
 in the last third of the run at least 85 % of the first third's; zero errors;
@@ -93,6 +94,15 @@ def register_models():
     return [Instant()]
 '''
 
+WITHOUT_REQUESTS = '''
+
+from overt.engine import loop
+
+loop.Turn._request_digest = lambda self, request, sent: None  # no request bodies
+'''
+"""Added to the plugin by ``--no-request-bodies``: the server records no request as
+sent (inferences name none), to measure what recording them costs."""
+
 
 @dataclass(frozen=True, slots=True)
 class Sample:
@@ -134,8 +144,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _env(directory: Path, db: str, window: int = WINDOW) -> dict[str, str]:
-    (directory / "instant.py").write_text(PLUGIN.format(window=window or None))
+def _env(directory: Path, db: str, window: int = WINDOW,
+         requests: bool = True) -> dict[str, str]:
+    (directory / "instant.py").write_text(PLUGIN.format(window=window or None)
+                                          + ("" if requests else WITHOUT_REQUESTS))
     import overt
 
     src = str(Path(overt.__file__).resolve().parents[1])  # the overt this runs, not another
@@ -319,7 +331,7 @@ def _ledger_turns(db: str) -> tuple[int, int]:
 
 
 def run_backend(backend: str, clients: int, seconds: float, *, fresh: bool = False,
-                window: int = WINDOW) -> dict[str, float] | None:
+                window: int = WINDOW, requests: bool = True) -> dict[str, float] | None:
     """Run the load on one backend and print its figures; ``None`` if it cannot run."""
     with tempfile.TemporaryDirectory(prefix="overt-bench-load-") as tmp, ExitStack() as stack:
         directory = Path(tmp)
@@ -330,7 +342,7 @@ def run_backend(backend: str, clients: int, seconds: float, *, fresh: bool = Fal
             db, _ = stack.enter_context(scratch_schema("load"))
         else:
             db = str(directory / "ledger.db")
-        env = _env(directory, db, window)
+        env = _env(directory, db, window, requests)
         made = _cli(env, directory, "serve", "--add-token", "operator:bench")
         if made.returncode != 0:
             raise RuntimeError(f"overt serve --add-token failed: {made.stderr}")
@@ -467,12 +479,13 @@ def _met(ok: bool) -> str:
 
 def main(clients: int = 50, seconds: float = MAKE_BENCH_SECONDS,
          backends: tuple[str, ...] = ("sqlite", "postgres"), *, fresh: bool = False,
-         window: int = WINDOW) -> dict[str, dict[str, float]]:
+         window: int = WINDOW, requests: bool = True) -> dict[str, dict[str, float]]:
     print(f"overt serve under load: {clients} keep-alive clients, "
           + ("each message a new session" if fresh else "each continuing its conversation")
           + ", instant model with "
           + (f"a {window:,}-token window" if window else "no context window")
           + f", {seconds:g} s per backend"
+          + ("" if requests else ", no request bodies recorded")
           + (" (a short run, as make bench's; `python -m benchmarks.bench_load` runs the "
              "full 60 s)" if seconds < 60 else ""))
     try:
@@ -483,7 +496,8 @@ def main(clients: int = 50, seconds: float = MAKE_BENCH_SECONDS,
         pass
     results = {}
     for backend in backends:
-        figures = run_backend(backend, clients, seconds, fresh=fresh, window=window)
+        figures = run_backend(backend, clients, seconds, fresh=fresh, window=window,
+                              requests=requests)
         if figures is not None:
             results[backend] = figures
     return results
@@ -499,6 +513,8 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                         help="start a new session with every message (no history read)")
     parser.add_argument("--window", type=int, default=WINDOW,
                         help="the instant model's context window in tokens (0: none)")
+    parser.add_argument("--no-request-bodies", action="store_true",
+                        help="record no request as sent (what recording them costs)")
     parser.add_argument("--probe", metavar="URL", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -509,4 +525,5 @@ if __name__ == "__main__":
         print(json.dumps(probe(args.probe, args.seconds)))
         raise SystemExit(0)
     chosen = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
-    main(args.clients, args.seconds, chosen, fresh=args.fresh, window=args.window)
+    main(args.clients, args.seconds, chosen, fresh=args.fresh, window=args.window,
+         requests=not args.no_request_bodies)

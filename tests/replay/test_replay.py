@@ -100,24 +100,28 @@ def calls(*pairs: tuple[str, dict[str, Any]]) -> dict[str, Any]:
     return {"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]}
 
 
-def record_turns(ledger: Ledger, tmp_path: Path) -> list[str]:
+def record_turns(ledger: Ledger, tmp_path: Path, rounds: int = 1) -> list[str]:
     """Five turns in two sessions: read-only calls run together, a plugin's result, a
-    plugin's block, an approval approved, a quarantine. Returns their turn ids."""
+    plugin's block, an approval approved, a quarantine; ``rounds`` times, each round
+    in two sessions of its own (the first's ``s`` and ``t``). Returns the turn ids."""
     rt = build(ledger, tmp_path, [
         calls(("echo", {"text": "a"}), ("cached", {"query": "q"})), "one",
         calls(("danger", {})), "blocked",
         calls(("note", {"text": "n"})), "noted",
         calls(("wire_money", {"amount": 5})), "held",
-        calls(("echo", {"text": "b"}), ("echo", {"text": "c"})), "five"])
-    ids = [run(rt.respond(cli_message("first", session="s"))).turn_id,
-           run(rt.respond(cli_message("second", session="s"))).turn_id]
-    paused = run(rt.respond(cli_message("third", session="s")))
-    assert paused.awaiting_approval is not None
-    resumed = run(rt.approve(paused.awaiting_approval))
-    assert resumed.result is not None and resumed.result.text == "noted"
-    ids.append(paused.turn_id)
-    ids += [run(rt.respond(cli_message("fourth", session="t"))).turn_id,
-            run(rt.respond(cli_message("fifth", session="t"))).turn_id]
+        calls(("echo", {"text": "b"}), ("echo", {"text": "c"})), "five"] * rounds)
+    ids: list[str] = []
+    for n in range(rounds):
+        s, t = ("s", "t") if n == 0 else (f"s{n}", f"t{n}")
+        ids += [run(rt.respond(cli_message("first", session=s))).turn_id,
+                run(rt.respond(cli_message("second", session=s))).turn_id]
+        paused = run(rt.respond(cli_message("third", session=s)))
+        assert paused.awaiting_approval is not None
+        resumed = run(rt.approve(paused.awaiting_approval))
+        assert resumed.result is not None and resumed.result.text == "noted"
+        ids.append(paused.turn_id)
+        ids += [run(rt.respond(cli_message("fourth", session=t))).turn_id,
+                run(rt.respond(cli_message("fifth", session=t))).turn_id]
     return ids
 
 
@@ -142,6 +146,19 @@ def test_recorded_turns_with_plugins_an_approval_and_a_quarantine_replay_with_no
     assert lines(results) == [] and all(r.notes == () for r in results)
     assert RAN == []  # no tool ran
     assert len(run(ledger.entries())) == before  # nothing written to the ledger read
+
+
+def test_a_thousand_recorded_turns_replay_with_no_divergence(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    """Issue 37's measure: 1,000 turns with plugins that provide and block, 200
+    approvals and 200 quarantined calls, replayed with no divergence and no note."""
+    ids = record_turns(ledger, tmp_path, rounds=200)
+    RAN.clear()
+    results = replay(build(ledger, tmp_path))
+    assert len(results) == len(ids) == 1000 and [r.turn_id for r in results] == ids
+    assert lines(results) == [] and all(r.notes == () for r in results)
+    assert RAN == []
 
 
 def test_one_session_or_one_turn_can_be_replayed_alone(ledger: Ledger, tmp_path: Path) -> None:

@@ -218,3 +218,45 @@ def test_the_owner_is_read_from_the_first_turn_alone(
     assert info is not None
     assert run(session_owner(ledger, "cli:long")) == info.owner == "operator:default"
     assert run(session_owner(ledger, "cli:nobody")) is None
+
+
+def test_a_window_that_moves_on_links_only_the_new_messages_and_each_request_reads_back_whole(
+    make_runtime: RuntimeFactory, ledger: Ledger, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once the window is full it leaves out its oldest turns, step by step: the chain
+    is kept and each request names how many messages it skips, so a step links the
+    new messages only (not the whole window again), and every recorded request reads
+    back as exactly the messages the model was sent. The session replays as it was."""
+    from overt.engine.request_body import expand
+    from overt.replay import Replayer, select_turns
+
+    model = FunctionModel(answer, context_window=WINDOW)
+    runtime = make_runtime(model, [])
+    talk(runtime, 40)
+    linked: list[int] = []
+    node = request_body_module.node
+    monkeypatch.setattr(request_body_module, "node",
+                        lambda prev, message: linked.append(1) or node(prev, message))
+    talk(runtime, 60, start=40)
+    firsts = {r.messages[1].content for r in model.requests[40:]}
+    assert len(firsts) > 2  # the window moved on more than once
+    # each turn: the last answer and the new message; and, once the chain holds more
+    # than twice what a request sends, the window's messages (at most 43) linked afresh,
+    # at most once per 18 turns (36 messages). Linked anew at each step: 1,175.
+    assert 2 * 60 <= len(linked) <= 2 * 60 + 4 * 43
+    inferences = run(ledger.entries(kinds=["inference"]))
+    assert len(inferences) == len(model.requests) == 100
+    assert any("skip" in run(ledger.content(e.data["request_digest"], seq=e.seq)) or ""
+               for e in inferences)
+    for entry, sent in zip(inferences, model.requests, strict=True):
+        body = run(ledger.content(entry.data["request_digest"], seq=entry.seq))
+        assert body is not None
+        got = run(expand(body, ledger.content))["messages"]
+        assert [(m["role"], m["content"]) for m in got] == [
+            (m.role, m.content) for m in sent.messages]
+
+    async def replayed() -> list[Any]:
+        turns = await select_turns(ledger, session_id="cli:long")
+        return [r async for r in Replayer(runtime.engine, ledger).run(turns)]
+    results = run(replayed())
+    assert len(results) == 100 and all(not r.divergences and not r.notes for r in results)

@@ -20,6 +20,10 @@ message once, not once per request. Inside a part, a message's text is under
 ``text`` when short, else its digest under ``content`` (the body the turn stored
 anyway: the operator's text, the tool result). Two requests
 with the same messages have the same head digest, which is what replay compares first.
+When a history window has moved on, the body's ``skip`` (left out when 0) says how
+many messages after the first (the system prompt) the chain holds that the request
+left out, so the chain of a long conversation is linked once, not again at each step
+of its window.
 
 The adapter's payload is packed the same way (:func:`pack`): its ``messages`` list
 as a chain, its ``tools`` list one part per tool, ``system`` and any long string a
@@ -101,20 +105,58 @@ def tool_form(spec: ToolSpec) -> dict[str, Any]:
 
 class Chain:
     """A turn's message chain so far: the parts of the messages already linked, so
-    each inference links only the messages added since the last one."""
+    each inference links only the messages added since the last one.
+
+    When a history window has moved on (the request leaves out the oldest messages
+    the chain holds after its first, the system prompt), the chain is kept and the
+    request names how many it skips (:attr:`skip`), so a moving window links only
+    the new messages, not the whole window again. A chain skipping more messages
+    than the request holds starts afresh (what it keeps stays within twice the
+    window)."""
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
         self.heads: list[str] = []
+        self.skip = 0
+        """Messages after the first that the last request left out (0: none)."""
 
     def copy(self) -> Chain:
         chain = Chain()
         chain.messages, chain.heads = list(self.messages), list(self.heads)
+        chain.skip = self.skip
         return chain
+
+    def _window(self, messages: Sequence[Message]) -> int | None:
+        """How many messages after the first the chain holds that ``messages`` leave
+        out, if ``messages`` are the chain's first, then a run of its later ones to
+        its end, then new ones (a window moved on); else ``None``."""
+        mine = self.messages
+        if len(messages) < 2 or len(mine) < 2 or (mine[0] is not messages[0]
+                                                   and mine[0] != messages[0]):
+            return None
+        start = messages[1]
+        for at in range(1 + self.skip, len(mine)):  # a window only moves on
+            if mine[at] is start or mine[at] == start:
+                tail = len(mine) - at
+                if tail > len(messages) - 1 or mine[at:] != list(messages[1:1 + tail]):
+                    return None
+                skip = at - 1
+                return skip if skip <= len(messages) else None  # else start afresh
+        return None
 
     def head(self, messages: Sequence[Message], store: Store) -> str | None:
         shared = len(self.messages)
         if shared > len(messages) or self.messages != list(messages[:shared]):
+            skip = self._window(messages)
+            if skip:
+                self.skip = skip
+                prev: str | None = self.heads[-1]
+                for message in messages[len(self.messages) - skip:]:
+                    prev = store(node(prev, message_form(message, store)))
+                    self.messages.append(message)
+                    self.heads.append(prev)
+                return prev
+            self.skip = 0
             shared = 0  # (the usual case, compared above element by element in C)
             for mine, theirs in zip(self.messages, messages, strict=False):
                 if mine is not theirs and mine != theirs:
@@ -160,8 +202,10 @@ class Chains:
 def request_body(request: ModelRequest, sent: Mapping[str, Any] | None, store: Store,
                  chain: Chain | None = None) -> str:
     """``request`` (and the adapter's payload ``sent``) as the stored body."""
-    body: dict[str, Any] = {"v": BODY_VERSION,
-                            "messages": (chain or Chain()).head(request.messages, store)}
+    chain = chain or Chain()
+    body: dict[str, Any] = {"v": BODY_VERSION, "messages": chain.head(request.messages, store)}
+    if chain.skip:
+        body["skip"] = chain.skip
     if request.tools:
         body["tools"] = store(canonical_json([store(canonical_json(tool_form(t)))
                                               for t in request.tools]))
@@ -230,21 +274,27 @@ async def unpack(value: Any, read: Read) -> Any:
     return value
 
 
-async def read_messages(head: str | None, read: Read) -> list[dict[str, Any]]:
-    """The messages of a neutral chain from its ``head``, oldest first, texts read back.
+async def read_messages(head: str | None, read: Read, skip: int = 0) -> list[dict[str, Any]]:
+    """The messages of a neutral chain from its ``head``, oldest first, texts read back;
+    ``skip``: a request body's, the messages after the first it leaves out.
 
     Raises:
         PartMissing: a part is not stored.
     """
     import json
 
-    out: list[dict[str, Any]] = []
+    linked: list[dict[str, Any]] = []
     while head is not None:
         body = await read(head)
         if body is None:
             raise PartMissing(head)
         part = json.loads(body)
-        message = dict(part["m"])
+        linked.append(dict(part["m"]))
+        head = part.get("p")
+    linked.reverse()
+    if skip:
+        del linked[1:1 + skip]
+    for message in linked:
         if "text" in message:
             message["content"] = message.pop("text")
         else:
@@ -252,9 +302,7 @@ async def read_messages(head: str | None, read: Read) -> list[dict[str, Any]]:
             if content is None:
                 raise PartMissing(message["content"])
             message["content"] = content
-        out.append(message)
-        head = part.get("p")
-    return out[::-1]
+    return linked
 
 
 async def expand(body: str, read: Read) -> dict[str, Any]:
@@ -282,7 +330,7 @@ async def expand(body: str, read: Read) -> dict[str, Any]:
         if text is None:
             raise PartMissing(digest)
         tools.append(json.loads(text))
-    messages = await read_messages(data["messages"], read)
+    messages = await read_messages(data["messages"], read, int(data.get("skip", 0)))
     system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
     return {"system": system, "messages": messages, "tools": tools,
             "max_output_tokens": data.get("max_output_tokens"),

@@ -69,7 +69,8 @@ class RecordedModel:
     reporting each request that differs from the recorded one (which part)."""
 
     def __init__(self, ledger: Reads, turn: RecordedTurn, ids: IdMap, report: Report,
-                 name: str, notes: list[str], ask: Model | None = None) -> None:
+                 name: str, notes: list[str], ask: Model | None = None,
+                 parts: dict[str, str] | None = None) -> None:
         self.name = name
         self.ask = ask  # a real model re-asked each recorded request (--model)
         self.ledger = ledger
@@ -81,7 +82,9 @@ class RecordedModel:
         self.asked = 0  # recorded requests put to ``ask``
         self.context_window: int | None = None
         self.chain = Chain()  # the turn's requests share their messages
-        self.parts: dict[str, str] = {}  # the parts of this turn's requests, as replayed
+        # the parts of the requests as replayed (the replayer's: a session's chain is
+        # carried from turn to turn, and its parts with it)
+        self.parts: dict[str, str] = parts if parts is not None else {}
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         index = self.calls
@@ -182,8 +185,9 @@ class RecordedModel:
 
         mine = json.loads(request_body(mapped, None, store, self.chain))
         turn_id = self.turn.turn_id
-        if mine["messages"] != recorded["messages"]:
-            await self._messages(step, recorded["messages"], mine["messages"], parts)
+        if (mine["messages"], mine.get("skip", 0)) != (recorded["messages"],
+                                                       recorded.get("skip", 0)):
+            await self._messages(step, recorded, mine, parts)
         if mine.get("tools") != recorded.get("tools"):
             await self._tools(step, recorded.get("tools"), mapped)
         if mine.get("max_output_tokens") != recorded.get("max_output_tokens"):
@@ -193,13 +197,12 @@ class RecordedModel:
                                    "max_output_tokens differs"))
         return mapped, recorded
 
-    async def _messages(self, step: str, theirs: str | None, mine: str | None,
+    async def _messages(self, step: str, theirs: dict[str, Any], mine: dict[str, Any],
                         parts: dict[str, str]) -> None:
-        async def read_mine(digest: str) -> str | None:
-            return parts.get(digest)
-
-        recorded = await read_messages(theirs, self.ledger.content)
-        replayed = await read_messages(mine, read_mine)
+        recorded = await read_messages(theirs["messages"], self.ledger.content,
+                                       int(theirs.get("skip", 0)))
+        replayed = await read_messages(mine["messages"], _reader(parts),
+                                       int(mine.get("skip", 0)))
         first = next((i for i, (a, b) in enumerate(zip(recorded, replayed, strict=False))
                       if a != b), min(len(recorded), len(replayed)))
         turn_id = self.turn.turn_id

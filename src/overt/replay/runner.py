@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from overt.engine.checkpoint import Checkpoint
 from overt.engine.loop import Engine
+from overt.engine.request_body import Chains
 from overt.errors import LedgerIntegrityError
 from overt.events import (
     Event,
@@ -58,6 +59,9 @@ async def select_turns(ledger: Ledger, *, turn_id: str | None = None,
     return [e.turn_id for e in entries if e.turn_id is not None]
 
 
+PARTS_KEPT = 200_000
+"""Request parts a replayer keeps (its sessions' chains); past it, it starts over."""
+
 CHUNK = 256
 """Turns whose entries and bodies are read at once."""
 
@@ -73,6 +77,10 @@ class Replayer:
         self.ask = ask  # re-asked each recorded request, its answers compared (--model)
         self.ledger = ledger
         self.bodies = Bodies(ledger)
+        # each session's message chain carried from turn to turn, as the engine that
+        # recorded did, so a request's messages compare by their head and skip
+        self.chains = Chains()
+        self.parts: dict[str, str] = {}  # the parts of the chains, as replayed
         self.scratch, self.scratch_ledger = scratch()
 
     async def run(self, turn_ids: Sequence[str]) -> AsyncIterator[TurnReplay]:
@@ -115,7 +123,12 @@ class Replayer:
 
         base = self.base
         model = RecordedModel(self.bodies, recorded, ids, divergences.append,
-                              recorded.started.model, notes, self.ask)
+                              recorded.started.model, notes, self.ask, self.parts)
+        session = recorded.started.session_id or ""
+        if len(self.parts) > PARTS_KEPT:  # start over: no chain names a part forgotten
+            self.chains, self.parts = Chains(), {}
+            model.parts = self.parts
+        model.chain = self.chains.start(session)
         for attr in WINDOW_ATTRIBUTES:  # the same window
             if hasattr(base.model, attr):
                 setattr(model, attr, getattr(base.model, attr))
@@ -131,7 +144,6 @@ class Replayer:
         source = recorded.started.source
         message = IncomingMessage(source if source in SOURCES else "cli",  # type: ignore[arg-type]
                                   recorded.text)
-        session = recorded.started.session_id or ""
         earlier: list[HistoryTurn] = []
         if firsts is None or firsts.get(session) != recorded.seq:
             earlier = await session_history(self.ledger, session, before_turn=turn_id)
@@ -144,6 +156,7 @@ class Replayer:
             cp = await self._checkpoint(events, waiting)
             outcome = await engine.resume(cp, waiting, resumed.decision,
                                           resumed_by="operator:replay")
+        self.chains.keep(session, model.chain)
         divergences.extend(compare(recorded, events, model.calls))
         return TurnReplay(turn_id, tuple(divergences), tuple(notes), model.asked)
 
