@@ -97,3 +97,41 @@ def test_both_verifiers_accept_it_and_refuse_it_changed(page: dict[str, str],
     done = subprocess.run([sys.executable, "-I", str(VERIFIER), str(path), "--key", str(key)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 3 and "entries of the turn are missing" in done.stdout
+
+
+WITNESS_SEED = bytes(range(32, 64))
+COSIGNED_AT = 1767225603  # 2026-01-01T00:00:03Z
+
+
+def test_the_page_s_cosignature_is_the_example_s_byte_for_byte(
+        page: dict[str, str], tmp_path: Path) -> None:
+    """The witness key, the message it signs, its line and the bundle's cosignatures
+    entry, rebuilt from the example's seed and timestamp; the cosigned bundle verifies
+    under that key with a quorum of one in both verifiers."""
+    from overt.witness.notes import WitnessSigner, signed_message, verify_cosignature
+    from overt.witness.quorum import Quorum
+
+    made = json.loads(_rebuild(page))
+    body = made["checkpoint"].rpartition("\n\n")[0] + "\n"
+    signer = WitnessSigner("witness.example", WITNESS_SEED)
+    vkey = signer.public.encode()
+    line = signer.cosign(body, COSIGNED_AT)
+    assert page["example witness key"] == vkey + "\n"
+    assert page["cosigned message"].encode() == signed_message(body, COSIGNED_AT)
+    assert page["example cosignature line"] == line
+    assert verify_cosignature(body, line, signer.public) == COSIGNED_AT
+    cosignatures = [{"line": line.rstrip("\n"), "witness": vkey}]
+    assert json.loads(page["example cosignatures"]) == cosignatures
+    assert page["example cosignatures"] == canonical_json(cosignatures) + "\n"
+    made["cosignatures"] = cosignatures
+    text = bundle.dump(made)
+    path, key = tmp_path / "cosigned.json", tmp_path / "example.pub"
+    path.write_text(text, encoding="utf-8")
+    key.write_text(KEY.public.encode() + "\n", encoding="ascii")
+    summary = bundle.check(text.encode(), KEY.public, Quorum((signer.public,), 1))
+    assert summary.cosigners == ["witness.example+790a8a0d"]
+    alone = subprocess.run([sys.executable, "-I", str(VERIFIER), str(path), "--key", str(key),
+                            "--witness-key", vkey, "--quorum", "1"],
+                           capture_output=True, text=True, timeout=60)
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    assert "cosigned by witness.example+790a8a0d; quorum 1 of 1 keys: met" in alone.stdout
