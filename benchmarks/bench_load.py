@@ -14,11 +14,12 @@ of about 100 characters, an answer of about 400: the window is full after about
 170 turns, and the oldest turns are left out from then on). ``--fresh`` starts a
 new session with every message instead (no history is ever read).
 
-Prints the turn rate in each 10 s of the run (each sixth of a shorter one) beside the session length the clients had
-reached, so a rate that falls as the sessions grow shows; latency percentiles by
-session length; errors; the probe's p99 and max (an event-loop stall shows there
-first); then checks that the ledger holds exactly one completed turn per
-successful answer and that ``overt ledger verify`` passes.
+Prints the turn rate in each 10 s of the run (each sixth of a shorter one) beside
+the session length the clients had reached, so a rate that falls as the sessions
+grow shows; latency percentiles by session length; errors; the probe's p99 and
+max (an event-loop stall shows there first); then checks that the ledger holds
+exactly one completed turn per successful answer and that ``overt ledger verify``
+passes.
 
     python -m benchmarks.bench_load --backend sqlite --clients 50 --seconds 60
     python -m benchmarks.bench_load --backend postgres   # at OVERT_BENCH_PG

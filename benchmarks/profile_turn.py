@@ -6,9 +6,10 @@ one (the history read back by the runtime's reader, fitted into the model's wind
 with a model that answers at once and states a 32,768-token window (a message of
 about 100 characters, an answer of about 400, as ``bench_load`` sends: the window
 is full from about 170 turns on). At each length asked for, the next ``--turns``
-turns are timed (wall, and this process's CPU
-time in all its threads: the ledger's writer too), then profiled; the functions whose own time is largest are
-printed, so a cost that grows with the session shows as a row that grows.
+turns are timed (wall, and this process's CPU time in all its threads: the
+ledger's writer too), then profiled; the functions whose own time is largest are
+printed (``--top 0``: no profile), so a cost that grows with the session shows as a
+row that grows.
 
     python -m benchmarks.profile_turn --backend sqlite --at 10 300 1000
     python -m benchmarks.profile_turn --backend postgres   # at OVERT_BENCH_PG
@@ -77,17 +78,18 @@ async def _run(url: str, lengths: list[int], turns: int, top: int) -> None:
             sent = model.sent
             done += turns
             profile = cProfile.Profile()
-            profile.enable()
-            for k in range(turns):
-                await _turn(runtime, done + k)
-            profile.disable()
-            done += turns
+            if top:
+                profile.enable()
+                for k in range(turns):
+                    await _turn(runtime, done + k)
+                profile.disable()
+                done += turns
             row(f"session length {length}",
                 f"median {statistics.median(timed):6.2f} ms a turn   "
                 f"max {max(timed):6.2f} ms   CPU {cpu_ms:5.2f} ms a turn (all threads)   "
                 f"({sent} messages sent to the model)")
-            stats = pstats.Stats(profile)
-            stats.sort_stats("tottime").print_stats(top)
+            if top:
+                pstats.Stats(profile).sort_stats("tottime").print_stats(top)
     finally:
         await runtime.close()
 
@@ -111,6 +113,7 @@ if __name__ == "__main__":
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--at", type=int, nargs="+", default=[10, 300, 1000])
     parser.add_argument("--turns", type=int, default=50)
-    parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--top", type=int, default=15,
+                        help="how many functions to print (0: time only, no profile)")
     args = parser.parse_args()
     main(args.backend, args.at, args.turns, args.top)
