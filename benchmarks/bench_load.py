@@ -14,11 +14,12 @@ of about 100 characters, an answer of about 400: the window is full after about
 170 turns, and the oldest turns are left out from then on). ``--fresh`` starts a
 new session with every message instead (no history is ever read).
 
-Prints the turn rate in each time slice beside the session length the clients had
-reached, so a rate that falls as the sessions grow shows; latency percentiles by
-session length; errors; the probe's p99 and max (an event-loop stall shows there
-first); then checks that the ledger holds exactly one completed turn per
-successful answer and that ``overt ledger verify`` passes.
+Prints the turn rate in each 10 s of the run (each sixth of a shorter one) beside
+the session length the clients had reached, so a rate that falls as the sessions
+grow shows; latency percentiles by session length; errors; the probe's p99 and
+max (an event-loop stall shows there first); then checks that the ledger holds
+exactly one completed turn per successful answer and that ``overt ledger verify``
+passes.
 
     python -m benchmarks.bench_load --backend sqlite --clients 50 --seconds 60
     python -m benchmarks.bench_load --backend postgres   # at OVERT_BENCH_PG
@@ -359,17 +360,21 @@ def _ms(samples: list[float], q: float) -> float:
     return percentile(samples, q) * 1000 if samples else float("nan")
 
 
+WINDOW_S = 10.0
+"""The rate is printed per this many seconds of the run (a run shorter than
+:data:`SLICES` of them is cut into :data:`SLICES` equal slices instead)."""
 SLICES = 6
-"""The run is cut into this many slices of time, each one's rate printed."""
 
 
 def _slices(f: Figures) -> list[tuple[float, float, list[Sample]]]:
-    """The run in :data:`SLICES` equal slices of time: (start, end, the samples
+    """The run in slices of :data:`WINDOW_S` (the last one takes the rest), or in
+    :data:`SLICES` equal ones when the run is shorter: (start, end, the samples
     answered in it)."""
-    width = f.elapsed_s / SLICES
-    cut: list[list[Sample]] = [[] for _ in range(SLICES)]
+    count = max(SLICES, int(f.elapsed_s // WINDOW_S))
+    width = f.elapsed_s / count
+    cut: list[list[Sample]] = [[] for _ in range(count)]
     for s in f.samples:
-        cut[min(SLICES - 1, int(s.done_s / width))].append(s)
+        cut[min(count - 1, int(s.done_s / width))].append(s)
     return [(n * width, (n + 1) * width, samples) for n, samples in enumerate(cut)]
 
 
@@ -393,7 +398,7 @@ def _over_time(f: Figures, fresh: bool) -> tuple[float, float | None]:
             f"{rate:6.0f} turns/s   p50 {_ms(_lat(samples), 0.5):6.1f} ms   "
             f"p99 {_ms(_lat(samples), 0.99):6.1f} ms"
             + (f"   server CPU {cost:5.2f} ms/turn" if cost is not None else "") + history)
-    third = SLICES // 3
+    third = len(rates) // 3
 
     def mean(values: list[float]) -> float:
         return sum(values) / len(values)
