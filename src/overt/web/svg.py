@@ -113,7 +113,7 @@ def graph(nodes: Sequence[tuple[str, str, str]], links: Sequence[tuple[str, str,
     return Markup("".join(parts))
 
 
-LABEL_LINES, WRAP_W, LINE_H = 3, 20, 13
+LABEL_LINES, WRAP_W, LINE_H = 4, 22, 13
 
 
 def wrap(text: str, width: int = WRAP_W, lines: int = LABEL_LINES) -> list[str]:

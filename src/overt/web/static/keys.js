@@ -34,7 +34,6 @@
     if (!el.hasAttribute("tabindex")) { el.setAttribute("tabindex", "-1"); }
     el.focus();
     el.scrollIntoView({block: "start"});
-    if (el.dataset.request) { focusedRequest = el.dataset.request; }
   }
 
   function dialog(id, title) {
@@ -100,9 +99,8 @@
   function approve() {
     var requests = Array.prototype.slice.call(document.querySelectorAll("article.request"));
     if (!requests.length) { return; }
-    var list = requests.filter(function (r) { return r.dataset.request === focusedRequest; });
     var at = current(requests);
-    var card = at >= 0 ? requests[at] : (list[0] || (requests.length === 1 ? requests[0] : null));
+    var card = at >= 0 ? requests[at] : (requests.length === 1 ? requests[0] : null);
     if (!card) {
       say(requests.length + " requests wait: move to one with j or k first, then press a.");
       return;
@@ -128,9 +126,17 @@
     d.querySelector(".keys-no").focus();  // Enter alone does not approve
   }
 
-  document.addEventListener("focusin", function (e) {
-    var card = e.target.closest && e.target.closest("article.request");
-    if (card) { focusedRequest = card.dataset.request; }
+  // the Approvals list is pushed again over SSE: the card that had the focus keeps it
+  document.addEventListener("htmx:beforeSwap", function () {
+    var active = document.activeElement;
+    var card = active && active.closest ? active.closest("article.request") : null;
+    focusedRequest = card && card === active ? card.dataset.request : null;
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    if (!focusedRequest || document.activeElement !== document.body) { return; }
+    var again = document.querySelector('article.request[data-request="' +
+                                       CSS.escape(focusedRequest) + '"]');
+    if (again) { again.focus(); }
   });
 
   document.addEventListener("keydown", function (e) {
