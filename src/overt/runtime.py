@@ -31,7 +31,7 @@ from overt.engine.budget import BudgetGuard
 from overt.engine.direct import DirectResult, run_direct
 from overt.engine.liveness import gone
 from overt.engine.loop import Engine
-from overt.engine.resume import Resumed, resume_request, take_up_interrupted
+from overt.engine.resume import Resumed, load_checkpoint, resume_request, take_up_interrupted
 from overt.engine.values import EngineSettings
 from overt.errors import ApprovalError, LedgerConflict, ModelUnavailable, UsageError
 from overt.events import ApprovalDecision, Event, HookError, RuntimeStarted
@@ -365,12 +365,20 @@ class Runtime:
             UsageError: ``decision`` is neither, or ``request_id`` is not an id.
             NotFoundError: no such request.
             ApprovalError: already decided, or ``by`` may not decide approvals.
+            LedgerIntegrityError: the paused turn's checkpoint is missing, or holds
+                another call than the request (refused on the record; not decided).
         """
         if decision not in ("approved", "denied"):
             raise UsageError(f"decide approved or denied, not {decision!r}")
         checked_id(request_id, "approval request", typed=False)
         await self.start()
         actor = by or self.operator
+        pending = await self.approvals.get(request_id)
+        if (pending.status == "pending" and pending.turn_id is not None
+                and self.gate.capabilities.check(actor, "approvals.decide").granted):
+            # what approve would find broken only after deciding is refused before:
+            # nobody waits on the take-up to hear it, and the request stays pending
+            await load_checkpoint(self.engine, pending)
         request = await self.approvals.decide(request_id, decision, by=actor, reason=reason)
 
         async def take_up() -> Resumed | None:

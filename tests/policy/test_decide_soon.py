@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from overt.errors import ApprovalError, UsageError
+from overt.errors import ApprovalError, LedgerIntegrityError, UsageError
+from overt.events import TurnPaused
 from overt.ledger.base import Ledger
 from tests.conftest import run
 from tests.policy.helpers import PAY, ask, kinds, runs_of, runtime
@@ -86,3 +87,18 @@ def test_a_second_decision_and_a_decision_word_it_does_not_take_are_refused(
 
     run(twice())
     assert runs_of(log) == ["500 bob"]
+
+
+def test_a_changed_checkpoint_is_refused_before_the_decision_is_recorded(
+        ledger: Ledger, raw: Any, tmp_path: Path) -> None:
+    log = tmp_path / "payments"
+    rt = runtime(ledger, log, [PAY, "Paid bob $5."])
+    paused = ask(rt)
+    [pause] = run(ledger.entries(turn_id=paused.turn_id, kinds=["turn.paused"]))
+    digest = pause.event(TurnPaused).checkpoint_digest
+    raw.drop_guards().execute("UPDATE content_blobs SET body = ? WHERE digest = ?",
+                              (b"{}" if raw.pg else "{}", digest))
+    with pytest.raises(LedgerIntegrityError, match="does not match its digest"):
+        run(rt.decide_soon(paused.awaiting_approval, "approved"))
+    assert run(rt.approvals.get(paused.awaiting_approval)).status == "pending"
+    assert runs_of(log) == []

@@ -198,7 +198,7 @@ def test_a_held_request_shows_the_rule_and_message_its_decision_recorded(
             await log_in(c)
             return (await c.get("/approvals")).text
     page = run(main())
-    assert "<dd>usage-is-private</dd>" in page
+    assert '<dd class="rule">usage-is-private</dd>' in page
     assert "usage_is_private: usage figures are shown after an operator approves" in page
 
 
