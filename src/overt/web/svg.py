@@ -100,7 +100,10 @@ def graph(nodes: Sequence[tuple[str, str, str]], links: Sequence[tuple[str, str,
         lines = wrap(name)
         if len(wrap(name, lines=len(name) + 1)) > LABEL_LINES:
             legend.append(f'<li><a href="{escape(href)}">{escape(name)}</a></li>')
-        top = y - 11 - (len(lines) - 1) * LINE_H if y <= c else y + 22
+        # above a node in the ring's upper half, below one in its lower half and the
+        # centre's (its edges run out to the ring, their labels at their middles)
+        top = (y - 11 - (len(lines) - 1) * LINE_H if y < c - 1 or (y <= c and node_id != center)
+               else y + 22)
         spans = "".join(f'<tspan x="{x:.0f}" y="{top + k * LINE_H:.0f}">{escape(t)}</tspan>'
                         for k, t in enumerate(lines))
         parts.append(f'<a href="{escape(href)}"><title>{escape(name)}</title>'
