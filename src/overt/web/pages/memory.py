@@ -72,12 +72,13 @@ class MemoryPage:
         change = None
         if previous is not None and viewer.sees_memory_of(previous.node.actor):
             change = line_diff(previous.node.body, found.body)
+        named = current if viewer.sees_memory_of(current.actor) else found
         hood = await neighbors(self.store, current, 1)
         near = {root: n for root, n in hood.nodes.items() if viewer.sees_memory_of(n.actor)}
         links = [lk for lk in hood.links if lk.from_id in near and lk.to_id in near]
         picture = _picture(list(near.values()), [(lk.from_id, lk.to_id, lk.kind)
                                                  for lk in links],
-                           f"links of {current.title}", center=current.root_id)
+                           f"links of {named.title}", center=current.root_id)
         return page("node.html", viewer, login, active="memory", node=found,
                     current=current, shown=shown, previous=previous, change=change,
                     revisions=revisions, links=links, near=near, graph=picture)
