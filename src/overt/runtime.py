@@ -31,7 +31,7 @@ from overt.engine.budget import BudgetGuard
 from overt.engine.direct import DirectResult, run_direct
 from overt.engine.liveness import gone
 from overt.engine.loop import Engine
-from overt.engine.resume import Resumed, resume_request, take_up_interrupted
+from overt.engine.resume import Resumed, load_checkpoint, resume_request, take_up_interrupted
 from overt.engine.values import EngineSettings
 from overt.errors import ApprovalError, LedgerConflict, ModelUnavailable, UsageError
 from overt.events import ApprovalDecision, Event, HookError, RuntimeStarted
@@ -128,6 +128,7 @@ class Runtime:
         self._listeners: list[Callable[[Resumed], Awaitable[object]]] = []
         self._turn_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
+        self._taking_up: set[asyncio.Task[Resumed | None]] = set()
         self.engine = Engine(
             model, self.tools, ledger, system_prompt=system_prompt_for(self.tools.specs()),
             settings=self.settings, runtime_started_at=self.started_at,
@@ -350,6 +351,51 @@ class Runtime:
         request = await self.approvals.decide(request_id, decision, by=actor, reason=reason)
         return await self._take_up(request, actor, reason) or Resumed(request)
 
+    async def decide_soon(self, request_id: str, decision: ApprovalDecision, *,
+                          by: Actor | None = None, reason: str | None = None,
+                          ) -> tuple[ApprovalRequest, asyncio.Task[Resumed | None]]:
+        """Record the decision (``approved`` or ``denied``) and return it at once,
+        with the task taking up what the request held: the paused turn answers in
+        the background and is announced as :meth:`approve` announces it (the web
+        cockpit's Approve, which must not wait for a slow model). Should this
+        process stop first, the decision stands and :meth:`resume_decided` takes
+        the turn up. :meth:`close` waits for the tasks still running.
+
+        Raises:
+            UsageError: ``decision`` is neither, or ``request_id`` is not an id.
+            NotFoundError: no such request.
+            ApprovalError: already decided, or ``by`` may not decide approvals.
+            LedgerIntegrityError: the paused turn's checkpoint is missing, or holds
+                another call than the request (refused on the record; not decided).
+        """
+        if decision not in ("approved", "denied"):
+            raise UsageError(f"decide approved or denied, not {decision!r}")
+        checked_id(request_id, "approval request", typed=False)
+        await self.start()
+        actor = by or self.operator
+        pending = await self.approvals.get(request_id)
+        if (pending.status == "pending" and pending.turn_id is not None
+                and self.gate.capabilities.check(actor, "approvals.decide").granted):
+            # what approve would find broken only after deciding is refused before:
+            # nobody waits on the take-up to hear it, and the request stays pending
+            await load_checkpoint(self.engine, pending)
+        request = await self.approvals.decide(request_id, decision, by=actor, reason=reason)
+
+        async def take_up() -> Resumed | None:
+            try:
+                return await self._take_up(request, actor, reason) or Resumed(request)
+            except Exception as exc:  # noqa: BLE001  nobody awaits it: logged, and the
+                # decision stands for resume_decided to take up again
+                log.error("taking up request %s after its decision failed: %s: %s",
+                          request_id, type(exc).__name__, exc)
+                return None
+
+        task = asyncio.get_running_loop().create_task(take_up(),
+                                                      name=f"overt-take-up-{request_id}")
+        self._taking_up.add(task)
+        task.add_done_callback(self._taking_up.discard)
+        return request, task
+
     async def expire_due(self, *, answer: bool = True) -> list[Resumed]:
         """Record every pending request past its expiry as ``expired``, and (unless
         ``answer`` is false) let each paused turn answer without its call; turns not
@@ -491,6 +537,8 @@ class Runtime:
             yield result
 
     async def close(self) -> None:
+        if self._taking_up:  # turns resumed by decide_soon end on the record first
+            await asyncio.gather(*self._taking_up, return_exceptions=True)
         await self.mcp.close()
         await self.ledger.close()
         if self.transcript is not None:

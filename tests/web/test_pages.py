@@ -198,7 +198,7 @@ def test_a_held_request_shows_the_rule_and_message_its_decision_recorded(
             await log_in(c)
             return (await c.get("/approvals")).text
     page = run(main())
-    assert "<dd>usage-is-private</dd>" in page
+    assert '<dd class="rule">usage-is-private</dd>' in page
     assert "usage_is_private: usage figures are shown after an operator approves" in page
 
 
@@ -357,3 +357,33 @@ def test_labels_the_session_page_does_not_have_are_a_422_not_english(ledger: Led
     assert "unknown labels &#39;fr&#39;: one of en, ja" in out[0][1]
     assert out[1][1] == "unknown labels 'JA': one of en, ja"
     assert "unknown query parameter label: this page takes labels" in out[2][1]
+
+
+def test_an_old_revision_shows_its_own_body_and_a_diff_only_to_who_may_read_both(
+        ledger: Ledger) -> None:
+    async def main() -> tuple[str, str, str, int]:
+        _, c = setup(ledger)
+        async with c:
+            store = store_for(ledger)
+            first = await store.create_node("Note", "Agent's plan", "step one\n<i>two</i>",
+                                            Writer("agent:default"))
+            second = await store.supersede(first, "Auditor's plan", "step one\n<b>three</b>",
+                                           Writer("operator:auditor"))
+            await log_in(c)
+            old = (await c.get(f"/memory/{first.id}")).text
+            new = (await c.get(f"/memory/{second.id}")).text
+            await c.post("/logout", data={"csrf": re.search(
+                r'name="csrf" value="([^"]+)"', new).group(1)})  # type: ignore[union-attr]
+            await log_in(c, AUDITOR)
+            audited = (await c.get(f"/memory/{second.id}")).text
+            refused = (await c.get(f"/memory/{first.id}")).status_code
+            return old, new, audited, refused
+    old, new, audited, refused = run(main())
+    assert "&lt;i&gt;two&lt;/i&gt;" in old and "three" not in old.split('class="body"')[1][:80]
+    assert 'id="old-revision"' in old
+    assert '<li class="d-del"><del><span class="sr">removed: </span>&lt;i&gt;two&lt;/i&gt;' in new
+    assert '<li class="d-add"><ins><span class="sr">added: </span>&lt;b&gt;three&lt;/b&gt;' in new
+    assert "<b>three</b>" not in new and "Agent&#39;s plan" in new
+    assert "whose memory you may not read" in audited and 'class="diff"' not in audited
+    assert "two" not in audited and "Agent" not in audited and refused == 404
+    assert "through the api" in audited

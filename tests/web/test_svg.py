@@ -23,3 +23,18 @@ def test_the_largest_bar_spans_the_chart_and_the_others_are_in_proportion() -> N
 
 def test_a_chart_of_nothing_says_so() -> None:
     assert "nothing recorded" in svg.bars([], title="t")
+
+
+def test_a_graph_label_wraps_between_words_and_a_longer_one_is_listed_whole() -> None:
+    assert svg.wrap("Use SQLite by default for the ledger") == [
+        "Use SQLite by default", "for the ledger"]
+    assert svg.wrap("x" * 30) == ["x" * 22, "x" * 8]
+    long = " ".join(["word"] * 40)
+    lines = svg.wrap(long)
+    assert len(lines) == svg.LABEL_LINES and lines[-1].endswith("…")
+    drawn = svg.graph([("a", long, "/memory/a"), ("b", "short", "/memory/b")],
+                      [("a", "b", "depends_on")], title="t")
+    assert f"<title>{long}</title>" in drawn
+    assert 'class="graph-legend"' in drawn and f">{long}</a></li>" in drawn
+    assert drawn.count("<li>") == 1  # the short label is whole in the picture
+    assert '>depends_on</text>' in drawn

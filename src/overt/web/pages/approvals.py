@@ -4,11 +4,14 @@ Listed as the API lists them (``approvals.read``; the requests of sessions the
 viewer may reach): the tool, the rule that held it and why, the time left, the
 arguments for a viewer that may read content. Approving or denying (a form
 with a reason, ``approvals.decide``, CSRF-checked) goes through the runtime as
-``POST /v1/approvals/{id}/approve`` does: the paused turn then answers, and the
-Live page shows it. The list is pushed again over SSE whenever an approval is
-requested or decided, here or in any process, so a decision taken elsewhere
-shows at once (a reason being typed survives the list being pushed again:
-``hx-preserve``).
+``POST /v1/approvals/{id}/approve`` does, except that the page answers as soon as
+the decision is recorded: the paused turn answers in the background and streams
+into the Live page as any turn does. Each card says who asked and (for
+``trail.read``) the message that led to the call; a viewer without
+``approvals.decide`` is told why it has no buttons. The list is pushed again
+over SSE whenever an approval is requested or decided, here or in any process,
+so a decision taken elsewhere shows at once (a reason being typed survives the
+list being pushed again: ``hx-preserve``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from overt.errors import ApprovalError, LedgerIntegrityError, NotFoundError
-from overt.events import PolicyDecided
+from overt.events import PolicyDecided, TurnStarted
 from overt.policy.approvals import ApprovalRequest
 from overt.runtime import Runtime
 from overt.sessions.access import SessionAccess
@@ -38,6 +41,7 @@ RECENT_DECIDED = 10
 MAX_REASON = 2000
 DECISIONS = ("approve", "deny")
 FIELDS = frozenset({"csrf", "reason"})
+CHANGED = "(the message's stored body does not match its digest: run overt ledger verify)"
 TAMPERED = ("(the stored arguments do not match the digest the request recorded: the "
             "record was changed; run overt ledger verify)")
 
@@ -51,6 +55,12 @@ class Held:
     message: str
     arguments: str | None
     left: str
+    asker: str
+    """Who asked: the actor whose message started the turn (the session's owner
+    for its first turn), else the request's actor."""
+    asked: str | None = None
+    """The message that led to the call (``trail.read`` only; ``None``: hidden,
+    pruned, or held outside a turn)."""
 
 
 def time_left(expires_at: str, now: datetime | None = None) -> str:
@@ -85,10 +95,20 @@ class Approvals:
         return [await self._held(r, viewer) for r in pending], decided
 
     async def _held(self, r: ApprovalRequest, viewer: Viewer) -> Held:
-        rule, message = r.reason_code, ""
+        rule, message, asker, asked = r.reason_code, "", r.actor, None
         if r.turn_id:
-            for e in await self.runtime.ledger.entries(turn_id=r.turn_id,
-                                                       kinds=[PolicyDecided.kind]):
+            for e in await self.runtime.ledger.entries(
+                    turn_id=r.turn_id, kinds=[PolicyDecided.kind, TurnStarted.kind]):
+                if e.kind == TurnStarted.kind:
+                    started = e.event(TurnStarted)
+                    asker = started.actor or asker
+                    if viewer.reads_content:
+                        try:
+                            asked = await self.runtime.ledger.content(
+                                started.message_digest, seq=e.seq)
+                        except LedgerIntegrityError:
+                            asked = CHANGED
+                    continue
                 decided = e.event(PolicyDecided)
                 if decided.decision_id == r.decision_id:
                     rule, message = decided.rule, decided.message
@@ -100,7 +120,7 @@ class Approvals:
                 arguments = TAMPERED
             else:
                 arguments = _pretty(body) if body is not None else "(arguments pruned)"
-        return Held(r, rule, message, arguments, time_left(r.expires_at))
+        return Held(r, rule, message, arguments, time_left(r.expires_at), asker, asked)
 
     async def list_html(self, viewer: Viewer, csrf: str) -> str:
         pending, decided = await self.held(viewer)
@@ -159,8 +179,8 @@ class Approvals:
         try:
             await self.access.approval(viewer.actor, self.runtime.approvals, request_id,
                                        surface="web:POST /approvals/{id}")
-            decide = self.runtime.approve if approve else self.runtime.deny
-            resumed = await decide(request_id, by=viewer.actor, reason=text)
+            decided, _ = await self.runtime.decide_soon(
+                request_id, "approved" if approve else "denied", by=viewer.actor, reason=text)
         except NotFoundError:
             return page("denied.html", viewer, login, active="approvals", status=404,
                         capability=None, message="no such approval request")
@@ -171,7 +191,11 @@ class Approvals:
         except LedgerIntegrityError as exc:  # the held call's record was changed: not run
             return page("denied.html", viewer, login, active="approvals", status=500,
                         capability=None, message=str(exc))
-        notice = quote(f"{request_id} {resumed.request.status}")
+        said = {"approved": "approved: the turn goes on, and answers in Live",
+                "denied": "denied: the turn answers without the call",
+                "expired": "expired before the decision: the turn answers without the call",
+                }.get(decided.status, decided.status)
+        notice = quote(f"{request_id} {said}")
         return RedirectResponse(f"/approvals?notice={notice}", status_code=303)
 
 

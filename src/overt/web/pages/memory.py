@@ -1,5 +1,10 @@
 """The Memory pages: search, one node with its revisions and links, a graph in SVG.
 
+``/memory/ID`` shows the revision ``ID`` as it was written (an old revision's
+own body, not the current one), a line diff against the revision before it, and
+what wrote it (:mod:`overt.memory.provenance`): the turn and tool call, linked to
+the turn's timeline, or the API or CLI.
+
 ``memory.read`` opens them; a node another actor wrote is shown only with
 ``memory.read_cross_actor``, as the memory tools decide (nodes the viewer may
 not read are left out of results and graphs, and a node page answers 404).
@@ -11,10 +16,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from overt.memory.graph import neighbors
+from overt.memory.provenance import history
 from overt.memory.store import MemoryStore, Node, store_for
 from overt.runtime import Runtime
 from overt.web import svg
 from overt.web.auth import Login
+from overt.web.diff import line_diff
 from overt.web.render import page, unknown_query
 from overt.web.viewer import MEMORY, Viewer
 
@@ -57,17 +64,24 @@ class MemoryPage:
         if found is None or not viewer.sees_memory_of(found.actor):
             return page("denied.html", viewer, login, active="memory", status=404,
                         capability=None, message="no such memory node")
-        current = await self.store.current(found.root_id) or found
-        revisions = await self.store.history(found.root_id)
+        revisions = await history(self.store, found.root_id)
+        shown = next(r for r in revisions if r.node.id == found.id)
+        current = revisions[-1].node
+        before = [r for r in revisions if r.node.revision < found.revision]
+        previous = before[-1] if before else None
+        change = None
+        if previous is not None and viewer.sees_memory_of(previous.node.actor):
+            change = line_diff(previous.node.body, found.body)
+        named = current if viewer.sees_memory_of(current.actor) else found
         hood = await neighbors(self.store, current, 1)
         near = {root: n for root, n in hood.nodes.items() if viewer.sees_memory_of(n.actor)}
         links = [lk for lk in hood.links if lk.from_id in near and lk.to_id in near]
         picture = _picture(list(near.values()), [(lk.from_id, lk.to_id, lk.kind)
                                                  for lk in links],
-                           f"links of {current.title}", center=current.root_id)
-        return page("node.html", viewer, login, active="memory", node=current,
-                    requested=found, revisions=revisions, links=links, near=near,
-                    graph=picture)
+                           f"links of {named.title}", center=current.root_id)
+        return page("node.html", viewer, login, active="memory", node=found,
+                    current=current, shown=shown, previous=previous, change=change,
+                    revisions=revisions, links=links, near=near, graph=picture)
 
 
 def _picture(nodes: list[Node], links: list[tuple[str, str, str]], title: str,
