@@ -46,7 +46,7 @@ def test_every_page_fits_a_phone_with_no_sideways_scroll_and_nothing_serious_for
     assert whole_page_violations(login) == []
     page = log_in(chromium, cockpit.base, OPERATOR)
     page.set_viewport_size({"width": width, "height": 800})
-    for path in (*PAGES, *pages_of_a_session(cockpit)):
+    for path in (*PAGES, "/no-such-page", *pages_of_a_session(cockpit)):
         page.goto(path)
         wide, inner = overflow(page)
         assert wide <= inner, f"{path} scrolls sideways to {wide} px at {inner} px"

@@ -387,3 +387,21 @@ def test_an_old_revision_shows_its_own_body_and_a_diff_only_to_who_may_read_both
     assert "whose memory you may not read" in audited and 'class="diff"' not in audited
     assert "two" not in audited and "Agent" not in audited and refused == 404
     assert "through the api" in audited
+
+
+def test_an_unknown_address_is_a_page_of_the_cockpit_and_the_api_keeps_its_json(
+        ledger: Ledger) -> None:
+    async def main() -> list[httpx.Response]:
+        _, c = setup(ledger)
+        async with c:
+            before = await c.get("/no-such-page")  # no login yet: to the login form
+            await log_in(c)
+            return [before, await c.get("/no-such-page/at/all"), await c.get("/v1/nope"),
+                    await c.post("/no-such-page", data={})]
+    before, page, api, posted = run(main())
+    assert before.status_code == 303 and before.headers["location"].startswith("/login")
+    assert page.status_code == 404 and "text/html" in page.headers["content-type"]
+    assert "<h1>No such page</h1>" in page.text and "/no-such-page/at/all" in page.text
+    assert 'href="/sessions"' in page.text  # the layout and its navigation, not bare text
+    assert api.status_code == 404 and api.json()["error"]["code"] == "not_found"
+    assert posted.status_code in (403, 405)

@@ -209,7 +209,8 @@ def create_app(runtime: Runtime, tokens: Tokens, *,
                      exception_handlers={HTTPException: _no_route})
 
 
-_API_PATHS = ("/v1/", "/mcp", "/healthz", "/openapi.json")
+API_PATHS = ("/v1/", "/mcp", "/healthz", "/openapi.json")
+"""The paths the API answers under (its refusals are JSON; the cockpit has the rest)."""
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
@@ -219,7 +220,7 @@ async def _no_route(request: Request, exc: Exception) -> Response:
     status = getattr(exc, "status_code", 500)
     detail = str(getattr(exc, "detail", "")) or "error"
     headers = getattr(exc, "headers", None)
-    if not request.url.path.startswith(_API_PATHS):
+    if not request.url.path.startswith(API_PATHS):
         return PlainTextResponse(detail, status_code=status, headers=headers)
     return JSONResponse({"error": {"code": _HTTP_CODES.get(status, "http_error"),
                                    "message": detail}}, status_code=status, headers=headers)

@@ -13,12 +13,14 @@ import hmac
 import secrets
 from pathlib import Path
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from overt.channels.auth import Tokens
+from overt.channels.http import API_PATHS
 from overt.config import Budget
 from overt.ledger.signing import PublicKey
 from overt.runtime import Runtime
@@ -88,6 +90,21 @@ def cockpit_routes(runtime: Runtime, tokens: Tokens, *, budget: Budget | None = 
     async def root(request: Request, viewer: Viewer, login: Login) -> Response:
         return RedirectResponse("/live", status_code=303)
 
+    async def nowhere(request: Request, viewer: Viewer, login: Login) -> Response:
+        return page("denied.html", viewer, login, status=404, heading="No such page", capability="",
+                    message=f"There is no page at {request.url.path}. The navigation above "
+                            "lists the pages you may open; a link to a session, turn or "
+                            "node that a prune removed, or one mistyped, ends here.")
+
+    guarded_nowhere = guard(logins, lambda: runtime.gate.capabilities, nowhere)
+
+    async def unknown(request: Request) -> Response:
+        """Any other address: the API's own 404 under its paths, else the cockpit's page
+        (in its layout, with the navigation), after the login."""
+        if request.url.path.startswith(API_PATHS):
+            raise HTTPException(404)
+        return await guarded_nowhere(request)
+
     async def logout(request: Request, viewer: Viewer, login: Login) -> Response:
         logins.log_out(request.cookies.get(COOKIE))
         response = RedirectResponse("/login", status_code=303)
@@ -140,6 +157,7 @@ def cockpit_routes(runtime: Runtime, tokens: Tokens, *, budget: Budget | None = 
         on("/ledger/verify/status", ledger.status),
         on("/ledger/entries/{seq}", entry.entry),
         Mount("/static", StaticFiles(directory=STATIC), name="cockpit-static"),
+        Route("/{path:path}", unknown, methods=["GET"]),  # last: every other address
     ]
 
 
