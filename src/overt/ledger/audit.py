@@ -317,6 +317,7 @@ async def witness_conflicts(ledger: Any, directory: Path, key: PublicKey
     checkpoint it had not seen yet), shows nothing."""
     head, _ = await state(ledger)
     conflicts: dict[tuple[str, str, str], WitnessConflict] = {}  # one per pair of notes
+    ours: dict[int, Checkpoint] = {}  # the ledger's own, by size: witnesses refuse alike
     for refusal in read_refusals(directory):
         try:
             held = Checkpoint.open(refusal.held, key)
@@ -325,8 +326,9 @@ async def witness_conflicts(ledger: Any, directory: Path, key: PublicKey
         if held.size > head:
             what = "rollback"
         else:
-            ours, _ = await compute(ledger, size=held.size)
-            if ours.root == held.root and ours.origin == held.origin:
+            if held.size not in ours:
+                ours[held.size] = (await compute(ledger, size=held.size))[0]
+            if (ours[held.size].root, ours[held.size].origin) == (held.root, held.origin):
                 continue
             what = "fork"
         pair = (what, refusal.held, refusal.sent)
