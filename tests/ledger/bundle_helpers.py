@@ -144,6 +144,19 @@ def standalone_many(paths: list[Path], key: Path) -> list[str]:
     return verdicts
 
 
+def flipped(path: Path, directory: Path) -> list[Path]:
+    """A copy of ``path`` per byte, that byte's lowest bit flipped, in ``directory``."""
+    data = path.read_bytes()
+    directory.mkdir()
+    paths = []
+    for i in range(len(data)):
+        changed = bytearray(data)
+        changed[i] ^= 0x01
+        paths.append(directory / f"{i}.json")
+        paths[-1].write_bytes(bytes(changed))
+    return paths
+
+
 def load(path: Path) -> dict[str, Any]:
     found: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return found

@@ -17,6 +17,7 @@ from overt.ledger.signing import write_keys
 from tests.ledger.bundle_helpers import (
     VERIFIER,
     Operator,
+    flipped,
     load,
     one_turn,
     session,
@@ -163,17 +164,9 @@ def test_every_byte_of_a_small_bundle_flipped_fails_both_verifiers(
     turn = one_turn(ledger)
     path = op.export("small.json", "--turn", turn)
     assert op.check(path)[0] == 0
-    data = path.read_bytes()
-    flips = tmp_path / "flips"
-    flips.mkdir()
-    paths = []
-    for i in range(len(data)):
-        flipped = bytearray(data)
-        flipped[i] ^= 0x01
-        paths.append(flips / f"{i}.json")
-        paths[-1].write_bytes(bytes(flipped))
+    paths = flipped(path, tmp_path / "flips")
     op.all_fail(paths)
-    assert len(data) > 2000  # bodies, several entries, a checkpoint and paths
+    assert len(paths) > 2000  # bodies, several entries, a checkpoint and paths
 
 
 @pytest.mark.parametrize("text", [

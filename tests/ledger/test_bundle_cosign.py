@@ -20,7 +20,7 @@ from overt.ledger.checkpoints import Checkpoint
 from overt.ledger.signing import read_public
 from overt.witness.client import cosignatures_path
 from overt.witness.notes import WitnessSigner
-from tests.ledger.bundle_helpers import VERIFIER, Operator, load, one_turn, session
+from tests.ledger.bundle_helpers import VERIFIER, Operator, flipped, load, one_turn, session
 from tests.ledger.bundle_helpers import standalone_many as _many
 
 pytest.importorskip("cryptography")
@@ -188,15 +188,7 @@ def test_every_byte_of_a_small_cosigned_bundle_flipped_fails_both_verifiers(
         ledger: Any, op: Operator, tmp_path: Path) -> None:
     _, path, _ = cosigned(op, ledger, tmp_path, 0, small=True)
     assert check_both(op, path)[0] == 0
-    data = path.read_bytes()
-    start = data.index(b'"cosignatures":[{')
-    flips = tmp_path / "flips"
-    flips.mkdir()
-    paths = []
-    for i in range(len(data)):
-        flipped = bytearray(data)
-        flipped[i] ^= 0x01
-        paths.append(flips / f"{i}.json")
-        paths[-1].write_bytes(bytes(flipped))
+    start = path.read_bytes().index(b'"cosignatures":[{')
+    paths = flipped(path, tmp_path / "flips")
     op.all_fail(paths)
     assert start > 0 and len(_many(paths[start:start + 2], op.public)) == 2
