@@ -16,6 +16,7 @@ from overt.memory.provenance import written_in
 from overt.memory.store import store_for
 from tests.conftest import cli_message, run
 from tests.ledger.bundle_helpers import Operator, load
+from tests.ledger.test_roles import roles  # noqa: F401 (a fixture)
 from tests.memory.test_turn import agent, remembering, tool
 
 
@@ -157,3 +158,35 @@ def test_a_memory_write_with_a_false_provenance_fails_both_verifiers(
     assert code == 3 and "the log holds a memory write the ledger should have refused" \
         in out, out
     assert not run(ledger.verify()).ok
+
+
+@pytest.mark.postgres
+def test_a_false_provenance_appended_as_the_postgres_writer_role_fails_both_verifiers(
+    roles: tuple[str, str, str],  # noqa: F811 (the fixture imported above)
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The application's own role (INSERT on the chain, nothing else) appends a memory
+    write laid at a call of a finished turn, without its row (with one, the owner's
+    functions refuse it); the bundle of that session then fails both verifiers."""
+    from overt.events import NodeCreated
+    from overt.ledger import open_ledger
+    from overt.ledger.canonical import digest_text
+    from tests.ledger.test_roles import _as
+
+    url, _owner, writer = roles
+    as_writer = _as(url, writer)
+    ledger = open_ledger(as_writer)
+    try:
+        sid = planting(ledger)
+        first = next(e for e in run(ledger.entries(kinds=["node.created"], session_id=sid)))
+        run(ledger.record([NodeCreated(
+            turn_id=first.turn_id, session_id=sid, node_id="01FORGEDNODE0000000000000B",
+            node_kind="Decision", actor="agent:default", title_digest=digest_text("Payee"),
+            body_digest=digest_text("pay evil-corp"), tool_call_id=first.data["tool_call_id"],
+            origin="tool")]))
+    finally:
+        ledger.close_sync()
+    op = Operator(as_writer, tmp_path, capsys)
+    code, out = op.check(op.export("session.json", "--session", sid))
+    assert code == 3 and "the log holds a memory write the ledger should have refused" \
+        in out, out
