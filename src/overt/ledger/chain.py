@@ -337,7 +337,7 @@ def content_checked(report: VerifyReport, rows: Iterable[Sequence[Any]],
     """``report`` with the content tier's ``rows`` (seq, digest, body) checked, each
     body hashed by ``digest_of``; and the digests the tier holds."""
     checked, bad, present, first = 0, [], set(), None
-    for seq, digest, body in rows:
+    for seq, digest, body, *_ in rows:
         checked += 1
         present.add(digest)
         if digest_of(body) != digest:

@@ -13,7 +13,7 @@ from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.pq import Format
 
-from overt.ledger import memory_check, sql, trail_index
+from overt.ledger import memory_check, request_parts, sql, trail_index
 from overt.ledger.base import TrailRows, VerifyReport
 from overt.ledger.canonical import digest_bytes
 from overt.ledger.chain import (
@@ -75,16 +75,21 @@ def verify(conn: Any, check_content: bool, check_index: bool, check_bodies: bool
         report = memory_check.verified(report, conn, D)
     if not check_content or not report.ok:
         return report
+    walk = request_parts.verify_walk(conn, D, bool(anchors)) if check_bodies else None
     with conn.cursor(name="overt_verify_content") as cur:
         cur.itersize = 2_000
-        cur.execute("SELECT seq, digest, body FROM content_blobs")
-        report, present = content_checked(report, counted.rows(cur),
-                                          lambda body: digest_bytes(bytes(body)))
+        cur.execute(request_parts.newest_first(D))
+        report, present = content_checked(
+            report, request_parts.verify_rows(counted.rows(cur), walk),
+            lambda body: digest_bytes(bytes(body)))
     if not check_bodies:
         return report
     with conn.cursor(name="overt_verify_pointers") as cur:
         cur.itersize = 10_000
         cur.execute(sql.body_pointers(D))
-        return with_body_check(report, counted.rows(cur), present, pruned=bool(anchors),
-                               began_pruned=began_pruned_on(conn, D.ph))
+        report = with_body_check(report, counted.rows(cur), present, pruned=bool(anchors),
+                                 began_pruned=began_pruned_on(conn, D.ph))
+    assert walk is not None
+    return request_parts.with_parts_check(report, walk, present,
+                                          request_parts.reader(conn, D))
 

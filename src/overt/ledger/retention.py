@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from overt.events import LedgerPruned
-from overt.ledger import sql
+from overt.ledger import request_parts, sql
 from overt.ledger.sql import Dialect
 
 QueryOne = Callable[[str, Sequence[Any]], Sequence[Any] | None]
@@ -123,7 +123,9 @@ def carry_bodies(conn: Any, d: Dialect, through: int) -> int:
     """Store again, at the first entry after ``through`` that names it, each body that
     entries a prune through ``through`` keeps name in one of
     :data:`SHARED_BODY_FIELDS` and that is stored only at or before ``through``;
-    inside the prune's transaction, before the content is deleted. How many."""
+    inside the prune's transaction, before the content is deleted; and the parts the
+    requests of kept inferences name (:func:`overt.ledger.request_parts.carry_parts`).
+    How many."""
     carried = 0
     for field in SHARED_BODY_FIELDS:
         named = conn.execute(
@@ -137,14 +139,19 @@ def carry_bodies(conn: Any, d: Dialect, through: int) -> int:
             if not rows or any(int(r[0]) > through for r in rows):
                 continue  # never stored (verify says so), or kept anyway
             _, body, created_at = rows[-1]
-            if d.name == "sqlite":
-                low = int(seq) << sql.CONTENT_KEY_SHIFT
-                top = conn.execute("SELECT max(key) FROM content_blobs WHERE key BETWEEN ? AND ?",
-                                   (low, low + sql.CONTENT_KEY_MASK)).fetchone()
-                key = low if top is None or top[0] is None else int(top[0]) + 1
-                conn.execute(sql.insert_content(d), (key, int(seq), digest, body, created_at))
-            else:
-                conn.execute("INSERT INTO content_blobs (seq, digest, body, created_at) "
-                             "VALUES (%s, %s, %s, %s)", (int(seq), digest, body, created_at))
+            store_again(conn, d, int(seq), digest, body, created_at)
             carried += 1
-    return carried
+    return carried + request_parts.carry_parts(conn, d, through, store_again)
+
+
+def store_again(conn: Any, d: Dialect, seq: int, digest: str, body: Any, created_at: Any) -> None:
+    """Keep ``body`` once more, with entry ``seq`` (a prune carrying it forward)."""
+    if d.name == "sqlite":
+        low = seq << sql.CONTENT_KEY_SHIFT
+        top = conn.execute("SELECT max(key) FROM content_blobs WHERE key BETWEEN ? AND ?",
+                           (low, low + sql.CONTENT_KEY_MASK)).fetchone()
+        key = low if top is None or top[0] is None else int(top[0]) + 1
+        conn.execute(sql.insert_content(d), (key, seq, digest, body, created_at))
+    else:
+        conn.execute("INSERT INTO content_blobs (seq, digest, body, created_at) "
+                     "VALUES (%s, %s, %s, %s)", (seq, digest, body, created_at))

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from overt.clock import now_iso
 from overt.errors import LedgerClosed, LedgerConflict, LedgerError, MigrationError
 from overt.events import Event, LedgerPruned
-from overt.ledger import memory_check, retention, sql, trail_index, trail_read, tree
+from overt.ledger import memory_check, request_parts, retention, sql, trail_index, trail_read, tree
 from overt.ledger.base import (
     Entry,
     TableRow,
@@ -508,14 +508,19 @@ def _verify(conn: sqlite3.Connection, check_content: bool, check_index: bool,
             report = memory_check.verified(report, conn, D)
         if not check_content or not report.ok:
             return report
+        walk = request_parts.verify_walk(conn, D, bool(anchors)) if check_bodies else None
         report, present = content_checked(
-            report, counted.rows(conn.execute("SELECT seq, digest, body FROM content_blobs")),
+            report, request_parts.verify_rows(
+                counted.rows(conn.execute(request_parts.newest_first(D))), walk),
             lambda body: digest_text(body) if isinstance(body, str) else "")  # a BLOB: by hand
         if not check_bodies:
             return report
-        return with_body_check(report, counted.rows(conn.execute(sql.body_pointers(D))),
-                               present, pruned=bool(anchors),
-                               began_pruned=began_pruned_on(conn, D.ph))
+        report = with_body_check(report, counted.rows(conn.execute(sql.body_pointers(D))),
+                                 present, pruned=bool(anchors),
+                                 began_pruned=began_pruned_on(conn, D.ph))
+        assert walk is not None
+        return request_parts.with_parts_check(report, walk, present,
+                                              request_parts.reader(conn, D))
     finally:
         conn.execute("COMMIT")
 
