@@ -13,6 +13,7 @@ row that grows.
 
     python -m benchmarks.profile_turn --backend sqlite --at 10 300 1000
     python -m benchmarks.profile_turn --backend postgres   # at OVERT_BENCH_PG
+    python -m benchmarks.profile_turn --no-request-bodies  # the requests as sent not recorded
 """
 
 from __future__ import annotations
@@ -63,9 +64,10 @@ async def _turn(runtime: Runtime, n: int) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-async def _run(url: str, lengths: list[int], turns: int, top: int) -> None:
+async def _run(url: str, lengths: list[int], turns: int, top: int, requests: bool) -> None:
     model = Instant()
     runtime = Runtime(model=model, ledger=open_ledger(url))
+    runtime.engine.record_requests = requests
     done = 0
     try:
         for length in sorted(lengths):
@@ -94,7 +96,7 @@ async def _run(url: str, lengths: list[int], turns: int, top: int) -> None:
         await runtime.close()
 
 
-def main(backend: str, lengths: list[int], turns: int, top: int) -> None:
+def main(backend: str, lengths: list[int], turns: int, top: int, requests: bool = True) -> None:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         if backend == "postgres":
             if (why := unreachable()) is not None:
@@ -105,7 +107,7 @@ def main(backend: str, lengths: list[int], turns: int, top: int) -> None:
             url = str(Path(tmp) / "ledger.db")
         print(f"{backend}: one session continued; {turns} turns timed, then {turns} "
               f"profiled, at each length")
-        asyncio.run(_run(url, lengths, turns, top))
+        asyncio.run(_run(url, lengths, turns, top, requests))
 
 
 if __name__ == "__main__":
@@ -115,5 +117,7 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--top", type=int, default=15,
                         help="how many functions to print (0: time only, no profile)")
+    parser.add_argument("--no-request-bodies", action="store_true",
+                        help="record no request as sent (what recording them costs)")
     args = parser.parse_args()
-    main(args.backend, args.at, args.turns, args.top)
+    main(args.backend, args.at, args.turns, args.top, not args.no_request_bodies)

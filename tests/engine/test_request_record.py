@@ -146,3 +146,37 @@ def test_model_chosen_call_ids_in_a_request_reach_only_the_content_tier(
         for row in raw.query(f"SELECT * FROM {table}"):
             assert marker not in json.dumps(row, default=str), f"{table} holds it"
     assert any(marker in b for b in bodies(raw))
+
+
+def test_a_tool_list_whose_schema_changed_is_recorded_with_the_new_schema() -> None:
+    """The tool lists' parts are made once per list of the same spec objects; a spec
+    replaced (an MCP server listing a tool anew) is a new list, recorded as sent."""
+    from overt.engine.request_body import ToolParts
+    from overt.ledger.canonical import canonical_json, digest_text
+    from overt.types import ToolSpec
+
+    stored: dict[str, str] = {}
+
+    def store(text: str, digest: str | None = None, /) -> str:
+        digest = digest or digest_text(text)
+        assert digest == digest_text(text)  # a digest given is the text's
+        stored[digest] = text
+        return digest
+
+    parts = ToolParts(size=2)
+    old = ToolSpec("look", "Look.", {"type": "object", "properties": {}})
+    first = parts.store([old], store)
+    assert parts.store([old], store) == first
+    new = ToolSpec("look", "Look harder.", {"type": "object", "properties": {"x": {}}})
+    second = parts.store([new], store)
+    assert second != first
+    (schema,) = json.loads(stored[second])
+    assert json.loads(stored[schema]) == {"name": "look", "description": "Look harder.",
+                                          "input_schema": {"type": "object",
+                                                           "properties": {"x": {}}}}
+    assert stored[schema] == canonical_json(json.loads(stored[schema]))
+    for n in range(5):  # more lists than it keeps: still right, whichever it dropped
+        spec = ToolSpec(f"t{n}", "T.", {"type": "object"})
+        (digest,) = json.loads(stored[parts.store([spec], store)])
+        assert json.loads(stored[digest])["name"] == f"t{n}"
+    assert parts.store([old], store) == first

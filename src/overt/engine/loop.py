@@ -51,7 +51,7 @@ from overt.engine.record import (
     response_body,
     resumption,
 )
-from overt.engine.request_body import Chains, PartStore, request_body
+from overt.engine.request_body import Chains, PartStore, ToolParts, request_body
 from overt.engine.shape import well_formed
 from overt.engine.values import Allowed, EngineSettings, Held, TurnOutcome
 from overt.errors import LedgerError, LedgerUnavailable
@@ -130,6 +130,7 @@ class Engine:
         self.gate = gate or Gate()
         self.parts = PartStore()  # request parts this engine committed (stored once)
         self.chains = Chains()  # each session's last committed chain (request_body)
+        self.tool_parts = ToolParts()  # the tool lists' parts, made once (request_body)
         self.execute: Executor = execute
         """Runs an allowed call's tool; replay puts the recorded results in its place."""
         self.record_requests = True
@@ -528,7 +529,7 @@ class Turn:
         if not self.engine.record_requests:
             return None
         return rec.content(request_body(request, sent if isinstance(sent, Mapping) else None,
-                                        rec.part, self.chain))
+                                        rec.part, self.chain, self.engine.tool_parts))
 
     async def _tool_call(self, call: ToolCall, offered: frozenset[str], *,
                          approved: str | None = None) -> ToolOutcome | Held:

@@ -63,11 +63,13 @@ class Recorder:
         self.contents[digest] = body
         return digest
 
-    def part(self, body: str) -> str:
+    def part(self, body: str, digest: str | None = None, /) -> str:
         """Keep ``body``, a part of a request (:mod:`overt.engine.request_body`), unless
-        it was committed before; its digest."""
-        body = clean_text(body)
-        digest = digest_text(body)
+        it was committed before; its digest (``digest``: known already, of ``body``
+        made storable)."""
+        if digest is None:
+            body = clean_text(body)
+            digest = digest_text(body)
         if self.parts is None or digest not in self.parts.known:
             self.contents[digest] = body
         return digest

@@ -40,10 +40,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from overt.engine.record import jsonable
-from overt.ledger.canonical import canonical_json
+from overt.ledger.canonical import canonical_json, digest_text
+from overt.ledger.chain import clean_text
 from overt.types import Message, ModelRequest, ToolSpec
 
 BODY_VERSION = 1
@@ -54,8 +55,11 @@ SHORT = 64
 PART = "$part"
 JSON_PART = "$json"
 
-Store = Callable[[str], str]
-"""Keeps a part's text for the content tier; its digest."""
+class Store(Protocol):
+    """Keeps a part's text for the content tier; its digest (``digest``: the text's,
+    already known)."""
+
+    def __call__(self, body: str, digest: str | None = None, /) -> str: ...
 
 
 class PartStore:
@@ -199,16 +203,47 @@ class Chains:
             self._kept.popitem(last=False)
 
 
+class ToolParts:
+    """The parts of the tool lists this engine offered: each schema's text and the
+    list's, with their digests, made once per list of the same tool specs (the
+    registry keeps its specs, so each turn offers the same objects), not
+    canonicalised and hashed again at every inference. At most ``size`` lists, the
+    least recently used dropped first."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._kept: OrderedDict[tuple[int, ...],
+                                tuple[tuple[ToolSpec, ...], list[tuple[str, str]]]] = OrderedDict()
+
+    def store(self, tools: Sequence[ToolSpec], store: Store) -> str:
+        """The digest of the part listing ``tools``' schemas, each part given to ``store``."""
+        key = tuple(id(t) for t in tools)
+        kept = self._kept.get(key)
+        if kept is None or any(a is not b for a, b in zip(kept[0], tools, strict=True)):
+            texts = [clean_text(canonical_json(tool_form(t))) for t in tools]
+            digests = [digest_text(text) for text in texts]
+            listing = canonical_json(digests)
+            parts = [*zip(texts, digests, strict=True), (listing, digest_text(listing))]
+            kept = (tuple(tools), parts)
+            self._kept[key] = kept
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+        self._kept.move_to_end(key)
+        for text, digest in kept[1]:
+            store(text, digest)
+        return kept[1][-1][1]
+
+
 def request_body(request: ModelRequest, sent: Mapping[str, Any] | None, store: Store,
-                 chain: Chain | None = None) -> str:
-    """``request`` (and the adapter's payload ``sent``) as the stored body."""
+                 chain: Chain | None = None, tools: ToolParts | None = None) -> str:
+    """``request`` (and the adapter's payload ``sent``) as the stored body; ``tools``
+    keeps the tool lists' parts from one inference to the next."""
     chain = chain or Chain()
     body: dict[str, Any] = {"v": BODY_VERSION, "messages": chain.head(request.messages, store)}
     if chain.skip:
         body["skip"] = chain.skip
     if request.tools:
-        body["tools"] = store(canonical_json([store(canonical_json(tool_form(t)))
-                                              for t in request.tools]))
+        body["tools"] = (tools or ToolParts()).store(request.tools, store)
     if request.max_output_tokens is not None:
         body["max_output_tokens"] = request.max_output_tokens
     if sent is not None:

@@ -144,8 +144,8 @@ class RecordedModel:
         digest, seed, sampling) that differ from the recorded request's."""
         parts = self.parts
 
-        def store(text: str) -> str:
-            digest = digest_text(text)
+        def store(text: str, digest: str | None = None, /) -> str:
+            digest = digest or digest_text(text)
             parts[digest] = text
             return digest
 
@@ -177,9 +177,10 @@ class RecordedModel:
         recorded: dict[str, Any] = json.loads(recorded_text)
         parts = self.parts
 
-        def store(text: str) -> str:
-            text = clean_text(text)
-            digest = digest_text(text)
+        def store(text: str, digest: str | None = None, /) -> str:
+            if digest is None:
+                text = clean_text(text)
+                digest = digest_text(text)
             parts[digest] = text
             return digest
 
