@@ -180,3 +180,40 @@ def test_a_tool_list_whose_schema_changed_is_recorded_with_the_new_schema() -> N
         (digest,) = json.loads(stored[parts.store([spec], store)])
         assert json.loads(stored[digest])["name"] == f"t{n}"
     assert parts.store([old], store) == first
+
+
+def test_an_adapters_messages_are_packed_once_and_read_back_as_sent() -> None:
+    """The adapter builds its payload afresh at every inference; the messages its last
+    request began with are not packed again, and the packed form is the one packing
+    the whole payload gives (so each request still reads back exactly as sent)."""
+    from overt.engine.request_body import Chain, pack, unpack
+    from overt.ledger.canonical import digest_text
+
+    stored: dict[str, str] = {}
+    asked: list[str] = []
+
+    def store(text: str, digest: str | None = None, /) -> str:
+        asked.append(text)
+        digest = digest or digest_text(text)
+        stored[digest] = text
+        return digest
+
+    def payload(n: int) -> dict[str, Any]:
+        return {"model": "m", "system": "You are overt. " * 20, "messages": [
+            {"role": "user" if i % 2 == 0 else "assistant",
+             "content": [{"type": "text", "text": f"message {i} " * 20}]} for i in range(n)]}
+
+    chain = Chain()
+    for n, edit, new in ((3, None, 3), (5, None, 2), (5, 1, 4), (2, None, 1)):
+        sent = payload(n)
+        if edit is not None:  # a message the adapter now sends otherwise
+            sent["messages"][edit]["content"][0]["text"] = "changed"
+        asked.clear()
+        packed = pack(sent, store, chain=chain)
+        linked = len([t for t in asked if t.startswith('{"m":')])
+        assert packed == pack(sent, lambda t, d=None, /: d or digest_text(t))
+        assert linked == new  # only what the last request did not begin with
+
+        async def read(digest: str) -> str | None:
+            return stored.get(digest)
+        assert run(unpack(packed, read)) == sent

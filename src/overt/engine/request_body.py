@@ -123,12 +123,34 @@ class Chain:
         self.heads: list[str] = []
         self.skip = 0
         """Messages after the first that the last request left out (0: none)."""
+        self.sent: list[Any] = []
+        """The adapter's ``messages`` of the last request (as it sent them)..."""
+        self.sent_heads: list[str] = []
+        """...and the head of their packed chain after each."""
 
     def copy(self) -> Chain:
         chain = Chain()
         chain.messages, chain.heads = list(self.messages), list(self.heads)
         chain.skip = self.skip
+        chain.sent, chain.sent_heads = list(self.sent), list(self.sent_heads)
         return chain
+
+    def pack_sent(self, items: Sequence[Any], store: Store) -> str | None:
+        """The head of the packed chain of the adapter's ``messages`` ``items``: the
+        items the last request began with are not packed and hashed again (an
+        adapter builds its payload afresh, so they are compared by value)."""
+        shared = 0
+        for mine, theirs in zip(self.sent, items, strict=False):
+            if mine != theirs:
+                break
+            shared += 1
+        del self.sent[shared:], self.sent_heads[shared:]
+        prev = self.sent_heads[-1] if self.sent_heads else None
+        for item in items[shared:]:
+            prev = store(node(prev, pack(item, store)))
+            self.sent.append(item)
+            self.sent_heads.append(prev)
+        return prev
 
     def _window(self, messages: Sequence[Message]) -> int | None:
         """How many messages after the first the chain holds that ``messages`` leave
@@ -247,19 +269,18 @@ def request_body(request: ModelRequest, sent: Mapping[str, Any] | None, store: S
     if request.max_output_tokens is not None:
         body["max_output_tokens"] = request.max_output_tokens
     if sent is not None:
-        body["sent"] = pack(sent, store)
+        body["sent"] = pack(sent, store, chain=chain)
     return canonical_json(body)
 
 
-def pack(value: Any, store: Store, key: str = "") -> Any:
-    """The adapter's payload with its repeating parts stored apart (module docstring)."""
+def pack(value: Any, store: Store, key: str = "", chain: Chain | None = None) -> Any:
+    """The adapter's payload with its repeating parts stored apart (module docstring);
+    ``chain``: the turn's, which keeps the packed ``messages`` of its last request."""
     if isinstance(value, Mapping):
-        return {k: pack(v, store, str(k)) for k, v in value.items()}
+        return {k: pack(v, store, str(k), chain) for k, v in value.items()}
     if isinstance(value, list | tuple):
         if key == "messages":
-            prev: str | None = None
-            for item in value:
-                prev = store(node(prev, pack(item, store)))
+            prev = (chain or Chain()).pack_sent(value, store)
             return {PART: prev, "chain": len(value)}
         if key == "tools":
             return [{JSON_PART: store(canonical_json(jsonable(t)))} for t in value]
