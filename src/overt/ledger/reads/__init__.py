@@ -13,7 +13,8 @@ backends apart itself. One module per reader:
 - :mod:`.memory`, :mod:`.memory_search` and :mod:`.memory_provenance`: the memory graph;
 - :mod:`.replay`: the entries of the turns replayed, and bodies in bulk;
 - :mod:`.web`: the cockpit's reads of the chain;
-- :mod:`.threads`: the entries a channel's message is threaded by.
+- :mod:`.threads`: the entries a channel's message is threaded by;
+- :mod:`.proofs`: what a prune checks first (seals no prune wrote, the origin).
 
 Each read takes the ledger and raises :class:`~overt.errors.UsageError` for one that
 offers no reads of its tables (:func:`.base.selecting`); :func:`.base.readable`

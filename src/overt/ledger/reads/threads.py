@@ -15,7 +15,7 @@ class SlackMessage(NamedTuple):
     """A Slack message overt received: the session it went to, and Slack's ``ts``."""
 
     session_id: str | None
-    ts: Any
+    ts: str | None
 
 
 def _field(d: Dialect, *path: str) -> str:
