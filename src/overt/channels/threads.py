@@ -66,7 +66,7 @@ async def slack_main_pane_session(ledger: Any, *, channel: str, user: str, ts: s
         return None
     last = await threads.slack_last_main_pane(
         ledger, channel=channel, user=user, since=iso_after(-(idle_s + SLACK_DELIVERY_S)))
-    if last is None or not last.session_id:
+    if last is None or not last.session_id or last.ts is None:
         return None
     try:
         gap = float(ts) - float(last.ts)
