@@ -28,39 +28,16 @@ from typing import Any
 
 from overt.clock import iso_after, to_iso
 from overt.events import CapabilityChecked
-from overt.ledger.sql import POSTGRES, SQLITE, Dialect
+from overt.ledger.reads import threads
+from overt.ledger.reads.base import readable
 from overt.policy.actors import Actor
 from overt.policy.capabilities import Capabilities
 from overt.sessions.access import may_reach
-from overt.sessions.book import SessionLedger, session_info
+from overt.sessions.book import session_info
 
 SLACK_DELIVERY_S = 600.0
 """How long after a Slack message's ``ts`` its event may reach overt (Slack retries
 for about five minutes): the window a thread's root is looked for in."""
-
-
-def _field(d: Dialect, *path: str) -> str:
-    """A nested JSON field of ``data`` as text."""
-    if d.name == "sqlite":
-        return f"json_extract(data, '$.{'.'.join(path)}')"
-    *parents, last = path
-    steps = "".join(f" -> '{p}'" for p in parents)
-    return f"(data::json{steps} ->> '{last}')"
-
-
-async def _first(ledger: object, statement: str, params: Sequence[Any]) -> Any:
-    if not isinstance(ledger, SessionLedger):  # a ledger with no plain reads: none found
-        return None
-    rows = await ledger.select(statement, tuple(params))
-    return rows[0] if rows else None
-
-
-def _reads(ledger: object) -> Dialect | None:
-    """The ledger's SQL dialect, or ``None`` for one without plain reads (nothing is
-    looked up there: each message starts its own session, as before these lookups)."""
-    if not isinstance(ledger, SessionLedger):
-        return None
-    return SQLITE if ledger.backend == "sqlite" else POSTGRES
 
 
 async def email_session(ledger: Any, references: Sequence[str], in_reply_to: str,
@@ -68,20 +45,16 @@ async def email_session(ledger: Any, references: Sequence[str], in_reply_to: str
     """The session the mail that names ``references`` (else ``in_reply_to``) continues,
     or ``None`` when none of them is a message overt received or sent."""
     ids = list(references) or ([in_reply_to] if in_reply_to else [])
-    d = _reads(ledger)
+    lookups = readable(ledger)  # a ledger with no plain reads: only what it claimed
     for message_id in ids:
         found = await ledger.claimed("channel.received", f"email:{message_id}")
         if found is not None and found.session_id:
             return str(found.session_id)
-        if d is not None and message_id.startswith("<overt.") and \
+        if lookups and message_id.startswith("<overt.") and \
                 message_id.rstrip(">").endswith(f"@{own_domain}"):
-            row = await _first(ledger, (
-                "SELECT session_id FROM audit_log WHERE kind = 'channel.replied' "
-                f"AND {_field(d, 'source')} = 'email' "
-                f"AND {_field(d, 'reply_ids', 'message_id')} = {d.ph} "
-                "ORDER BY seq LIMIT 1"), (message_id,))
-            if row is not None and row[0]:
-                return str(row[0])
+            session = await threads.email_reply_session(ledger, message_id)
+            if session is not None:
+                return session
     return None
 
 
@@ -89,44 +62,32 @@ async def slack_main_pane_session(ledger: Any, *, channel: str, user: str, ts: s
                                   idle_s: float) -> str | None:
     """The session of ``user``'s previous main-pane message in DM ``channel``, when it
     was sent less than ``idle_s`` before ``ts``; else ``None``."""
-    d = _reads(ledger)
-    if d is None or idle_s <= 0:
+    if not readable(ledger) or idle_s <= 0:  # a ledger with no plain reads: none found
         return None
-    row = await _first(ledger, (
-        f"SELECT session_id, {_field(d, 'channel_ids', 'ts')} FROM audit_log "
-        f"WHERE kind = 'channel.received' AND at >= {d.ph} "
-        f"AND {_field(d, 'source')} = 'slack_dm' AND {_field(d, 'sender')} = {d.ph} "
-        f"AND {_field(d, 'channel_ids', 'channel_id')} = {d.ph} "
-        f"AND {_field(d, 'channel_ids', 'ts')} = {_field(d, 'channel_ids', 'thread_ts')} "
-        f"AND {_field(d, 'filtered')} IS NULL ORDER BY seq DESC LIMIT 1"),
-        (iso_after(-(idle_s + SLACK_DELIVERY_S)), user, channel))
-    if row is None or not row[0]:
+    last = await threads.slack_last_main_pane(
+        ledger, channel=channel, user=user, since=iso_after(-(idle_s + SLACK_DELIVERY_S)))
+    if last is None or not last.session_id or last.ts is None:
         return None
     try:
-        gap = float(ts) - float(row[1])
+        gap = float(ts) - float(last.ts)
     except (TypeError, ValueError):  # a ts Slack did not write: no conversation to join
         return None
-    return str(row[0]) if 0 <= gap < idle_s else None
+    return str(last.session_id) if 0 <= gap < idle_s else None
 
 
 async def slack_thread_session(ledger: Any, *, channel: str, thread_ts: str) -> str | None:
     """The session of the message a thread hangs from (``thread_ts``), if overt
     received it; else ``None``."""
-    d = _reads(ledger)
     try:
         sent = datetime.fromtimestamp(float(thread_ts), UTC)
     except (OverflowError, OSError, ValueError):  # not a ts Slack wrote
         return None
-    if d is None:
+    if not readable(ledger):  # a ledger with no plain reads: none found
         return None
     window = timedelta(seconds=SLACK_DELIVERY_S)
-    row = await _first(ledger, (
-        f"SELECT session_id FROM audit_log WHERE kind = 'channel.received' "
-        f"AND at >= {d.ph} AND at <= {d.ph} AND {_field(d, 'source')} = 'slack_dm' "
-        f"AND {_field(d, 'channel_ids', 'channel_id')} = {d.ph} "
-        f"AND {_field(d, 'channel_ids', 'ts')} = {d.ph} ORDER BY seq LIMIT 1"),
-        (to_iso(sent - window), to_iso(sent + window), channel, thread_ts))
-    return str(row[0]) if row is not None and row[0] else None
+    return await threads.slack_message_session(
+        ledger, channel=channel, ts=thread_ts, since=to_iso(sent - window),
+        until=to_iso(sent + window))
 
 
 async def own_session(ledger: Any, capabilities: Capabilities, session_id: str,

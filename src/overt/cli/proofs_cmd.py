@@ -19,8 +19,9 @@ from overt.cli import flags
 from overt.config import Config, default_data_dir
 from overt.errors import ForgedSignatureError, LedgerError, LedgerIntegrityError, UsageError
 from overt.events import LedgerPruned
-from overt.ledger import audit, checkpoints, proofs, retention, signing
+from overt.ledger import audit, checkpoints, proofs, signing
 from overt.ledger.checkpoints import Checkpoint, CheckpointSettings
+from overt.ledger.reads import proofs as proofs_reads
 from overt.witness.client import read_cosignatures
 from overt.witness.quorum import Quorum, read_key
 from overt.witness.quorum import check as check_quorum
@@ -245,7 +246,7 @@ async def check_before_prune(config: Config, ledger: Any) -> None:
     Raises:
         LedgerIntegrityError: there is one.
     """
-    found = await retention.forged_seals(ledger.select, checkpoints.dialect(ledger))
+    found = await proofs_reads.forged_seals(ledger)
     if not found:
         return
     settings = settings_of(config)
@@ -267,18 +268,13 @@ async def check_before_prune(config: Config, ledger: Any) -> None:
 async def _origin(ledger: Any) -> tuple[str, int]:
     """The ledger's origin (from entry 1, or the stored leaf standing in for it) and the
     seq it is pruned through."""
-    from overt.ledger import tree
-
-    t = await tree.Tree.load(ledger.select, checkpoints.dialect(ledger))
-    await t.read(ledger.select, 0, 1)
-    return checkpoints.origin_of(t), t.floor
+    return await proofs_reads.origin(ledger)
 
 
 async def _disown(args: argparse.Namespace, config: Config, ledger: Any) -> int:
     key = _private_key(config, args.key)
     directory = witness_dir(config, args.witness_dir)
-    found = {s.seq: s for s in await retention.forged_seals(ledger.select,
-                                                            checkpoints.dialect(ledger))}
+    found = {s.seq: s for s in await proofs_reads.forged_seals(ledger)}
     seal = found.get(args.seq)
     if seal is None:
         raise UsageError(f"entry {args.seq} is not a ledger.pruned entry that no prune wrote "

@@ -33,8 +33,8 @@ from overt.events import MEMORY_ORIGINS
 from overt.ledger.base import VerifyReport
 from overt.ledger.canonical import digest_text
 from overt.ledger.chain import entry_data
+from overt.ledger.reads.memory_search import tags
 from overt.ledger.sql import KIND_INDEXED, Dialect, chunks, direct_calls
-from overt.memory.search_sql import tags
 
 MEMORY_KINDS = ("node.created", "node.superseded", "link.created", "link.retracted")
 """The kinds of entry that record a row of the memory tables."""

@@ -18,12 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from overt.errors import UsageError
-from overt.ledger.chain import entry_data
-from overt.ledger.schema.derived import MEMORY_ID
-from overt.ledger.sql import KIND_INDEXED, chunks, direct_calls
-from overt.memory.store import NODE_COLUMNS, MemoryStore, Node, node_from_row
-
-_RECORDS = "('node.created', 'node.superseded')"
+from overt.ledger.reads import memory as memory_reads
+from overt.ledger.reads import memory_provenance
+from overt.memory.store import MemoryStore, Node
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,44 +93,25 @@ async def written_in(store: MemoryStore, *, session_id: str | None = None,
     """
     if (session_id is None) == (turn_id is None):
         raise UsageError("give a session or a turn, one of the two")
-    column, value = ("session_id", session_id) if turn_id is None else ("turn_id", turn_id)
-    rows = await store.select(
-        f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE {column} = {store.dialect.ph} "
-        "ORDER BY created_at, id", (value,))
-    return await _revisions(store, [node_from_row(r) for r in rows])
+    nodes = await memory_reads.written_in(store.ledger, session_id=session_id,
+                                          turn_id=turn_id)
+    return await _revisions(store, nodes)
 
 
 async def _revisions(store: MemoryStore, nodes: Sequence[Node]) -> list[Revision]:
-    d = store.dialect
-    entries: dict[str, tuple[int, str]] = {}  # node id -> (seq, at)
-    tools: dict[tuple[str | None, str], str] = {}  # (turn, call id) -> tool name
-    turns = sorted({n.turn_id for n in nodes if n.turn_id is not None})
-    for chunk in chunks(turns):
-        for seq, kind, at, turn, data_json in await store.select(
-                f"SELECT seq, kind, at, turn_id, data FROM audit_log WHERE turn_id IN "
-                f"({d.phs(len(chunk))}) AND kind IN ({_RECORDS[1:-1]}, 'tool_call.started') "
-                "ORDER BY seq", chunk):
-            data = entry_data(data_json, int(seq))
-            if kind == "tool_call.started":
-                tools.setdefault((turn, str(data.get("tool_call_id"))), str(data["tool_name"]))
-            else:
-                entries[str(data.get("node_id"))] = (int(seq), str(at))
-    direct = sorted({n.tool_call_id for n in nodes
-                     if n.turn_id is None and n.tool_call_id is not None})
-    for chunk in chunks(direct):
-        for seq, _, kind, _, _, _, data_json, *_ in await store.select(
-                direct_calls(d, len(chunk)), chunk):
-            data = entry_data(data_json, int(seq))
-            if kind == "tool_call.started":
-                tools.setdefault((None, str(data.get("tool_call_id"))), str(data["tool_name"]))
-    node_id = MEMORY_ID if d.name == "postgres" else d.text("node_id")  # as indexed
+    turns = [n.turn_id for n in nodes if n.turn_id is not None]
+    written = await memory_provenance.turn_writes(store.ledger, turns)
+    entries: dict[str, tuple[int, str]] = dict(written.records)  # node id -> (seq, at)
+    tools = dict(written.tools)  # (turn, call id) -> tool name
+    direct = [n.tool_call_id for n in nodes if n.turn_id is None and n.tool_call_id is not None]
+    for call_id, name in (await memory_provenance.direct_call_tools(store.ledger,
+                                                                    direct)).items():
+        tools.setdefault((None, call_id), name)
     for node in nodes:
         if node.turn_id is None:  # a turn's were read above
-            found = await store.select(
-                f"SELECT seq, at FROM audit_log WHERE kind IN {_RECORDS} AND {KIND_INDEXED} "
-                f"AND {node_id} = {d.ph} ORDER BY seq DESC LIMIT 1", (node.id,))
-            if found:
-                entries[node.id] = (int(found[0][0]), str(found[0][1]))
+            found = await memory_provenance.node_record(store.ledger, node.id)
+            if found is not None:
+                entries[node.id] = found
     out = []
     for node in nodes:
         seq, at = entries.get(node.id, (None, None))

@@ -12,8 +12,9 @@ from overt.errors import LedgerError
 from overt.events import Event
 from overt.ledger.base import Entry, Ledger
 from overt.ledger.canonical import digest_text
-from overt.ledger.chain import ENTRY_COLUMNS, body_text, row_to_entry
-from overt.sessions.book import SessionLedger, dialect
+from overt.ledger.chain import body_text
+from overt.ledger.reads import replay, sessions
+from overt.ledger.reads.base import readable
 
 
 class Bodies:
@@ -28,17 +29,10 @@ class Bodies:
         """Read the bodies stored with entries ``first_seq..last_seq`` (kept if each
         hashes to its digest; one that does not is left to :meth:`content`, which
         refuses it)."""
-        if not isinstance(self.ledger, SessionLedger):
+        if not readable(self.ledger):
             return
-        d = dialect(self.ledger)
-        if d.name == "sqlite":  # the rowid range of seq first_seq .. last_seq
-            statement = ("SELECT digest, body FROM content_blobs WHERE key >= "
-                         f"({d.ph} << 20) AND key < (({d.ph} + 1) << 20)")
-        else:
-            statement = (f"SELECT digest, body FROM content_blobs WHERE seq >= {d.ph} "
-                         f"AND seq <= {d.ph}")
         self.held.clear()
-        for digest, body in await self.ledger.select(statement, (first_seq, last_seq)):
+        for digest, body in await replay.bodies_between(self.ledger, first_seq, last_seq):
             text = body_text(body)
             if text is not None and digest_text(text) == digest:
                 self.held[digest] = text
@@ -56,17 +50,9 @@ class Bodies:
 async def turn_entries(ledger: Ledger, turn_ids: Sequence[str]) -> dict[str, list[Entry]]:
     """The entries of each of ``turn_ids``, in order: one read for them all (through
     the turn index) where the ledger offers plain reads, else one per turn."""
-    if not isinstance(ledger, SessionLedger):
+    if not readable(ledger):
         return {t: await ledger.entries(turn_id=t) for t in turn_ids}
-    d = dialect(ledger)
-    out: dict[str, list[Entry]] = {t: [] for t in turn_ids}
-    rows = await ledger.select(
-        f"SELECT {ENTRY_COLUMNS} FROM audit_log WHERE turn_id IN ({d.phs(len(turn_ids))}) "
-        "ORDER BY seq", tuple(turn_ids))
-    for row in rows:
-        entry = row_to_entry(row)
-        out[entry.turn_id or ""].append(entry)
-    return out
+    return await replay.turns_entries(ledger, turn_ids)
 
 
 class ScratchLedger:
@@ -104,12 +90,8 @@ def scratch() -> tuple[ScratchLedger, Ledger]:
     return ledger, cast(Ledger, ledger)
 
 
-async def first_turns(ledger: Ledger, sessions: Sequence[str]) -> dict[str, int]:
+async def first_turns(ledger: Ledger, session_ids: Sequence[str]) -> dict[str, int]:
     """The seq of each session's first ``turn.started`` (a turn at it has no history)."""
-    if not sessions or not isinstance(ledger, SessionLedger):
+    if not session_ids or not readable(ledger):
         return {}
-    d = dialect(ledger)
-    rows = await ledger.select(
-        "SELECT session_id, min(seq) FROM audit_log WHERE kind = 'turn.started' AND "
-        f"session_id IN ({d.phs(len(sessions))}) GROUP BY session_id", tuple(sessions))
-    return {session: int(seq) for session, seq in rows}
+    return await sessions.first_starts(ledger, session_ids)

@@ -13,15 +13,16 @@ import json
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from overt.errors import LedgerIntegrityError, UsageError
-from overt.event_decode import from_entry
+from overt.errors import LedgerIntegrityError
 from overt.events import TurnStarted
 from overt.ledger.canonical import digest_text
-from overt.ledger.chain import body_text, entry_data
-from overt.ledger.sql import POSTGRES, SQLITE, Dialect
-from overt.sessions import queries
+from overt.ledger.chain import body_text
+from overt.ledger.reads import conversations, sessions
+from overt.ledger.reads.base import selecting
+from overt.ledger.reads.conversations import ConversationEntry
+from overt.ledger.reads.sessions import SessionSummary
 from overt.sessions.window import Counter, estimate_tokens, turn_tokens
 from overt.types import Message, ToolCall
 
@@ -32,16 +33,6 @@ actor: the operator, who could read every session then."""
 ANSWERED = frozenset({"completed", "tool_error_streak", "budget_exceeded"})
 """Turn statuses whose exchange joins the history (a turn the model or the ledger
 failed has no answer of the agent's to remember)."""
-
-
-@runtime_checkable
-class SessionLedger(Protocol):
-    """What sessions need of a ledger: its backend's name and plain reads (both
-    built-in ledgers have them)."""
-
-    backend: str
-
-    async def select(self, statement: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,17 +63,6 @@ class HistoryTurn:
     :class:`HistoryReader` is counted once, not once per request it is in."""
 
 
-def _reader(ledger: object) -> SessionLedger:
-    if not isinstance(ledger, SessionLedger):
-        raise UsageError(f"{type(ledger).__name__} offers no reads (backend, select): "
-                         "sessions cannot be read back from it")
-    return ledger
-
-
-def dialect(ledger: SessionLedger) -> Dialect:
-    return SQLITE if ledger.backend == "sqlite" else POSTGRES
-
-
 def flatten(turns: Sequence[HistoryTurn]) -> list[Message]:
     """The messages of ``turns``, in order (a conversation to show or export)."""
     return [m for turn in turns for m in turn.messages]
@@ -103,13 +83,12 @@ def _checked(body: Any, digest: Any, seq: Any) -> str | None:
     return text
 
 
-def _info(row: Sequence[Any], legacy_owner: str) -> SessionInfo:
-    first = from_entry(TurnStarted.kind, entry_data(row[5], row[4]), session_id=row[0],
-                       expect=TurnStarted)
-    return SessionInfo(session_id=row[0], source=first.source,
-                       owner=first.actor or legacy_owner, turns=int(row[1]),
-                       started_at=row[2], last_at=row[3],
-                       title_digest=first.message_digest, first_seq=int(row[4]))
+def _info(summary: SessionSummary, legacy_owner: str) -> SessionInfo:
+    first = summary.first
+    return SessionInfo(session_id=summary.session_id, source=first.source,
+                       owner=first.actor or legacy_owner, turns=summary.turns,
+                       started_at=summary.started_at, last_at=summary.last_at,
+                       title_digest=first.message_digest, first_seq=summary.first_seq)
 
 
 async def session_info(ledger: object, session_id: str, *,
@@ -119,9 +98,8 @@ async def session_info(ledger: object, session_id: str, *,
     Raises:
         LedgerError: the ledger could not be read.
     """
-    reader = _reader(ledger)
-    rows = await reader.select(queries.session(dialect(reader)), (session_id,))
-    return _info(rows[0], legacy_owner) if rows else None
+    summary = await sessions.session_summary(ledger, session_id)
+    return _info(summary, legacy_owner) if summary is not None else None
 
 
 async def session_owner(ledger: object, session_id: str, *,
@@ -132,14 +110,8 @@ async def session_owner(ledger: object, session_id: str, *,
     Raises:
         LedgerError: the ledger could not be read.
     """
-    reader = _reader(ledger)
-    rows = await reader.select(queries.first_turn(dialect(reader)), (session_id,))
-    if not rows or rows[0][1] != TurnStarted.kind:
-        return None
-    seq, _, data = rows[0]
-    first = from_entry(TurnStarted.kind, entry_data(data, seq), session_id=session_id,
-                       expect=TurnStarted)
-    return first.actor or legacy_owner
+    first = await sessions.session_opening(ledger, session_id)
+    return None if first is None else first.actor or legacy_owner
 
 
 async def list_sessions(ledger: object, *, owner: str | None = None,
@@ -165,22 +137,15 @@ async def list_sessions(ledger: object, *, owner: str | None = None,
         return []
     if text is not None:
         text = text.replace("\x00", "")
-    params: list[Any] = []
-    if owner is not None:
-        params += [legacy_owner, owner]
-    for value in (source, since, until, text):
-        if value is not None:
-            params.append(value)
-    params.append(int(limit))
-    reader = _reader(ledger)
-    statement = queries.sessions(dialect(reader), by_owner=owner is not None,
-                                 by_source=source is not None, since=since is not None,
-                                 until=until is not None, text=text is not None)
-    return [_info(row, legacy_owner) for row in await reader.select(statement, tuple(params))]
+    found = await sessions.session_summaries(ledger, legacy_owner=legacy_owner, owner=owner,
+                                             source=source, since=since, until=until,
+                                             text=text, limit=limit)
+    return [_info(summary, legacy_owner) for summary in found]
 
 
-Row = tuple[Any, ...]
-"""One conversation entry as :func:`overt.sessions.queries.conversation` reads it."""
+Row = ConversationEntry
+"""One conversation entry as :func:`overt.ledger.reads.conversations.conversation`
+reads it."""
 
 
 async def session_history(ledger: object, session_id: str, *,
@@ -199,9 +164,8 @@ async def session_history(ledger: object, session_id: str, *,
         UsageError: ``ledger`` has no plain reads (a ledger of a third party's
             that does not offer ``select``): no history can be rebuilt from it.
     """
-    reader = _reader(ledger)
-    rows = await reader.select(queries.conversation(dialect(reader)), (session_id, -1))
-    return fold(rows, before_turn=before_turn)
+    return fold(await conversations.conversation(ledger, session_id),
+                before_turn=before_turn)
 
 
 def fold(rows: Sequence[Row], *, before_turn: str | None = None) -> list[HistoryTurn]:
@@ -381,8 +345,8 @@ class HistoryReader:
     """
 
     def __init__(self, ledger: object, *, size: int = 256) -> None:
-        self._ledger = _reader(ledger)
-        self._d = dialect(self._ledger)
+        selecting(ledger)  # a ledger it cannot read is refused now, not at the first turn
+        self._ledger = ledger
         self._size = size
         self._kept: OrderedDict[str, _Read] = OrderedDict()
 
@@ -398,8 +362,8 @@ class HistoryReader:
         """
         kept = self._kept.pop(session_id, None)
         if kept is not None:
-            rows = await self._ledger.select(queries.conversation_since(self._d),
-                                             (session_id, kept.first, session_id, kept.head))
+            rows = await conversations.conversation_since(self._ledger, session_id,
+                                                          kept.first, kept.head)
             if kept.first < 0 or (rows and int(rows[0][0]) == kept.first):
                 kept.add(rows[1:] if kept.first >= 0 else rows)
             else:  # the oldest entry held is gone (a prune): read the session again
@@ -418,13 +382,12 @@ class HistoryReader:
         """The session read from its end: all of it, or (``tokens``) pages of entries
         (:data:`FIRST_PAGE`) until the turns read hold ``tokens``."""
         if tokens is None:
-            return _Read.of(await self._ledger.select(queries.conversation(self._d),
-                                                      (session_id, -1)))
+            return _Read.of(await conversations.conversation(self._ledger, session_id))
         rows: list[Row] = []
         before, limit = 1 << 62, FIRST_PAGE
         while True:
-            page = await self._ledger.select(queries.conversation_before(self._d),
-                                             (session_id, before, limit))
+            page = await conversations.conversation_before(self._ledger, session_id,
+                                                           before, limit)
             rows[:0] = reversed(page)
             read = _Read.of(rows)
             held = _weight(read.conversation.turns(), count)

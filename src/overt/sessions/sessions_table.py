@@ -13,18 +13,21 @@ a page costs what its rows and their sessions hold, not what the ledger holds.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal
 
 from overt.errors import UsageError
-from overt.ledger.chain import entry_data
-from overt.ledger.sql import POSTGRES, SQLITE, Dialect, failure_condition
-from overt.sessions.book import LEGACY_OWNER, SessionInfo, _reader
-from overt.sessions.failures import newest_failures
+from overt.ledger.reads import session_rows
+from overt.ledger.reads.failures import failure_counts, newest_failures
+from overt.ledger.reads.session_rows import SessionStart, SessionSums
+from overt.sessions.book import LEGACY_OWNER, SessionInfo
 
 SessionOrder = Literal["newest", "oldest", "errors"]
 SESSION_ORDERS: tuple[SessionOrder, ...] = ("newest", "oldest", "errors")
+NOTHING = SessionSums(0, None, 0.0, 0.0, 0)
+"""The sums of a session none of whose turn entries is left (a prune removed them
+after its row was read)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,36 +55,6 @@ class SessionRow:
                            self.started_at, self.last_at, self.title_digest, self.first_seq)
 
 
-def _dialect(ledger: Any) -> Dialect:
-    return SQLITE if getattr(ledger, "backend", "sqlite") == "sqlite" else POSTGRES
-
-
-def _first(d: Dialect, alias: str) -> str:
-    """Whether the entry ``alias`` is the first of its session."""
-    return (f"{alias}.seq = (SELECT min(p.seq) FROM audit_log p "
-            f"WHERE p.session_id = {alias}.session_id)")
-
-
-def _filters(d: Dialect, source: str | None, owner: str | None,
-             sessions: Collection[str] | None, since: str | None, legacy_owner: str,
-             params: list[Any]) -> str:
-    where = ""
-    if source is not None:
-        where += f" AND {d.text('source', 's.data')} = {d.ph}"
-        params.append(source)
-    if owner is not None:
-        where += f" AND coalesce(nullif({d.text('actor', 's.data')}, ''), {d.ph}) = {d.ph}"
-        params.extend([legacy_owner, owner])
-    if sessions is not None:
-        listed = sorted(sessions) or [""]
-        where += f" AND s.session_id IN ({d.phs(len(listed))})"
-        params.extend(listed)
-    if since is not None:
-        where += f" AND s.at >= {d.ph}"
-        params.append(since)
-    return where
-
-
 async def list_session_rows(ledger: object, *, order: SessionOrder = "newest",
                             after: int | None = None, source: str | None = None,
                             owner: str | None = None, sessions: Collection[str] | None = None,
@@ -101,51 +74,35 @@ async def list_session_rows(ledger: object, *, order: SessionOrder = "newest",
         raise UsageError(f"a page holds at least one session, not {limit}")
     if any("\x00" in v for v in (source, owner, since) if v):
         return []
-    reader = _reader(ledger)
-    d = _dialect(ledger)
     if order == "errors":
-        rows = await _errors(reader, d, after, source, owner, sessions, since, limit,
+        rows = await _errors(ledger, after, source, owner, sessions, since, limit,
                              legacy_owner)
     else:
-        params: list[Any] = []
-        where = _filters(d, source, owner, sessions, since, legacy_owner, params)
-        if after is not None:
-            where += f" AND s.seq {'<' if order == 'newest' else '>'} {d.ph}"
-            params.append(after)
-        direction = "DESC" if order == "newest" else "ASC"
-        found = await reader.select(
-            f"SELECT s.seq, s.session_id, s.at, s.data FROM audit_log s "
-            f"WHERE s.kind = 'turn.started' AND s.session_id IS NOT NULL{where} "
-            f"AND {_first(d, 's')} ORDER BY s.seq {direction} LIMIT {d.ph}",
-            [*params, int(limit)])
-        rows = [_row(r, legacy_owner, int(r[0])) for r in found]
+        found = await session_rows.session_starts(
+            ledger, order=order, after=after, legacy_owner=legacy_owner, source=source,
+            owner=owner, sessions=sessions, since=since, limit=limit)
+        rows = [_row(start, legacy_owner, start.seq) for start in found]
     return await summed(ledger, rows)
 
 
-async def _errors(reader: Any, d: Dialect, after: int | None, source: str | None,
+async def _errors(ledger: object, after: int | None, source: str | None,
                   owner: str | None, sessions: Collection[str] | None, since: str | None,
                   limit: int, legacy_owner: str) -> list[SessionRow]:
     rows: list[SessionRow] = []
-    async for seq, session_id in newest_failures(reader, d, "session_id", after, limit):
-        params: list[Any] = []
-        where = _filters(d, source, owner, sessions, since, legacy_owner, params)
-        picked = await reader.select(
-            f"SELECT s.seq, s.session_id, s.at, s.data FROM audit_log s WHERE "
-            f"s.session_id = {d.ph} AND s.kind = 'turn.started'{where} "
-            f"AND {_first(d, 's')}", [session_id, *params])
-        if picked:
-            rows.append(_row(picked[0], legacy_owner, seq))
+    async for seq, session_id in newest_failures(ledger, "session_id", after, limit):
+        picked = await session_rows.session_start(
+            ledger, session_id, legacy_owner=legacy_owner, source=source, owner=owner,
+            sessions=sessions, since=since)
+        if picked is not None:
+            rows.append(_row(picked, legacy_owner, seq))
             if len(rows) == limit:
                 break
     return rows
 
 
-def _row(r: Sequence[Any], legacy_owner: str, key: int) -> SessionRow:
-    seq, session_id, at, data = r
-    started = entry_data(data, int(seq))
-    return SessionRow(session_id, str(started.get("source", "")),
-                      str(started.get("actor") or legacy_owner), at, int(seq),
-                      started.get("message_digest"), key=key)
+def _row(start: SessionStart, legacy_owner: str, key: int) -> SessionRow:
+    return SessionRow(start.session_id, start.source, start.actor or legacy_owner,
+                      start.started_at, start.seq, start.message_digest, key=key)
 
 
 async def summed(ledger: object, rows: list[SessionRow]) -> list[SessionRow]:
@@ -157,26 +114,15 @@ async def summed(ledger: object, rows: list[SessionRow]) -> list[SessionRow]:
     """
     if not rows:
         return rows
-    reader = _reader(ledger)
-    d = _dialect(ledger)
-    listed = sorted({r.session_id for r in rows})
-    done = "kind = 'turn.completed'"
-    sums = {r[0]: r[1:] for r in await reader.select(
-        f"SELECT session_id, sum(CASE WHEN kind = 'turn.started' THEN 1 ELSE 0 END), "
-        f"max(at), sum(CASE WHEN {done} THEN {d.number('cost_usd')} END), "
-        f"sum(CASE WHEN {done} THEN {d.number('duration_ms')} END), "
-        f"sum(CASE WHEN {done} THEN {d.number('tool_calls')} END) FROM audit_log "
-        f"WHERE session_id IN ({d.phs(len(listed))}) AND kind IN "
-        "('turn.started', 'turn.completed') GROUP BY session_id", listed)}
-    failures = {s: int(n) for s, n in await reader.select(
-        f"SELECT session_id, count(*) FROM audit_log WHERE session_id IN "
-        f"({d.phs(len(listed))}) AND ({failure_condition(d)}) GROUP BY session_id", listed)}
+    listed = [r.session_id for r in rows]
+    sums = await session_rows.session_sums(ledger, listed)
+    failures = await failure_counts(ledger, "session_id", listed)
     out = []
     for r in rows:
-        turns, last, cost, duration, calls = sums.get(r.session_id, (0, r.started_at, 0, 0, 0))
-        out.append(replace(r, turns=int(turns or 0), last_at=last or r.started_at,
-                           cost_usd=float(cost or 0), duration_ms=float(duration or 0),
-                           tool_calls=int(calls or 0),
+        found = sums.get(r.session_id, NOTHING)
+        out.append(replace(r, turns=found.turns, last_at=found.last_at or r.started_at,
+                           cost_usd=found.cost_usd, duration_ms=found.duration_ms,
+                           tool_calls=found.tool_calls,
                            failures=failures.get(r.session_id, 0)))
     return out
 

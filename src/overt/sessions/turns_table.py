@@ -22,21 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from overt.errors import UsageError
-from overt.ledger.chain import entry_data
-from overt.ledger.sql import (
-    POSTGRES,
-    SQLITE,
-    Dialect,
-    failure_condition,
-    turn_value,
-)
-from overt.sessions.book import _reader
-from overt.sessions.failures import newest_failures
+from overt.ledger.reads import turns
+from overt.ledger.reads.failures import failure_counts, newest_failures
+from overt.ledger.reads.turns import TurnRecord
 
 Order = Literal["newest", "oldest", "errors", "cost", "duration"]
 ORDERS: tuple[Order, ...] = ("newest", "oldest", "errors", "cost", "duration")
@@ -98,38 +91,6 @@ class Cursor:
         return cursor
 
 
-def _dialect(ledger: Any) -> Dialect:
-    return SQLITE if getattr(ledger, "backend", "sqlite") == "sqlite" else POSTGRES
-
-
-_COLUMNS = "s.seq, s.turn_id, s.session_id, s.at, s.data, c.seq, c.data"
-
-
-def _completed(d: Dialect) -> str:
-    return ("LEFT JOIN audit_log c ON c.turn_id = s.turn_id AND c.kind = 'turn.completed' "
-            "AND c.seq > s.seq")
-
-
-def _filters(d: Dialect, source: str | None, actor: str | None,
-             sessions: Collection[str] | None, since: str | None,
-             params: list[Any]) -> str:
-    where = ""
-    if source is not None:
-        where += f" AND {d.text('source', 's.data')} = {d.ph}"
-        params.append(source)
-    if actor is not None:
-        where += f" AND {d.text('actor', 's.data')} = {d.ph}"
-        params.append(actor)
-    if sessions is not None:
-        listed = sorted(sessions) or [""]
-        where += f" AND s.session_id IN ({d.phs(len(listed))})"
-        params.extend(listed)
-    if since is not None:
-        where += f" AND s.at >= {d.ph}"
-        params.append(since)
-    return where
-
-
 async def list_turns(ledger: object, *, order: Order = "newest", after: Cursor | None = None,
                      source: str | None = None, actor: str | None = None,
                      sessions: Collection[str] | None = None, since: str | None = None,
@@ -148,67 +109,36 @@ async def list_turns(ledger: object, *, order: Order = "newest", after: Cursor |
         raise UsageError(f"a page holds at least one turn, not {limit}")
     if any("\x00" in v for v in (source, actor, since) if v):
         return []
-    reader = _reader(ledger)
-    d = _dialect(ledger)
     if order == "errors":
-        return await _errors(reader, d, after, source, actor, sessions, since, limit)
-    params: list[Any] = []
-    where = _filters(d, source, actor, sessions, since, params)
-    if order in ("newest", "oldest"):
-        if after is not None:
-            where += f" AND s.seq {'<' if order == 'newest' else '>'} {d.ph}"
-            params.append(after.seq)
-        direction = "DESC" if order == "newest" else "ASC"
-        statement = (f"SELECT {_COLUMNS} FROM audit_log s {_completed(d)} "
-                     f"WHERE s.kind = 'turn.started'{where} ORDER BY s.seq {direction} "
-                     f"LIMIT {d.ph}")
-    else:
-        value = turn_value(d, "cost_usd" if order == "cost" else "duration_ms", "c")
-        if since is not None:  # still walked on the value's index, the time a filter
-            where += f" AND c.at >= {d.ph}"
-            params.append(since)
-        if after is not None:
-            where += f" AND ({value}, c.seq) < ({d.ph}, {d.ph})"
-            params.extend([after.value, after.seq])
-        statement = (f"SELECT {_COLUMNS} FROM audit_log c JOIN audit_log s ON "
-                     f"s.turn_id = c.turn_id AND s.kind = 'turn.started' AND s.seq < c.seq "
-                     f"WHERE c.kind = 'turn.completed'{where} "
-                     f"ORDER BY {value} DESC, c.seq DESC LIMIT {d.ph}")
-    params.append(int(limit))
-    rows = [_row(r, order) for r in await reader.select(statement, params)]
-    return await _counted(reader, d, rows)
+        return await _errors(ledger, after, source, actor, sessions, since, limit)
+    found = await turns.turn_records(
+        ledger, order=order, after=(after.value, after.seq) if after is not None else None,
+        source=source, actor=actor, sessions=sessions, since=since, limit=limit)
+    return await _counted(ledger, [_row(r, order) for r in found])
 
 
-async def _errors(reader: Any, d: Dialect, after: Cursor | None, source: str | None,
+async def _errors(ledger: object, after: Cursor | None, source: str | None,
                   actor: str | None, sessions: Collection[str] | None, since: str | None,
                   limit: int) -> list[TurnRow]:
     """Turns with a failure, each at its newest failure, newest first (see module)."""
     rows: list[TurnRow] = []
     before = after.seq if after is not None else None
-    async for seq, turn_id in newest_failures(reader, d, "turn_id", before, limit):
-        params: list[Any] = []
-        where = _filters(d, source, actor, sessions, since, params)
-        picked = await reader.select(
-            f"SELECT {_COLUMNS} FROM audit_log s {_completed(d)} WHERE s.turn_id = "
-            f"{d.ph} AND s.kind = 'turn.started'{where} ORDER BY s.seq LIMIT 1",
-            [turn_id, *params])
-        if picked:
-            rows.append(_keyed(_row(picked[0], "errors"), seq))
+    async for seq, turn_id in newest_failures(ledger, "turn_id", before, limit):
+        picked = await turns.turn_record(ledger, turn_id, source=source, actor=actor,
+                                         sessions=sessions, since=since)
+        if picked is not None:
+            rows.append(_keyed(_row(picked, "errors"), seq))
             if len(rows) == limit:
                 break
-    return await _counted(reader, d, rows)
+    return await _counted(ledger, rows)
 
 
-async def _counted(reader: Any, d: Dialect, rows: list[TurnRow]) -> list[TurnRow]:
+async def _counted(ledger: object, rows: list[TurnRow]) -> list[TurnRow]:
     """``rows`` with their failures counted (one read for the page, by the turns'
     index)."""
     if not rows:
         return rows
-    listed = sorted({r.turn_id for r in rows})
-    found = await reader.select(
-        f"SELECT turn_id, count(*) FROM audit_log WHERE turn_id IN ({d.phs(len(listed))}) "
-        f"AND ({failure_condition(d)}) GROUP BY turn_id", listed)
-    counts = {t: int(n) for t, n in found}
+    counts = await failure_counts(ledger, "turn_id", [r.turn_id for r in rows])
     return [dataclasses.replace(r, failures=counts.get(r.turn_id, 0)) for r in rows]
 
 
@@ -216,16 +146,10 @@ def _keyed(row: TurnRow, seq: int) -> TurnRow:
     return dataclasses.replace(row, key=(0.0, seq))
 
 
-def _row(r: Sequence[Any], order: Order) -> TurnRow:
-    seq, turn_id, session_id, at, data, done_seq, done = r
-    started = entry_data(data, int(seq))
-    ended = entry_data(done, int(done_seq)) if done is not None else {}
-    cost, duration = ended.get("cost_usd"), ended.get("duration_ms")
-    value = (cost if order == "cost" else duration if order == "duration" else 0.0) or 0.0
-    key_seq = int(done_seq) if order in ("cost", "duration") else int(seq)
-    return TurnRow(int(seq), turn_id, session_id or None, at, str(started.get("source", "")),
-                   str(started.get("actor", "")), str(started.get("model", "")),
-                   ended.get("status"), ended.get("error_type"), cost, duration,
-                   ended.get("input_tokens"), ended.get("output_tokens"),
-                   ended.get("tool_calls"), started.get("message_digest"),
-                   (float(value), key_seq))
+def _row(r: TurnRecord, order: Order) -> TurnRow:
+    value = (r.cost_usd if order == "cost" else r.duration_ms if order == "duration"
+             else 0.0) or 0.0
+    key_seq = r.done_seq if order in ("cost", "duration") and r.done_seq is not None else r.seq
+    return TurnRow(r.seq, r.turn_id, r.session_id, r.started_at, r.source, r.actor, r.model,
+                   r.status, r.error_type, r.cost_usd, r.duration_ms, r.input_tokens,
+                   r.output_tokens, r.tool_calls, r.message_digest, (float(value), key_seq))

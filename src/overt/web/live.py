@@ -29,7 +29,6 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
@@ -37,8 +36,8 @@ from starlette.responses import Response, StreamingResponse
 
 from overt.errors import LedgerClosed, OvertError
 from overt.ledger.base import Entry, Ledger
-from overt.ledger.chain import ENTRY_COLUMNS, row_to_entry
 from overt.ledger.notify import Backoff
+from overt.ledger.reads import web
 from overt.sessions.access import SessionAccess
 from overt.sessions.turns_table import Cursor, list_turns
 from overt.web.auth import Login
@@ -141,7 +140,6 @@ class LiveHub:
         self._views: OrderedDict[str, asyncio.Future[TurnView | None]] = OrderedDict()
         self._owners: dict[str, str | None] = {}
         self._bodies: OrderedDict[str, str | None] = OrderedDict()
-        self._placeholder = "?"
 
     @property
     def listeners(self) -> int:
@@ -165,25 +163,21 @@ class LiveHub:
                 self._views.clear()
 
     async def head(self) -> int:
-        rows = await self._select("SELECT max(seq) FROM audit_log", ())
-        return int(rows[0][0] or 0) if rows else 0
+        """The seq of the newest entry (0: none).
+
+        Raises:
+            UsageError: the ledger offers no reads of its tables (the cockpit needs
+                the SQLite or PostgreSQL ledger).
+        """
+        return await web.head(self.ledger)
 
     async def after(self, seq: int, limit: int = BATCH) -> list[Entry]:
-        """The entries appended past ``seq``, oldest first (at most ``limit``)."""
-        rows = await self._select(f"SELECT {ENTRY_COLUMNS} FROM audit_log WHERE seq > "
-                                  f"{self._ph()} ORDER BY seq LIMIT {int(limit)}", (seq,))
-        return [row_to_entry(r) for r in rows]
+        """The entries appended past ``seq``, oldest first (at most ``limit``).
 
-    def _ph(self) -> str:
-        return "?" if getattr(self.ledger, "backend", "sqlite") == "sqlite" else "%s"
-
-    async def _select(self, statement: str, params: tuple[Any, ...]) -> list[Any]:
-        select = getattr(self.ledger, "select", None)
-        if select is None:
-            raise OvertError(f"{type(self.ledger).__name__} offers no reads: the cockpit "
-                             "needs the SQLite or PostgreSQL ledger")
-        rows: list[Any] = await select(statement, params)
-        return rows
+        Raises:
+            UsageError: as :meth:`head`.
+        """
+        return await web.entries_after(self.ledger, seq, limit)
 
     async def _follow(self, last: int) -> None:
         wait = Backoff(floor_s=0.05, ceiling_s=self.ceiling_s)

@@ -79,7 +79,7 @@ def _said(field: str, value: str) -> str:
 
 _TAGS = ("('zk' || lower(p_kind COLLATE \"C\") || ' za' || translate(left(encode(sha256("
          "convert_to(p_actor, 'UTF8')), 'hex'), 24), '0123456789abcdef', 'abcdefghijklmnop'))")
-"""SQL: :func:`overt.memory.search_sql.tags` of ``p_kind`` and ``p_actor`` (node kinds
+"""SQL: :func:`overt.ledger.reads.memory_search.tags` of ``p_kind`` and ``p_actor`` (node kinds
 are ASCII: :mod:`overt.memory.kinds`)."""
 
 

@@ -12,7 +12,7 @@ link keeps pointing at a node across its revisions. Retracting a link is a row
 of ``memory_link_retractions`` (one per link).
 
 ``search_tags`` holds one word for the node's kind and one for its actor (see
-:func:`overt.memory.search_sql.tags`), indexed with the text, so a search within
+:func:`overt.ledger.reads.memory_search.tags`), indexed with the text, so a search within
 one actor's memory or one kind is narrowed inside the full-text index instead
 of ranking every match and filtering afterwards. They weigh nothing in the
 ranking.

@@ -23,7 +23,7 @@ one partition's index and rows. Its ``search`` is the vector
 ``memory_nodes.search`` was (title weight A, body B, tags D) plus each of the
 title's words marked, ``^word`` (no position), so that the nodes with a query
 word in their title can be found in the index alone (see
-:mod:`overt.memory.search_sql`). A trigger on ``memory_nodes`` adds the row and
+:mod:`overt.ledger.reads.memory_search`). A trigger on ``memory_nodes`` adds the row and
 deletes the superseded revision's row. The GIN indexes do not use
 ``fastupdate``: its pending list is read through by every search until a vacuum
 empties it. ``memory_nodes.search`` and its GIN index are dropped.
@@ -157,7 +157,7 @@ def sqlite_v8() -> str:
     ``bm25`` sees each node as ``-3`` tokens long against the average length it
     still keeps (the index's totals). Its saturation constant becomes
     ``k1 * (1 - b + b * -3 / avgdl)``, the same for every node, and
-    :func:`overt.memory.search_sql.sqlite_weights` scales the column weights by
+    :func:`overt.ledger.reads.memory_search.sqlite_weights` scales the column weights by
     it so that the score is exactly BM25 with ``k1 = 1.2`` and no length
     normalisation (``b = 0``), as PostgreSQL's ``ts_rank`` has none either.
 
@@ -182,7 +182,7 @@ def sqlite_prefix() -> str:
     word's first three characters (FTS5's ``prefix='3'``).
 
     ``node_search`` matches a word the memory does not hold whole as a prefix
-    (:mod:`overt.memory.search_sql`). Without that index FTS5 merges the lists of
+    (:mod:`overt.ledger.reads.memory_search`). Without that index FTS5 merges the lists of
     every indexed word that begins so, over all actors, before the actor's rowid
     range narrows them, several times slower on the 100,000-node benchmark
     (``bench_memory``) than with the index.

@@ -4,9 +4,9 @@ The word index (migrations 7, 8, 13) finds whole words and word beginnings; a
 fragment from inside a word (``kron`` in ``Isokron``, ``サーバー`` in
 ``東京のサーバー``, which has no spaces to split on) is found through an index of
 every three characters of each node's title and body. Word matches still rank
-first: :mod:`overt.memory.search_sql` asks this index only for the places the
+first: :mod:`overt.ledger.reads.memory_search` asks this index only for the places the
 word matches leave in a result, and only with fragments of three characters or
-more (see :func:`overt.memory.search_sql.fragments`).
+more (see :func:`overt.ledger.reads.memory_search.fragments`).
 
 SQLite: a contentless FTS5 table, ``memory_trigrams`` (``tokenize='trigram'``,
 case-insensitive; title, body and the node's ``search_tags``, so a kind narrows

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from overt.errors import ExtraMissingError, LedgerIntegrityError
-from overt.event_decode import from_entry
 from overt.events import LedgerCheckpointed
-from overt.ledger import sql
-from overt.ledger.chain import entry_data
 from overt.ledger.checkpoints import Checkpoint
+from overt.ledger.reads import web
+from overt.ledger.reads.base import readable
 from overt.ledger.signing import DASH, PublicKey
 
 KIND = "ledger.checkpoint"
@@ -41,12 +40,6 @@ class Newest:
     why: str
 
 
-def newest_statement(d: sql.Dialect) -> str:
-    """The newest checkpoint entry: (seq, data). One parameter, the kind."""
-    return (f"SELECT seq, data FROM audit_log WHERE {sql.of_kinds(d, [KIND])} "
-            "ORDER BY seq DESC LIMIT 1")
-
-
 async def newest(ledger: Any, key: PublicKey | None) -> Newest | None:
     """The newest checkpoint of ``ledger`` checked with ``key``; ``None`` when the
     ledger holds none (or offers no reads).
@@ -55,17 +48,14 @@ async def newest(ledger: Any, key: PublicKey | None) -> Newest | None:
         LedgerError: the ledger could not be read, or the entry is not JSON.
         EventDecodeError: the entry lacks a field a checkpoint has.
     """
-    select = getattr(ledger, "select", None)
-    if select is None:
+    if not readable(ledger):
         return None
-    d = sql.SQLITE if getattr(ledger, "backend", "sqlite") == "sqlite" else sql.POSTGRES
-    rows = await select(newest_statement(d), (KIND,))
-    if not rows:
+    entry = await web.newest_of_kind(ledger, KIND)
+    if entry is None:
         return None
-    seq, data = rows[0]
-    event = from_entry(KIND, entry_data(data, seq), expect=LedgerCheckpointed)
+    event = entry.event(LedgerCheckpointed)
     verdict, why = check(event, key)
-    return Newest(int(seq), event, verdict, why)
+    return Newest(entry.seq, event, verdict, why)
 
 
 def check(event: LedgerCheckpointed, key: PublicKey | None) -> tuple[Verdict, str]:

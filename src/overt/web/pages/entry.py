@@ -12,8 +12,7 @@ import json
 from starlette.requests import Request
 from starlette.responses import Response
 
-from overt.ledger.chain import row_to_entry
-from overt.ledger.checkpoints import dialect
+from overt.ledger.reads import web
 from overt.runtime import Runtime
 from overt.web import readable
 from overt.web.auth import Login
@@ -37,13 +36,10 @@ class EntryPage:
                         capability=None, message=f"{text!r} is not an entry number: "
                         "entries are numbered 1, 2, 3 …")
         seq = int(text)
-        rows = await self.runtime.ledger.select(  # type: ignore[attr-defined]
-            "SELECT seq, id, kind, at, turn_id, session_id, data, prev_hash, hash FROM "
-            f"audit_log WHERE seq = {dialect(self.runtime.ledger).ph}", (seq,))
-        if not rows:
+        entry = await web.entry_at(self.runtime.ledger, seq)
+        if entry is None:
             return page("denied.html", viewer, login, active="ledger", status=404,
                         capability=None, message=NO_ENTRY)
-        entry = row_to_entry(rows[0])
 
         return page("entry.html", viewer, login, active="ledger", entry=entry,
                     data=readable.body(json.dumps(entry.data, ensure_ascii=False)))

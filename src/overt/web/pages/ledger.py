@@ -18,7 +18,6 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -26,6 +25,8 @@ from starlette.responses import RedirectResponse, Response
 from overt.clock import now_iso
 from overt.errors import OvertError
 from overt.ledger.base import VerifyReport
+from overt.ledger.reads import web
+from overt.ledger.reads.base import readable
 from overt.ledger.signing import PublicKey
 from overt.runtime import Runtime
 from overt.web.auth import Login
@@ -76,11 +77,9 @@ class LedgerPage:
         self._task: asyncio.Task[None] | None = None
 
     async def _count(self) -> tuple[int, int]:
-        select = getattr(self.runtime.ledger, "select", None)
-        if select is None:
+        if not readable(self.runtime.ledger):  # a ledger of a third party's: nothing to count
             return 0, 0
-        rows: list[Any] = await select("SELECT count(*), max(seq) FROM audit_log")
-        return int(rows[0][0] or 0), int(rows[0][1] or 0)
+        return await web.size(self.runtime.ledger)
 
     async def page(self, request: Request, viewer: Viewer, login: Login) -> Response:
         if not viewer.may(LEDGER):
