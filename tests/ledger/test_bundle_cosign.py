@@ -20,10 +20,11 @@ from overt.ledger.checkpoints import Checkpoint
 from overt.ledger.signing import read_public
 from overt.witness.client import cosignatures_path
 from overt.witness.notes import WitnessSigner
+from tests import needs
 from tests.ledger.bundle_helpers import VERIFIER, Operator, flipped, load, one_turn, session
 from tests.ledger.bundle_helpers import standalone_many as _many
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 
 class Witnesses:

@@ -20,6 +20,7 @@ from overt.telemetry.exporters import make_span_exporter, span_json
 from overt.telemetry.spans import at_ns, export_otel, otel_spans, spans_from_entries
 from overt.tools.base import tool
 from overt.types import ModelResponse, ToolCall, Usage
+from tests import needs
 from tests.conftest import RuntimeFactory, cli_message, run
 
 SECRET = "SECRET-MARKER-7f3a"
@@ -44,7 +45,7 @@ def tool_turn(tool_name: str = "get_usage", call_id: str = "call-1",
 
 @pytest.fixture
 def memory() -> Any:
-    module = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
+    module = needs.module("opentelemetry.sdk.trace.export.in_memory_span_exporter")
     return module.InMemorySpanExporter()
 
 
@@ -352,7 +353,7 @@ def test_missing_otel_packages_raise_an_error_naming_the_extra(
 def test_spans_are_sent_as_otlp_protobuf_to_the_given_endpoint(
     make_runtime: RuntimeFactory, ledger: SqliteLedger, memory: Any
 ) -> None:
-    pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    needs.module("opentelemetry.exporter.otlp.proto.http.trace_exporter")
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (

@@ -15,14 +15,15 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("openai", reason="the openai SDK is not installed: pip install 'overt[openai]'")
-
 from overt.engine.answer_stream import AnswerDelta, AnswerEvent
 from overt.errors import ModelOutputError
 from overt.ledger.base import Ledger
 from overt.models.openai_compat import OpenAICompatModel
 from overt.types import Message, ModelRequest, ModelResponse
+from tests import needs
 from tests.conftest import RuntimeFactory, cli_message, run
+
+needs.module("openai", reason="the openai SDK is not installed: pip install 'overt[openai]'")
 
 Reply = tuple[str, bytes]  # content type, the bytes sent before the connection closes
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-import pytest
-
 from overt.ledger import merkle
 from overt.ledger.signing import PrivateKey, sign_note, write_keys
 from overt.witness.notes import WitnessKey, verify_cosignature
+from tests import needs
 from tests.witness.processes import overt, post, start_witness
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 ORIGIN = "log.example/serve"
 

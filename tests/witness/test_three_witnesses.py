@@ -15,11 +15,12 @@ import pytest
 from overt.cli.main import main
 from overt.ledger import checkpoints, open_ledger, signing
 from overt.witness.client import read_cosignatures
+from tests import needs
 from tests.conftest import run
 from tests.ledger.proofs_helpers import add_turns
 from tests.witness.processes import Witness, overt, post, start_witness
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 
 def _config(path: Path, private: Path, witness_dir: Path, witnesses: list[Witness]) -> Path:
