@@ -42,6 +42,7 @@ MALFORMED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reply", MALFORMED.values(), ids=list(MALFORMED))
 def test_a_malformed_response_ends_the_turn_as_a_model_error_on_the_record(
         ledger: Ledger, make_runtime: RuntimeFactory, reply: object) -> None:

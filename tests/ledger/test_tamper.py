@@ -388,6 +388,7 @@ def test_truncate_the_tail_is_detected_against_the_checkpoint(
     assert code == EXIT_VERIFY and "its tail was cut" in out
 
 
+@pytest.mark.slow
 def test_rehash_the_whole_chain_is_detected_against_the_checkpoint(
     make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
     capsys: pytest.CaptureFixture[str]
@@ -403,6 +404,7 @@ def test_rehash_the_whole_chain_is_detected_against_the_checkpoint(
     assert code == EXIT_VERIFY and "re-computed" in out
 
 
+@pytest.mark.slow
 def test_forge_a_prune_is_detected_against_the_checkpoint(
     make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
     capsys: pytest.CaptureFixture[str]
@@ -525,6 +527,7 @@ def hand_made_proof(forged: tuple[Any, ...], leaves: list[bytes], note: str,
     return proofs.dump(proof).encode()
 
 
+@pytest.mark.slow
 def test_plant_a_merkle_tile_is_never_signed_and_is_detected_naming_the_tile(
     make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
     capsys: pytest.CaptureFixture[str]
@@ -591,6 +594,7 @@ def delete_through(raw: Raw, through: int) -> None:
         raw.execute(f"DELETE FROM {table} WHERE seq <= {through}")
 
 
+@pytest.mark.slow
 def test_a_forged_seal_is_never_signed_by_the_next_prune_and_is_detected(
     make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
     capsys: pytest.CaptureFixture[str]
@@ -617,6 +621,7 @@ def test_a_forged_seal_is_never_signed_by_the_next_prune_and_is_detected(
     assert code == EXIT_VERIFY and "FAILED against the signed checkpoints" in out
 
 
+@pytest.mark.slow
 def test_a_prune_over_a_disowned_seal_signs_only_what_it_removed(
     make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
     capsys: pytest.CaptureFixture[str]
@@ -716,6 +721,7 @@ def test_leave_an_entry_out_of_a_turns_proof_is_detected(
         assert code == EXIT_VERIFY and "FAILED" in out, (kind, out)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_the_ledger_recorded_but_the_witness_lacks_fails_verify(
     make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
     capsys: pytest.CaptureFixture[str]
@@ -737,6 +743,7 @@ def test_a_checkpoint_the_ledger_recorded_but_the_witness_lacks_fails_verify(
     assert code == EXIT_VERIFY and "the witness directory lacks" in out, out
 
 
+@pytest.mark.slow
 def test_an_edited_newest_checkpoint_does_not_hide_a_tail_cut_since_the_older_ones(
     make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
     capsys: pytest.CaptureFixture[str]

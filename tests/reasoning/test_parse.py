@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -154,6 +155,7 @@ _pieces = st.sampled_from([
 _texts = st.one_of(st.text(), st.lists(st.one_of(_pieces, st.text(max_size=5))).map("".join))
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(_texts)
 def test_any_text_gives_gapless_steps_with_known_phases_and_content(text: str) -> None:
@@ -164,6 +166,7 @@ def test_any_text_gives_gapless_steps_with_known_phases_and_content(text: str) -
     assert parse_steps(text) == steps  # deterministic
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(_pieces.filter(lambda p: not p.startswith(("[", "【"))),
                           st.text(alphabet=st.characters(blacklist_characters="[【"),

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import httpx2 as httpx
+import pytest
 
 from overt.channels.http import create_app
 from overt.events import TurnPaused
@@ -260,6 +261,7 @@ def _forge(raw: Any, digest: str, body: str) -> None:
                               (body.encode() if raw.pg else body, digest))
 
 
+@pytest.mark.slow
 def test_held_arguments_changed_behind_the_ledger_are_never_shown_as_the_call(
         ledger: Ledger, raw: Any) -> None:
     async def main() -> tuple[str, int, str]:
