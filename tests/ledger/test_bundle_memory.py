@@ -144,7 +144,7 @@ def test_a_memory_write_with_a_false_provenance_fails_both_verifiers(
     created = list(run(ledger.entries(kinds=["node.created"], session_id=sid)))
     first, later = created[0], list(run(ledger.entries(kinds=["turn.started"],
                                                          session_id=sid)))[-1]
-    turn, call, origin = first.turn_id, first.data["tool_call_id"], "tool"
+    turn, call, origin = first.turn_id, first.event(NodeCreated).tool_call_id, "tool"
     if claim == "call of another turn":
         turn = later.turn_id
     elif claim == "no call":
@@ -186,7 +186,8 @@ def test_a_false_provenance_appended_as_the_postgres_writer_role_fails_both_veri
         run(ledger.record([NodeCreated(
             turn_id=first.turn_id, session_id=sid, node_id="01FORGEDNODE0000000000000B",
             node_kind="Decision", actor="agent:default", title_digest=digest_text("Payee"),
-            body_digest=digest_text("pay evil-corp"), tool_call_id=first.data["tool_call_id"],
+            body_digest=digest_text("pay evil-corp"),
+            tool_call_id=first.event(NodeCreated).tool_call_id,
             origin="tool")]))
     finally:
         ledger.close_sync()

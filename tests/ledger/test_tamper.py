@@ -20,6 +20,7 @@ import pytest
 
 from overt.cli.main import main
 from overt.errors import LedgerError
+from overt.events import PolicyDecided, ToolCallCompleted
 from overt.ledger.canonical import chain_hash, entry_payload
 from overt.ledger.export import export_jsonl
 from overt.models.fake import ScriptedModel
@@ -123,7 +124,7 @@ def test_delete_a_content_body_is_refused_by_the_database_and_detected_without_t
     capsys: pytest.CaptureFixture[str]
 ) -> None:
     one_turn(make_runtime)
-    (result,) = [e.data["result_digest"]
+    (result,) = [e.event(ToolCallCompleted).result_digest
                  for e in run(ledger.entries(kinds=["tool_call.completed"]))]
     statement = f"DELETE FROM content_blobs WHERE digest = '{result}'"
     with pytest.raises(raw.append_only_error):
@@ -156,7 +157,7 @@ def test_after_a_prune_a_deleted_body_of_a_later_turn_is_still_detected(
     one_turn(make_runtime)
     run(ledger.prune(now_iso()))
     one_turn(make_runtime)
-    (result,) = [e.data["result_digest"]
+    (result,) = [e.event(ToolCallCompleted).result_digest
                  for e in run(ledger.entries(kinds=["tool_call.completed"]))]
     raw.drop_guards().execute(f"DELETE FROM content_blobs WHERE digest = '{result}'")
     code, out = verify_exit(ledger_url, capsys)
@@ -784,7 +785,8 @@ def test_leave_a_whole_tool_call_out_and_recount_is_caught_by_the_signed_turn_co
 
 
 def _policy_digest(ledger: Any) -> str:
-    digests = {e.data["policy_digest"] for e in run(ledger.entries(kinds=["policy.decision"]))}
+    digests = {e.event(PolicyDecided).policy_digest
+               for e in run(ledger.entries(kinds=["policy.decision"]))}
     assert len(digests) == 1, digests
     return str(digests.pop())
 
