@@ -140,9 +140,9 @@ def test_windows_line_endings_are_lines() -> None:
 
 def test_a_long_text_is_parsed_in_linear_time() -> None:
     text = ("plan " * 20_000 + "\n") + ("[" + " " * 10_000) + ("x\n\n" * 20_000)
-    started = time.perf_counter()
+    started = time.process_time()  # this process's CPU: other processes' load does not count
     steps = parse_steps(text)
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
     assert [s.step_number for s in steps] == list(range(len(steps)))
 
 
