@@ -38,14 +38,16 @@ test: install-dev
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/site
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
-# The contributor's loop, under two minutes: lint, types, and the tests that need no
-# PostgreSQL, embedded model, browser or mail server (SQLite only). `make test` is the
-# full matrix; tests/conftest.py says how each test is marked.
-CHECK_TESTS ?= not postgres and not real_model and not browser and not email
+# The contributor's loop, under two minutes on two quiet cores: lint, types, and the
+# tests that need no PostgreSQL, embedded model, browser or mail server (SQLite only)
+# and are not marked slow (subprocesses, servers, big ledgers, the docs pages' examples:
+# about 160 tests, four fifths of the suite's time). `make test` is the full matrix,
+# slow tests included; tests/conftest.py says how each test is marked.
+CHECK_TESTS ?= not postgres and not real_model and not browser and not email and not slow
 check: install-dev
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n 2 --dist loadfile -q -m "$(CHECK_TESTS)"
+	$(BIN)/python -m pytest -n 2 --dist load -q -m "$(CHECK_TESTS)"
 
 # bench_ledger and bench_load need the PostgreSQL driver, overt serve and an HTTP client;
 # bench_cockpit an ASGI client (httpx2, as the tests use) and Playwright for Debian's chromium;

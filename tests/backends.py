@@ -35,12 +35,9 @@ def require_pg() -> None:
     in CI (env ``CI`` set), where one must, fail it instead."""
     if pg_available():
         return
-    import pytest
+    from tests import needs
 
-    if os.environ.get("CI"):
-        pytest.fail(f"PostgreSQL is not reachable at {PG_BASE} (CI must have it)",
-                    pytrace=False)
-    pytest.skip(f"PostgreSQL is not reachable at {PG_BASE}")
+    needs.missing(f"PostgreSQL is not reachable at {PG_BASE}")
 
 
 def new_url(backend: str, tmp_path: Path, name: str = "ledger") -> str:

@@ -8,8 +8,10 @@ What a test needs beyond Python is a marker, set here from the fixtures it takes
 (or by its module): ``postgres`` (a PostgreSQL server: the ``backend`` fixture's
 PostgreSQL half, ``pg_url``, a private cluster), ``browser`` (Debian's chromium:
 ``chromium``), ``email`` (a Dovecot IMAP server: ``dovecot``) and ``real_model``
-(the embedded model's weights). ``make check`` runs the tests that need none of
-them.
+(the embedded model's weights). A test that takes more than about a second
+(processes, servers, big ledgers) is marked ``slow`` where it is defined.
+``make check`` runs the tests that need none of these and are not slow; ``make test``
+runs them all. A missing need skips outside CI and fails in CI: tests/needs.py.
 """
 
 from __future__ import annotations

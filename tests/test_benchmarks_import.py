@@ -46,6 +46,7 @@ def _bench_installs() -> set[str]:
     return names
 
 
+@pytest.mark.slow
 def test_every_package_a_benchmark_imports_is_installed_by_make_bench() -> None:
     """``make bench`` runs in a venv without the dev extra: a benchmark importing a
     package only ``make test`` installs broke it from a clean clone (``httpx2``)."""

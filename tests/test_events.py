@@ -60,6 +60,7 @@ def test_the_registry_and_the_union_name_the_same_classes_by_their_kinds() -> No
     assert all(kind == cls.kind for kind, cls in EVENT_TYPES.items())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", list(EVENT_TYPES.values()), ids=list(EVENT_TYPES))
 def test_every_event_class_round_trips_through_the_ledger_typed_and_equal(
         ledger: Any, cls: type[Event]) -> None:

@@ -13,6 +13,8 @@ import functools
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
@@ -105,6 +107,7 @@ def graph() -> dict[str, set[str]]:
     return {name: set(imports(name, path, known)) for name, path in known.items()}
 
 
+@pytest.mark.slow
 def test_overt_has_no_import_cycle() -> None:
     found = graph()
     assert cycles(found) == [], "import cycles: " + "; ".join(

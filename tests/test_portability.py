@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import overt
 
 SRC = Path(overt.__file__).parent
@@ -22,6 +24,7 @@ def _top_level_imports(path: Path) -> set[str]:
     return names
 
 
+@pytest.mark.slow
 def test_no_module_imports_a_posix_only_module_at_its_top_level() -> None:
     found = {str(path.relative_to(SRC)): sorted(_top_level_imports(path) & POSIX_ONLY)
              for path in sorted(SRC.rglob("*.py"))}
@@ -78,6 +81,7 @@ sys.exit(1 if failed else 0)
 """
 
 
+@pytest.mark.slow
 def test_every_overt_module_imports_with_the_posix_only_modules_refused() -> None:
     import subprocess
     import sys

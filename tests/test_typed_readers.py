@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import overt
 
 SRC = Path(overt.__file__).parent
@@ -42,6 +44,7 @@ def test_the_check_finds_each_way_of_reading_a_field() -> None:
                        "print(e.data)\nf(self.data['z'])\nev.data()\n") == [1, 2, 3]
 
 
+@pytest.mark.slow
 def test_no_reader_outside_the_ledger_reads_entry_data_by_field() -> None:
     found = {}
     for path in sorted(SRC.rglob("*.py")):

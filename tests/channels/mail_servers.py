@@ -24,8 +24,9 @@ from email.policy import default
 from pathlib import Path
 from typing import Any
 
-import pytest
 from aiosmtpd.controller import Controller
+
+from tests import needs
 
 USER, PASSWORD = "agent", "imap-test-password"
 NOBODY = 65534  # Dovecot will not deliver mail as root
@@ -42,10 +43,7 @@ def dovecot_binary() -> str:
     found = shutil.which("dovecot") or (
         "/usr/sbin/dovecot" if Path("/usr/sbin/dovecot").exists() else None)
     if found is None:
-        message = "Dovecot is not installed (apt-get install dovecot-imapd)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        needs.missing("Dovecot is not installed (apt-get install dovecot-imapd)")
     return found
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from overt.channels.delivery import deliver_pending
 from overt.events import ChannelReplied, Event
 from overt.ledger.base import Entry, Ledger
@@ -58,6 +60,7 @@ async def delivered_long_ago(ledger: Ledger, replies: int, paused: int) -> None:
         await ledger.record(events)
 
 
+@pytest.mark.slow
 def test_a_sweep_reads_the_replies_still_owed_not_every_reply(ledger: Ledger) -> None:
     runtime = payroll_runtime(ledger, ScriptedModel([PAYROLL]))
     operator = payroll_runtime(ledger, ScriptedModel(["Payroll was 42."]))

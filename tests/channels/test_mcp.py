@@ -110,6 +110,7 @@ def test_ask_in_process_is_a_turn_from_mcp_and_trail_is_audited(
         "mcp", "mcp:claude-code:ask", ["get_operational_state"])
 
 
+@pytest.mark.slow
 def test_ask_over_stdio_with_the_official_client(tmp_path: Path) -> None:
     replies = tmp_path / "replies.jsonl"
     replies.write_text(json.dumps(STATE_CALL) + "\n" + json.dumps({"text": "Fine."}) + "\n")
@@ -152,6 +153,7 @@ def mcp_client(base: str, token: str) -> Client:
     return Client(streamable_http_client(f"{base}/mcp", http_client=http))
 
 
+@pytest.mark.slow
 def test_over_http_an_ask_held_for_approval_is_approved_over_mcp_and_answered_on_http(
         served: tuple[str, Runtime, Path]) -> None:
     base, _rt, db = served

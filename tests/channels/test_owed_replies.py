@@ -15,6 +15,7 @@ from email.message import Message
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from overt.ledger import open_ledger
 from tests.channels.fake_slack import fake_slack_api
@@ -48,6 +49,7 @@ def held_request(url: str) -> str:
         run(ledger.close())
 
 
+@pytest.mark.slow
 def test_a_slack_answer_approved_from_a_shell_without_the_slack_secrets_arrives_promptly(
         ledger_url: str, tmp_path: Path) -> None:
     async def main() -> None:
@@ -106,6 +108,7 @@ def mails(sink: SmtpSink, count: int, timeout_s: float,
         time.sleep(0.05)  # another process sends: nothing here to wait on but the server
 
 
+@pytest.mark.slow
 def test_an_emailed_answer_approved_from_a_shell_without_the_mailbox_password_arrives_promptly(
         ledger_url: str, tmp_path: Path) -> None:
     with dovecot(tmp_path) as imap, smtp_server() as (sink, smtp_port):

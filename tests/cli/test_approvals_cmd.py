@@ -51,6 +51,7 @@ def _pause(project: Path) -> str:
     return match.group(1)
 
 
+@pytest.mark.slow
 def test_ask_approve_and_the_finished_answer(project: Path) -> None:
     request_id = _pause(project)
     listed = overt(project, "approvals", "list")
@@ -70,6 +71,7 @@ def test_ask_approve_and_the_finished_answer(project: Path) -> None:
     assert overt(project, "ledger", "verify").returncode == 0
 
 
+@pytest.mark.slow
 def test_deny_needs_a_reason_and_the_turn_answers_without_the_tool(project: Path) -> None:
     request_id = _pause(project)
     assert overt(project, "approvals", "deny", request_id).returncode == 2
@@ -79,16 +81,19 @@ def test_deny_needs_a_reason_and_the_turn_answers_without_the_tool(project: Path
     assert "denied by operator:default" in denied.stdout and "tools used: (none)" in denied.stdout
 
 
+@pytest.mark.slow
 def test_an_actor_without_the_capability_is_refused(project: Path) -> None:
     request_id = _pause(project)
     refused = overt(project, "approvals", "approve", request_id, "--as", "agent:default")
     assert refused.returncode == 6 and "approvals.decide" in refused.stderr
 
 
+@pytest.mark.slow
 def test_an_unknown_request_is_exit_code_4(project: Path) -> None:
     assert overt(project, "approvals", "show", "01NOSUCH").returncode == 4
 
 
+@pytest.mark.slow
 def test_show_tells_the_whole_story_of_a_paused_and_resumed_turn(project: Path) -> None:
     request_id = _pause(project)
     overt(project, "approvals", "approve", request_id, "--reason", "fine",
@@ -104,6 +109,7 @@ def test_show_tells_the_whole_story_of_a_paused_and_resumed_turn(project: Path) 
         assert line in shown, line
 
 
+@pytest.mark.slow
 def test_a_reason_that_is_not_utf8_is_refused_and_the_request_left_pending(
         project: Path) -> None:
     request_id = _pause(project)

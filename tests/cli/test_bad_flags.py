@@ -22,6 +22,7 @@ def test_a_limit_out_of_range_is_a_usage_error(tmp_path: Path, argv: list[str],
     assert "--limit" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_an_output_that_cannot_be_written_is_a_usage_error(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "l.db")

@@ -61,6 +61,7 @@ def db(tmp_path: Path) -> str:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", BAD_IDS.values(), ids=BAD_IDS.keys())
 @pytest.mark.parametrize("argv", ID_COMMANDS, ids=lambda a: " ".join(a).replace(ID, "ID"))
 def test_a_bad_id_is_a_usage_error_naming_the_argument(
@@ -98,6 +99,7 @@ def test_every_argument_that_names_an_id_or_an_actor_is_checked() -> None:
     assert unchecked == []
 
 
+@pytest.mark.slow
 def test_an_id_that_is_not_utf8_on_a_real_command_line_is_exit_2_without_a_traceback(
         db: str) -> None:
     for argv in ([b"show", b"\xff\xfe"], [b"sessions", b"show", b"cli:\xff"],
@@ -122,6 +124,7 @@ def test_check_proof_on_deeply_nested_json_fails_as_not_a_proof(
     assert "not a proof: the proof nests 50000 levels deep" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["eval cases", "scripted replies", "tokens file"])
 def test_other_json_handed_to_overt_nested_too_deep_is_a_usage_error(
         where: str, db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

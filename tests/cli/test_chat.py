@@ -4,7 +4,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow
 def test_chat_keeps_one_session_and_its_history_across_turns(tmp_path: Path) -> None:
     script = tmp_path / "replies.jsonl"
     script.write_text('{"text": "Hello, operator."}\n{"text": "You said hi before."}\n')

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPLIES = '{"text": "First answer."}\n{"text": "Second answer."}\n'
 
 
@@ -26,6 +28,7 @@ def messages(tmp_path: Path) -> int:
         "SELECT count(*) FROM audit_log WHERE kind = 'turn.started'").fetchone()[0]
 
 
+@pytest.mark.slow
 def test_a_blank_line_in_piped_input_does_not_drop_the_questions_after_it(
         tmp_path: Path) -> None:
     out = overt(tmp_path, "chat", stdin=b"first question\n\nsecond question\n")
@@ -35,6 +38,7 @@ def test_a_blank_line_in_piped_input_does_not_drop_the_questions_after_it(
     assert messages(tmp_path) == 2
 
 
+@pytest.mark.slow
 def test_a_piped_line_that_is_not_utf8_stops_the_chat_with_exit_2_and_is_not_sent(
         tmp_path: Path) -> None:
     out = overt(tmp_path, "chat", stdin=b"first question\ncaf\xe9 au lait?\nthird\n")
@@ -44,6 +48,7 @@ def test_a_piped_line_that_is_not_utf8_stops_the_chat_with_exit_2_and_is_not_sen
     assert out.stdout.count(b"overt> ") == 1 and messages(tmp_path) == 1
 
 
+@pytest.mark.slow
 def test_a_question_that_is_not_utf8_is_refused_before_any_turn(tmp_path: Path) -> None:
     out = overt(tmp_path, "ask", b"caf\xe9?")  # what a Latin-1 terminal passes
     assert out.returncode == 2
@@ -51,6 +56,7 @@ def test_a_question_that_is_not_utf8_is_refused_before_any_turn(tmp_path: Path) 
     assert not (tmp_path / "l.db").exists() or messages(tmp_path) == 0
 
 
+@pytest.mark.slow
 def test_a_chat_started_with_stdin_closed_says_so_with_exit_2(tmp_path: Path) -> None:
     script = tmp_path / "replies.jsonl"
     script.write_text(REPLIES)

@@ -14,6 +14,7 @@ from overt.ledger.base import Ledger
 from overt.ledger.canonical import canonical_json
 from overt.ledger.sqlite import SqliteLedger
 from overt.models.fake import ScriptedModel
+from tests import needs
 from tests.conftest import RuntimeFactory, cli_message, run
 
 
@@ -56,7 +57,7 @@ def json_objects(text: str) -> list[Any]:
 
 
 def otel_needed() -> None:
-    pytest.importorskip("opentelemetry.sdk.trace")
+    needs.module("opentelemetry.sdk.trace")
 
 
 def test_export_writes_the_audit_entries_as_json_lines_to_stdout_by_default(

@@ -23,6 +23,7 @@ def _parsed(argv: list[str]) -> argparse.Namespace:
     return global_flags.merge(parser, parser.parse_args(argv))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:2]))
 @pytest.mark.parametrize("flag", global_flags.FLAGS, ids=lambda f: f.names[-1])
 def test_every_global_flag_after_the_command_is_the_same_as_before_it(

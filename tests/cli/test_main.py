@@ -63,6 +63,7 @@ def test_a_malformed_scripted_file_is_a_usage_error_naming_the_line(
     assert "bad.jsonl:2" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_runs_and_show_read_the_turn_back(tmp_path: Path, script: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "l.db"
@@ -144,6 +145,7 @@ def test_an_empty_question_is_a_usage_error_and_no_turn(
     assert not db.exists()  # not even opened
 
 
+@pytest.mark.slow
 def test_a_db_whose_folder_cannot_be_made_exits_5_without_a_traceback(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
@@ -156,6 +158,7 @@ def test_a_db_whose_folder_cannot_be_made_exits_5_without_a_traceback(tmp_path: 
     assert blocker.read_text() == "not a folder"
 
 
+@pytest.mark.slow
 def test_the_console_script_reads_overt_db_from_the_environment(tmp_path: Path,
                                                                 script: Path) -> None:
     env = {**os.environ, "OVERT_DB": str(tmp_path / "env.db")}
@@ -166,6 +169,7 @@ def test_the_console_script_reads_overt_db_from_the_environment(tmp_path: Path,
     assert (tmp_path / "env.db").exists() and (tmp_path / "transcript.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path, script: Path) -> None:
     db = tmp_path / "l.db"
     for _ in range(60):  # an export of well over the pipe's 64 KiB buffer
@@ -179,6 +183,7 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path, script
     assert proc.stderr is not None and b"Traceback" not in proc.stderr.read()
 
 
+@pytest.mark.slow
 def test_demo_prints_the_question_answer_tools_turn_and_how_to_see_its_record(
     tmp_path: Path, script: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,

@@ -45,12 +45,14 @@ def op(ledger: Any, ledger_url: str, tmp_path: Path,
     return operator
 
 
+@pytest.mark.slow
 def test_checkpoint_prints_the_signed_note_it_wrote_to_the_witness(op: Operator) -> None:
     note = op.checkpoint()
     assert note.splitlines()[1] == "120"
     assert (op.witness / "000000000120.checkpoint").read_text() == note
 
 
+@pytest.mark.slow
 def test_prove_writes_a_proof_that_check_proof_accepts_offline(op: Operator) -> None:
     op.checkpoint()
     code, proof, _ = op("prove", "t5", "--checkpoints", str(op.witness), "--key",
@@ -65,6 +67,7 @@ def test_prove_writes_a_proof_that_check_proof_accepts_offline(op: Operator) -> 
     assert code == 3 and out.startswith("FAILED")
 
 
+@pytest.mark.slow
 def test_consistency_proves_a_later_checkpoint_extends_an_earlier_one(
     op: Operator, ledger: Any
 ) -> None:

@@ -80,6 +80,7 @@ def _state(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
 
 
+@pytest.mark.slow
 def test_reading_commands_work_on_a_ledger_this_process_may_not_write(
         locked: tuple[Path, str, str]) -> None:
     db, turn, session = locked
@@ -96,6 +97,7 @@ def test_reading_commands_work_on_a_ledger_this_process_may_not_write(
     assert _state(db.parent) == before  # not a byte, not a -wal or -shm file
 
 
+@pytest.mark.slow
 def test_a_write_is_refused_clearly_and_loses_nothing(tmp_path: Path,
                                                       locked: tuple[Path, str, str]) -> None:
     db, _, _ = locked
@@ -114,6 +116,7 @@ def test_a_write_is_refused_clearly_and_loses_nothing(tmp_path: Path,
     assert _overt(db, "ledger", "verify").returncode == 0
 
 
+@pytest.mark.slow
 def test_read_only_flag_reads_and_refuses_a_write_on_both_backends(
         ledger_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = tmp_path / "replies.jsonl"

@@ -31,6 +31,7 @@ def entries(db: Path) -> list[str]:
         return [k for (k,) in conn.execute("SELECT kind FROM audit_log ORDER BY seq")]
 
 
+@pytest.mark.slow
 def test_a_turn_that_replays_as_recorded_exits_0_and_writes_nothing(
     recorded: tuple[Path, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -42,6 +43,7 @@ def test_a_turn_that_replays_as_recorded_exits_0_and_writes_nothing(
     assert entries(db) == before
 
 
+@pytest.mark.slow
 def test_a_policy_that_changes_a_decision_exits_1_with_the_line_and_the_summary(
     recorded: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -61,6 +63,7 @@ def test_a_policy_that_changes_a_decision_exits_1_with_the_line_and_the_summary(
     assert "decision" in kinds and "refused" in kinds
 
 
+@pytest.mark.slow
 def test_record_appends_one_replay_completed_entry(
     recorded: tuple[Path, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -83,6 +86,7 @@ def test_a_ledger_that_does_not_verify_is_refused_with_exit_3(
     assert "replay refused: the ledger does not verify" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [[], ["T", "--since", "7d"], ["--policy", "nope.toml", "T"]])
 def test_a_replay_without_one_scope_or_with_a_missing_policy_exits_2(
     recorded: tuple[Path, str], argv: list[str], capsys: pytest.CaptureFixture[str]

@@ -15,6 +15,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from overt.ledger import open_ledger
 from tests.conftest import run
 
@@ -42,6 +44,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_sigterm_lets_the_turn_in_flight_finish_records_it_and_exits_0(tmp_path: Path) -> None:
     (tmp_path / "slow.py").write_text(PLUGIN)
     (tmp_path / "replies.jsonl").write_text(

@@ -65,6 +65,7 @@ def test_ask_with_an_unknown_session_exits_4_and_runs_nothing(
     assert requests == []
 
 
+@pytest.mark.slow
 def test_sessions_lists_and_shows_a_conversation(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -97,6 +98,7 @@ def _turns(db: Path) -> list[Any]:
         "SELECT session_id FROM audit_log WHERE kind = 'turn.started' ORDER BY seq").fetchall()
 
 
+@pytest.mark.slow
 def test_chat_resume_takes_up_the_last_session_after_a_restart(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
     _chat(db, _script(tmp_path, "Hello."), "hi\n\n")
@@ -108,6 +110,7 @@ def test_chat_resume_takes_up_the_last_session_after_a_restart(tmp_path: Path) -
     assert "(2 turns so far" in named.stderr
 
 
+@pytest.mark.slow
 def test_chat_resume_with_nothing_to_resume_exits_4(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "overt.cli.main", "--db", str(tmp_path / "l.db"), "chat",

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from overt.cli.stream_out import TerminalAnswer, columns, rows
 from overt.engine.answer_stream import AnswerDelta, AnswerReset
 
@@ -41,6 +43,7 @@ def on_a_terminal(*args: str) -> str:
     return b"".join(chunks).decode().replace("\r\n", "\n")
 
 
+@pytest.mark.slow
 def test_on_a_terminal_the_preamble_to_a_tool_call_is_erased_and_the_answer_stays(
     tmp_path: Path
 ) -> None:
@@ -53,6 +56,7 @@ def test_on_a_terminal_the_preamble_to_a_tool_call_is_erased_and_the_answer_stay
     assert out.endswith("\x1b[JYou used 0 tokens today.\n")
 
 
+@pytest.mark.slow
 def test_no_stream_on_a_terminal_prints_the_answer_once(tmp_path: Path) -> None:
     script = tmp_path / "replies.jsonl"
     script.write_text(PREAMBLE_THEN_ANSWER)

@@ -13,6 +13,7 @@ import pytest
 from tests.docs.examples import ROOT, pages, run_page
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_page_s_examples_run_as_written(page: Path, tmp_path: Path) -> None:
     run_page(page, tmp_path)

@@ -95,6 +95,7 @@ def test_every_config_key_has_a_type_a_default_and_a_meaning(ref: ModuleType) ->
     assert len(rows) == seen
 
 
+@pytest.mark.slow
 def test_every_event_kind_and_field_is_in_the_events_reference(ref: ModuleType) -> None:
     from overt.events import EVENT_TYPES
 

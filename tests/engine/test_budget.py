@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from overt.config import Budget
+from overt.events import InferenceRecorded
 from overt.models.fake import ScriptedModel
 from overt.models.pricing import PriceTable
 from overt.runtime import Runtime
@@ -59,7 +60,7 @@ def test_a_dollar_budget_uses_the_price_table(ledger: Any) -> None:
     tight = ScriptedModel(_calls_then_answer(100_000, model="priced-model"))
     refused = run(_runtime(ledger, tight, Budget(session_usd=0.401), prices).respond(
         cli_message(session="tight")))
-    assert run(ledger.entries(kinds=["inference"]))[0].data["cost_usd"] == 0.4
+    assert run(ledger.entries(kinds=["inference"]))[0].event(InferenceRecorded).cost_usd == 0.4
     assert refused.error is not None and len(tight.requests) == 1
     assert (refused.error.kind, refused.error.type) == ("budget_exceeded", "session_usd")
     roomy = ScriptedModel(_calls_then_answer(100_000, model="priced-model"))
@@ -89,5 +90,5 @@ def test_each_inference_is_priced_when_the_adapter_did_not(ledger: Any) -> None:
                                          "anthropic:claude-sonnet-4-20250514")])
     result = run(_runtime(ledger, model, Budget()).respond(cli_message()))
     (inference,) = run(ledger.entries(kinds=["inference"]))
-    assert inference.data["cost_usd"] == 10.5  # $3 in + $7.50 out
+    assert inference.event(InferenceRecorded).cost_usd == 10.5  # $3 in + $7.50 out
     assert result.usage.cost_usd == 10.5

@@ -10,6 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from overt.ledger import open_ledger
 from tests.backends import Raw
 from tests.conftest import run
@@ -67,6 +69,7 @@ def _entries(url: str) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_a_process_killed_inside_a_tool_leaves_a_verifiable_ledger_with_the_intent(
     tmp_path: Path, ledger_url: str,
 ) -> None:
@@ -87,6 +90,7 @@ def test_a_process_killed_inside_a_tool_leaves_a_verifiable_ledger_with_the_inte
     run(ledger.close())
 
 
+@pytest.mark.slow
 def test_processes_killed_at_arbitrary_moments_never_leave_a_broken_chain(
     tmp_path: Path, ledger_url: str,
 ) -> None:

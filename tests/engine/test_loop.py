@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from overt.errors import LedgerError, ModelError
-from overt.events import TurnCompleted
+from overt.events import InferenceRecorded, ReasoningStepRecorded, TurnCompleted
 from overt.ledger import open_ledger
 from overt.ledger.canonical import digest_text
 from overt.models.fake import FunctionModel, ScriptedModel
@@ -172,9 +172,10 @@ def test_three_tool_errors_in_a_row_get_one_last_model_call_without_tools(
     assert len(tool_results) == 4 and "tool_error_streak" in tool_results[3].content
     statuses = [r["tool_status"] for r in tool_records(ledger)]
     assert statuses == ["execution_error"] * 3 + ["not_allowed"]
-    completed = run(ledger.entries(kinds=["turn.completed"]))[0].data
-    assert completed["status"] == "tool_error_streak"
-    steps = [e.data["phase"] for e in run(ledger.entries(kinds=["reasoning.step"]))]
+    completed = run(ledger.entries(kinds=["turn.completed"]))[0].event(TurnCompleted)
+    assert completed.status == "tool_error_streak"
+    steps = [e.event(ReasoningStepRecorded).phase
+             for e in run(ledger.entries(kinds=["reasoning.step"]))]
     assert "error" in steps
 
 
@@ -340,7 +341,9 @@ def test_arguments_that_are_not_json_are_stored_as_their_repr_and_the_turn_compl
     result = run(make_runtime(model, tools=[echo]).respond(cli_message()))
     assert result.error is None and result.text == "done"
     inference = run(ledger.entries(kinds=["inference"]))[0]
-    stored = run(ledger.content(inference.data["response_digest"], seq=inference.seq))
+    response_digest = inference.event(InferenceRecorded).response_digest
+    assert response_digest is not None
+    stored = run(ledger.content(response_digest, seq=inference.seq))
     assert "nan" in stored and "{1, 2}" in stored
     assert run(ledger.verify()).ok
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from overt.events import InferenceRecorded, TurnCompleted
 from overt.ledger.base import Ledger
 from overt.models.fake import FunctionModel
 from overt.types import ModelRequest, ModelResponse, ToolCall, Usage
@@ -42,6 +43,7 @@ MALFORMED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reply", MALFORMED.values(), ids=list(MALFORMED))
 def test_a_malformed_response_ends_the_turn_as_a_model_error_on_the_record(
         ledger: Ledger, make_runtime: RuntimeFactory, reply: object) -> None:
@@ -50,9 +52,9 @@ def test_a_malformed_response_ends_the_turn_as_a_model_error_on_the_record(
     assert (result.error.kind, result.error.type) == ("model_error", "TypeError")
     assert result.tools_used is None
     [completed] = run(ledger.entries(turn_id=result.turn_id, kinds=["turn.completed"]))
-    assert completed.data["status"] == "model_error"
+    assert completed.event(TurnCompleted).status == "model_error"
     [inference] = run(ledger.entries(turn_id=result.turn_id, kinds=["inference"]))
-    assert inference.data["error_type"] == "TypeError"
+    assert inference.event(InferenceRecorded).error_type == "TypeError"
     assert run(ledger.count("tool_call.started")) == 0  # nothing it asked for ran
     assert run(ledger.verify()).ok
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from overt.events import PolicyDecided, ToolCallCompleted
 from overt.models.fake import ScriptedModel
 from overt.policy.engine import Policy
 from overt.policy.gate import Gate
@@ -63,8 +64,9 @@ def test_thinking_two_calls_a_denial_and_an_error_give_the_expected_linked_steps
     result = run(rt.respond(cli_message("status?")))
     assert result.error is None
     decision = run(ledger.entries(kinds=["policy.decision"]))
-    denied = next(e.data["decision_id"] for e in decision if e.data["effect"] == "deny")
-    c1, c2, c3, c4 = [e.data["tool_call_id"]
+    denied = next(d.decision_id for d in (e.event(PolicyDecided) for e in decision)
+                  if d.effect == "deny")
+    c1, c2, c3, c4 = [e.event(ToolCallCompleted).tool_call_id
                       for e in run(ledger.entries(kinds=["tool_call.completed"]))]
     assert all(c.startswith("call_") for c in (c1, c2, c3, c4))  # overt's ids, not the model's
     assert steps(ledger, result.turn_id) == [
@@ -83,7 +85,7 @@ def test_thinking_two_calls_a_denial_and_an_error_give_the_expected_linked_steps
     ]
     entries = run(ledger.entries(kinds=["reasoning.step", "tool_call.completed",
                                         "policy.decision"]))
-    at = {(e.kind, e.data.get("tool_call_id")): e.at for e in entries}
+    at = {(e.kind, getattr(e.event(), "tool_call_id", None)): e.at for e in entries}
     assert at[("reasoning.step", c1)] == at[("tool_call.completed", c1)]
     assert run(ledger.verify()).ok
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from overt.engine.values import EngineSettings
+from overt.events import InferenceRecorded, ToolCallCompleted
 from overt.ledger import open_ledger
 from overt.models.fake import FunctionModel, ScriptedModel
 from overt.models.resolve import ModelCatalog
@@ -25,7 +26,8 @@ def _runtime(url: str, log: Path, model: Any, *, spec: str | None,
 
 
 def _inference_models(ledger: Any, turn_id: str) -> list[str]:
-    return [e.data["model"] for e in run(ledger.entries(turn_id=turn_id, kinds=["inference"]))]
+    return [e.event(InferenceRecorded).model
+            for e in run(ledger.entries(turn_id=turn_id, kinds=["inference"]))]
 
 
 def test_a_turn_approved_where_another_model_is_configured_finishes_on_its_own(
@@ -98,7 +100,7 @@ def test_the_cap_of_a_response_holds_across_a_pause_for_approval(
     try:
         resumed = run(second.approve(paused.awaiting_approval))
         assert resumed.result is not None and resumed.result.text == "done"
-        statuses = [e.data["tool_status"] for e in run(second.ledger.entries(
+        statuses = [e.event(ToolCallCompleted).tool_status for e in run(second.ledger.entries(
             turn_id=paused.turn_id, kinds=["tool_call.completed"]))]
         assert statuses[:6] == ["ok"] * 5 + ["not_allowed"]
     finally:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from overt.channels.transcript import Transcript
+from overt.events import ToolCallCompleted
 from overt.hooks import PluginHost, hookimpl
 from overt.ledger.base import Ledger
 from overt.models.fake import ScriptedModel
@@ -91,8 +92,9 @@ def test_two_reads_run_at_once_and_are_read_back_in_the_order_asked(
         "policy.decision", "tool_call.started", "policy.decision", "tool_call.started",
         "tool_call.completed", "tool_call.completed", "inference", "turn.completed"]
     completed = run(ledger.entries(kinds=["tool_call.completed"]))
-    assert [e.data["tool_name"] for e in completed] == ["slow_read", "fast_read"]
-    assert all(e.data["tool_status"] == "ok" for e in completed)
+    assert [e.event(ToolCallCompleted).tool_name for e in completed] == [
+        "slow_read", "fast_read"]
+    assert all(e.event(ToolCallCompleted).tool_status == "ok" for e in completed)
     assert run(ledger.verify()).ok
 
 
@@ -159,7 +161,7 @@ def test_a_run_of_failures_inside_a_group_stops_the_calls_after_it(
     model = ScriptedModel([{"tool_calls": [call("broken_read", key=k) for k in "abc"]
                             + [call("write", key="d")]}, "I stopped"])
     result = run(make_runtime(model, tools=[broken_read, write]).respond(cli_message()))
-    statuses = [e.data["tool_status"] for e in
+    statuses = [e.event(ToolCallCompleted).tool_status for e in
                 run(ledger.entries(kinds=["tool_call.completed"]))]
     assert statuses == ["execution_error"] * 3 + ["not_allowed"]
     assert result.tools_used == ["broken_read"] * 3  # write was refused, not run

@@ -8,6 +8,7 @@ import pytest
 from overt.config import Config
 from overt.engine.values import EngineSettings
 from overt.errors import ConfigError
+from overt.events import ToolCallCompleted
 from overt.ledger.base import Ledger
 from overt.models.fake import ScriptedModel
 from overt.runtime import Runtime
@@ -46,7 +47,8 @@ def test_a_result_over_the_limit_is_cut_for_the_model_and_kept_whole_on_the_reco
     assert read.endswith("[overt: the result was cut here, after 1,000 of its 5,000 "
                          "characters]")
     (done,) = run(ledger.entries(kinds=["tool_call.completed"]))
-    assert run(ledger.content(done.data["result_digest"])) == whole
+    result_digest = done.event(ToolCallCompleted).result_digest
+    assert result_digest is not None and run(ledger.content(result_digest)) == whole
     assert result.error is None and result.text == "done"  # type: ignore[attr-defined]
     assert run(ledger.verify()).ok
 
@@ -66,7 +68,8 @@ def test_a_tool_that_exits_the_interpreter_is_a_failed_call_and_the_turn_answers
     read = model.requests[-1].messages[-1]
     assert read.is_error and read.content.startswith("tool_execution_error: SystemExit: usage:")
     (done,) = run(ledger.entries(kinds=["tool_call.completed"]))
-    assert (done.data["tool_status"], done.data["exc_type"]) == ("execution_error", "SystemExit")
+    completed = done.event(ToolCallCompleted)
+    assert (completed.tool_status, completed.exc_type) == ("execution_error", "SystemExit")
     assert result.text == "done"  # type: ignore[attr-defined]
     assert run(ledger.count("turn.completed")) == 1
 

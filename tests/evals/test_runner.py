@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from overt.config import Config
 from overt.evals.cases import load_cases, parse_cases, shipped_path
 from overt.evals.runner import percentile, run_suite
@@ -116,6 +118,7 @@ def test_the_suites_record_names_the_model_the_prompt_and_the_figures(tmp_path: 
     assert entry.data["prompt_sha256"] == event.prompt_sha256 and entry.data["passed"] == 0
 
 
+@pytest.mark.slow
 def test_the_shipped_suite_runs_end_to_end_on_a_model_that_never_calls_a_tool(
         tmp_path: Path) -> None:
     cases = load_cases()
@@ -127,6 +130,7 @@ def test_the_shipped_suite_runs_end_to_end_on_a_model_that_never_calls_a_tool(
     assert suite.passed >= len([c for c in no_tool if c.answer_includes_any])
 
 
+@pytest.mark.slow
 def test_the_held_out_set_seeds_and_runs_end_to_end(tmp_path: Path) -> None:
     """Its seed (the suite's, plus a link) is valid: every case runs without an error."""
     cases = load_cases(shipped_path().with_name("heldout.json"))
@@ -257,6 +261,7 @@ def test_a_seeded_revision_is_what_memory_finds(tmp_path: Path) -> None:
     assert result.grade.passed, (result.answer, result.grade.failures)
 
 
+@pytest.mark.slow
 def test_the_locked_set_seeds_and_runs_end_to_end(tmp_path: Path) -> None:
     """Every case runs without an error; a blanket refusal passes the English cases of
     what overt cannot do and fails every request that needed no tool."""

@@ -56,6 +56,7 @@ def test_the_example_block_rule_stops_usage_over_all_time_and_lets_bounded_perio
     assert blocked["plugin"] == "overt_example_plugin" and blocked["tool_name"] == "get_usage"
 
 
+@pytest.mark.slow
 def test_the_example_plugin_installs_offline_and_is_found_by_its_entry_point(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,7 +49,8 @@ def test_direct_calls_are_the_records_of_those_calls_made_outside_any_turn(
         await ledger.record(events)
         await ledger.record([started("call_3"), completed("call_3")])  # run again
         got = await ledger.direct_calls(["call_3", "call_7", "call_t3", "call_none"])
-        assert [(e.kind, e.data["tool_call_id"]) for e in got] == [
+        assert [(e.kind, e.event().tool_call_id)
+                for e in got] == [
             ("tool_call.started", "call_3"), ("tool_call.completed", "call_3"),
             ("tool_call.started", "call_7"), ("tool_call.completed", "call_7"),
             ("tool_call.started", "call_3"), ("tool_call.completed", "call_3")]
@@ -73,10 +74,11 @@ def test_unresumed_replies_are_the_paused_replies_whose_resumed_reply_is_not_rec
         await ledger.record([replied("slack:EvA:resumed:R1", resumed_from="R1"),
                              replied("slack:EvC:resumed:R9", resumed_from="R9")])
         owed = await ledger.unresumed_replies()
-        assert [(e.data["claim"], e.data["awaiting_approval"]) for e in owed] == [
+        assert [(r.claim, r.awaiting_approval)
+                for r in (e.event(ChannelReplied) for e in owed)] == [
             ("slack:EvB", "R2"), ("email:<m1>", "R3"), ("slack:EvC", "R4")]
         await ledger.record([replied("slack:EvB:resumed:R2", resumed_from="R2")])
-        assert [e.data["claim"] for e in await ledger.unresumed_replies()] == [
+        assert [e.event(ChannelReplied).claim for e in await ledger.unresumed_replies()] == [
             "email:<m1>", "slack:EvC"]
     run(main())
     dialect = POSTGRES if raw.pg else SQLITE

@@ -64,6 +64,7 @@ def test_a_session_with_tools_an_approval_and_a_memory_write_verifies_both_ways(
     assert alone.returncode == 0 and "send_payment approved by operator:default" in alone.stdout
 
 
+@pytest.mark.slow
 def test_a_turn_and_a_time_range_bundle(ledger: Any, op: Operator, tmp_path: Path) -> None:
     sid = session(ledger, tmp_path)
     turns = sorted({e.turn_id for e in _entries(ledger, sid)})
@@ -89,6 +90,7 @@ def _entries(ledger: Any, sid: str) -> list[Any]:
     return found
 
 
+@pytest.mark.slow
 def test_withheld_bodies_still_verify(ledger: Any, op: Operator, tmp_path: Path) -> None:
     sid = session(ledger, tmp_path)
     full = load(op.export("full.json", "--session", sid))
@@ -104,6 +106,7 @@ def test_withheld_bodies_still_verify(ledger: Any, op: Operator, tmp_path: Path)
     assert code == 3 and "held and withheld" in out
 
 
+@pytest.mark.slow
 def test_an_entry_removed_fails(ledger: Any, op: Operator, tmp_path: Path) -> None:
     sid = session(ledger, tmp_path)
     made = load(op.export("session.json", "--session", sid))
@@ -125,6 +128,7 @@ def test_an_entry_removed_fails(ledger: Any, op: Operator, tmp_path: Path) -> No
         assert code == 3 and out.startswith("FAILED"), out
 
 
+@pytest.mark.slow
 def test_a_swapped_body_a_changed_field_and_a_wrong_key_fail(
         ledger: Any, op: Operator, tmp_path: Path) -> None:
     sid = session(ledger, tmp_path)
@@ -159,6 +163,7 @@ def test_a_swapped_body_a_changed_field_and_a_wrong_key_fail(
     assert code == 3 and "names key" in out
 
 
+@pytest.mark.slow
 def test_every_byte_of_a_small_bundle_flipped_fails_both_verifiers(
         ledger: Any, op: Operator, tmp_path: Path) -> None:
     turn = one_turn(ledger)
@@ -169,6 +174,7 @@ def test_every_byte_of_a_small_bundle_flipped_fails_both_verifiers(
     assert len(paths) > 2000  # bodies, several entries, a checkpoint and paths
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", [
     b"[" * 100_000 + b"]" * 100_000, b"{" + b'"a":{' * 50_000, b"\xff\xfe garbage",
     b"", b"null\n", b"[]\n", b'{"format":"overt-evidence-bundle/1"}\n',
@@ -207,6 +213,7 @@ def test_canonical_json_is_what_the_verifier_writes() -> None:
     assert module.canonical(value) == canonical_json(value)
 
 
+@pytest.mark.slow
 def test_a_bundle_carries_the_policy_that_decided_and_a_changed_one_fails(
         ledger: Any, op: Operator, tmp_path: Path) -> None:
     """Each decision names the rules in force (``policy_digest``): the bundle holds

@@ -20,10 +20,11 @@ from overt.ledger.checkpoints import Checkpoint
 from overt.ledger.signing import read_public
 from overt.witness.client import cosignatures_path
 from overt.witness.notes import WitnessSigner
+from tests import needs
 from tests.ledger.bundle_helpers import VERIFIER, Operator, flipped, load, one_turn, session
 from tests.ledger.bundle_helpers import standalone_many as _many
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 
 class Witnesses:
@@ -92,6 +93,7 @@ def _write(path: Path, found: dict[str, Any]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_bundle_carries_its_checkpoints_cosignatures_and_meets_a_quorum(
         ledger: Any, op: Operator, tmp_path: Path) -> None:
     w, path, _ = cosigned(op, ledger, tmp_path, 0, 1, 2)
@@ -104,6 +106,7 @@ def test_a_bundle_carries_its_checkpoints_cosignatures_and_meets_a_quorum(
     assert code == 0 and "quorum 2 of 3 keys: met" in out and "quorum 2 of 3 keys: met" in alone
 
 
+@pytest.mark.slow
 def test_a_quorum_not_met_fails_both_and_says_who_is_missing(
         ledger: Any, op: Operator, tmp_path: Path) -> None:
     w, path, _ = cosigned(op, ledger, tmp_path, 0, 1)
@@ -113,6 +116,7 @@ def test_a_quorum_not_met_fails_both_and_says_who_is_missing(
     assert alone.startswith("INVALID: ") and "2 of the 3" in alone
 
 
+@pytest.mark.slow
 def test_cosignatures_stripped_from_a_bundle_fail_a_quorum(
         ledger: Any, op: Operator, tmp_path: Path) -> None:
     w, path, _ = cosigned(op, ledger, tmp_path, 0, 1, 2)
@@ -131,6 +135,7 @@ def _forged_signature(line: str) -> str:
     return f"{dash} {name} {base64.b64encode(bytes(raw)).decode()}"
 
 
+@pytest.mark.slow
 def test_forged_cosignatures_fail_both_verifiers_with_or_without_a_policy(
         ledger: Any, op: Operator, tmp_path: Path) -> None:
     w, path, checkpoint = cosigned(op, ledger, tmp_path, 0, 1, 2)
@@ -170,6 +175,7 @@ def test_forged_cosignatures_fail_both_verifiers_with_or_without_a_policy(
     assert code == 3 and "2 of the 3" in out and "missing: w1.example+" in alone
 
 
+@pytest.mark.slow
 def test_cosignatures_by_keys_outside_the_policy_do_not_count(
         ledger: Any, op: Operator, tmp_path: Path) -> None:
     w, path, _ = cosigned(op, ledger, tmp_path, 0, 1, 2)
@@ -184,6 +190,7 @@ def test_cosignatures_by_keys_outside_the_policy_do_not_count(
     assert code == 2 and "distinct witness keys" in out + err
 
 
+@pytest.mark.slow
 def test_every_byte_of_a_small_cosigned_bundle_flipped_fails_both_verifiers(
         ledger: Any, op: Operator, tmp_path: Path) -> None:
     _, path, _ = cosigned(op, ledger, tmp_path, 0, small=True)

@@ -54,6 +54,7 @@ def _entries(made: dict[str, Any], *kinds: str) -> list[tuple[dict[str, Any], di
     return [(e, json.loads(e["data"])) for e in made["entries"] if e["kind"] in kinds]
 
 
+@pytest.mark.slow
 def test_a_session_bundle_holds_the_memory_it_wrote_and_who_wrote_it(
     ledger: Any, op: Operator
 ) -> None:
@@ -83,6 +84,7 @@ def test_a_session_bundle_holds_the_memory_it_wrote_and_who_wrote_it(
     assert f"session {sid}" in out and "2 whole turns (2 completed)" in out
 
 
+@pytest.mark.slow
 def test_a_redacted_bundle_withholds_the_memory_text_and_still_verifies(
     ledger: Any, op: Operator
 ) -> None:
@@ -98,6 +100,7 @@ def test_a_redacted_bundle_withholds_the_memory_text_and_still_verifies(
     assert "Decision" in out  # the summary still says what was written, and by which call
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("part", ["title", "body"])
 def test_a_memory_text_changed_in_the_bundle_fails_both_verifiers(
     ledger: Any, op: Operator, tmp_path: Path, part: str
@@ -124,6 +127,7 @@ def test_a_memory_text_changed_in_the_bundle_fails_both_verifiers(
     assert code == 3 and "do not give its hash" in out, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("claim", ["finished call", "call of another turn", "no call",
                                    "from the api", "unknown origin"])
 def test_a_memory_write_with_a_false_provenance_fails_both_verifiers(
@@ -140,7 +144,7 @@ def test_a_memory_write_with_a_false_provenance_fails_both_verifiers(
     created = list(run(ledger.entries(kinds=["node.created"], session_id=sid)))
     first, later = created[0], list(run(ledger.entries(kinds=["turn.started"],
                                                          session_id=sid)))[-1]
-    turn, call, origin = first.turn_id, first.data["tool_call_id"], "tool"
+    turn, call, origin = first.turn_id, first.event(NodeCreated).tool_call_id, "tool"
     if claim == "call of another turn":
         turn = later.turn_id
     elif claim == "no call":
@@ -182,7 +186,8 @@ def test_a_false_provenance_appended_as_the_postgres_writer_role_fails_both_veri
         run(ledger.record([NodeCreated(
             turn_id=first.turn_id, session_id=sid, node_id="01FORGEDNODE0000000000000B",
             node_kind="Decision", actor="agent:default", title_digest=digest_text("Payee"),
-            body_digest=digest_text("pay evil-corp"), tool_call_id=first.data["tool_call_id"],
+            body_digest=digest_text("pay evil-corp"),
+            tool_call_id=first.event(NodeCreated).tool_call_id,
             origin="tool")]))
     finally:
         ledger.close_sync()

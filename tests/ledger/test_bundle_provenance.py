@@ -138,6 +138,7 @@ FORGERIES = [_never_ran, _finished, _not_yet_started, _another_turns_call, _afte
              _a_link_by_a_call_that_never_ran]
 
 
+@pytest.mark.slow
 def test_an_honest_memory_write_in_a_turn_in_progress_verifies(ledger: Any, op: Operator):
     _honest(ledger)
     code, out = op.check(op.export("honest.json", "--turn", TURN))
@@ -146,6 +147,7 @@ def test_an_honest_memory_write_in_a_turn_in_progress_verifies(ledger: Any, op: 
            "call-1 (node_create)" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forge", FORGERIES, ids=[f.__name__[1:] for f in FORGERIES])
 def test_a_memory_write_naming_a_false_tool_call_fails_both_verifiers(
         ledger: Any, op: Operator, forge: Any):

@@ -41,11 +41,13 @@ def test_canonical_json_refuses_nan_and_infinity() -> None:
         canonical_json([math.inf])
 
 
+@pytest.mark.slow
 @given(json_values)
 def test_equal_values_give_equal_canonical_bytes(value: object) -> None:
     assert canonical_json(json.loads(canonical_json(value))) == canonical_json(value)
 
 
+@pytest.mark.slow
 @given(json_values)
 def test_canonical_json_is_the_documented_json_dumps(value: object) -> None:
     assert canonical_json(value) == json.dumps(value, sort_keys=True, separators=(",", ":"),
@@ -74,6 +76,7 @@ def test_verify_digest_refuses_an_unknown_algorithm_tag() -> None:
     assert not verify_digest(digest_text("x"), "y")
 
 
+@pytest.mark.slow
 @given(
     seq=st.integers(min_value=1, max_value=2**53),
     entry_id=st.text(min_size=1),

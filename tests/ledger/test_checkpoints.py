@@ -11,6 +11,7 @@ import pytest
 
 from overt.clock import now_iso
 from overt.errors import LedgerError, LedgerIntegrityError
+from overt.events import LedgerCheckpointed
 from overt.ledger import audit, checkpoints
 from overt.ledger.checkpoints import Checkpoint, CheckpointSettings
 from tests.backends import Raw
@@ -36,8 +37,9 @@ def test_a_checkpoint_signs_the_size_root_and_head_and_is_recorded_and_witnessed
     assert Checkpoint.open(note, signer.public) == checkpoint
     assert (signer.witness / "000000000030.checkpoint").read_text() == note
     (entry,) = run(ledger.entries(kinds=["ledger.checkpoint"]))
-    assert entry.seq == 31 and entry.data["tree_size"] == 30
-    assert entry.data["witnesses"] == ["dir"] and entry.data["key_id"] == signer.public.key_id
+    recorded = entry.event(LedgerCheckpointed)
+    assert entry.seq == 31 and recorded.tree_size == 30
+    assert recorded.witnesses == ["dir"] and recorded.key_id == signer.public.key_id
 
 
 def test_the_checkpoint_text_has_one_written_form() -> None:
@@ -73,7 +75,7 @@ def test_a_command_witness_gets_the_note_on_stdin(ledger: Any, tmp_path: Path) -
     _, note = signer.checkpoint(ledger)
     assert copy.read_text() == note
     (entry,) = run(ledger.entries(kinds=["ledger.checkpoint"]))
-    assert entry.data["witnesses"] == ["dir", "command"]
+    assert entry.event(LedgerCheckpointed).witnesses == ["dir", "command"]
 
 
 def test_a_failing_witness_fails_the_checkpoint_after_the_others_took_it(

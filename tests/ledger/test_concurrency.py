@@ -55,6 +55,7 @@ def _assert_tampering_is_detected(ledger: Any, raw: Raw) -> None:
     assert run(ledger.verify(check_content=False)).bad_seq == middle
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("backend", "processes", "turns", "concurrency"), [
     ("postgres", 8, 200, 10),
     ("sqlite", 2, 200, 5),
@@ -82,6 +83,7 @@ def test_concurrent_processes_lose_no_record_and_keep_one_verifiable_chain(
         ledger.close_sync()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["postgres", "sqlite"], indirect=True)
 def test_processes_that_migrate_at_once_all_succeed(ledger_url: str) -> None:
     _run_workers(ledger_url, processes=4, turns=1, concurrency=1)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from overt.errors import ExtraMissingError, UsageError
+from overt.events import ToolCallCompleted, TurnStarted
 from overt.ledger.canonical import canonical_json, digest_text
 from overt.ledger.export import export_jsonl
 from overt.ledger.sqlite import SqliteLedger
@@ -20,6 +21,7 @@ from overt.telemetry.exporters import make_span_exporter, span_json
 from overt.telemetry.spans import at_ns, export_otel, otel_spans, spans_from_entries
 from overt.tools.base import tool
 from overt.types import ModelResponse, ToolCall, Usage
+from tests import needs
 from tests.conftest import RuntimeFactory, cli_message, run
 
 SECRET = "SECRET-MARKER-7f3a"
@@ -44,7 +46,7 @@ def tool_turn(tool_name: str = "get_usage", call_id: str = "call-1",
 
 @pytest.fixture
 def memory() -> Any:
-    module = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
+    module = needs.module("opentelemetry.sdk.trace.export.in_memory_span_exporter")
     return module.InMemorySpanExporter()
 
 
@@ -143,7 +145,8 @@ def test_span_attributes_follow_the_genai_conventions_with_overt_fields_namespac
     attrs = dict(tool_span.attributes)
     assert attrs["gen_ai.operation.name"] == "execute_tool"
     assert attrs["gen_ai.tool.name"] == "get_usage"
-    assert attrs["gen_ai.tool.call.id"] == entries["tool_call.completed"].data["tool_call_id"]
+    assert attrs["gen_ai.tool.call.id"] == entries["tool_call.completed"].event(
+        ToolCallCompleted).tool_call_id
     assert attrs["gen_ai.tool.call.id"].startswith("call_")  # overt's id, not the model's
     assert attrs["overt.tool_status"] == "ok" and attrs["overt.channel"] == "cli"
     assert attrs["overt.ledger.seq"] == entries["tool_call.completed"].seq
@@ -188,7 +191,8 @@ def test_a_refused_tool_call_ends_at_its_record_and_starts_its_duration_before(
     refused = run(ledger.entries(kinds=["tool_call.completed"]))[0]
     span = by_name(exported(ledger, memory))[f"execute_tool {digest_text('no_such_tool')}"]
     assert span.end_time == at_ns(refused.at)
-    expected_start = at_ns(refused.at) - round(refused.data["tool_duration_ms"] * 1_000_000)
+    expected_start = at_ns(refused.at) - round(
+        refused.event(ToolCallCompleted).tool_duration_ms * 1_000_000)
     assert span.start_time >= expected_start  # later only if clamped inside the turn
     assert span.attributes["overt.tool_status"] == "unknown_tool"
     assert span.attributes["error.type"] == "unknown_tool"
@@ -270,7 +274,8 @@ def test_no_exported_line_or_span_carries_message_text_or_tool_arguments(
     runtime = make_runtime(ScriptedModel(tool_turn("echo", text=SECRET)), tools=[echo])
     run(runtime.respond(cli_message(f"please echo {SECRET}")))
     interrupted_turn(make_runtime)
-    assert SECRET in (run(ledger.content(run(ledger.entries())[1].data["message_digest"])) or "")
+    started = run(ledger.entries())[1].event(TurnStarted)
+    assert SECRET in (run(ledger.content(started.message_digest)) or "")
     out = io.StringIO()
     run(export_jsonl(ledger, out))
     assert SECRET not in out.getvalue()
@@ -352,7 +357,7 @@ def test_missing_otel_packages_raise_an_error_naming_the_extra(
 def test_spans_are_sent_as_otlp_protobuf_to_the_given_endpoint(
     make_runtime: RuntimeFactory, ledger: SqliteLedger, memory: Any
 ) -> None:
-    pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    needs.module("opentelemetry.exporter.otlp.proto.http.trace_exporter")
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (

@@ -42,6 +42,7 @@ def test_a_sqlite_file_of_another_application_is_refused_and_left_byte_for_byte(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]  # no -wal, no -shm
 
 
+@pytest.mark.slow
 def test_the_cli_on_another_applications_file_says_so_in_one_line_and_exits_5(
         tmp_path: Path) -> None:
     path = tmp_path / "app.db"
@@ -99,6 +100,7 @@ def test_an_unparseable_postgres_url_is_a_usage_error_without_the_password(url: 
         open_ledger(url)
 
 
+@pytest.mark.slow
 def test_the_cli_on_an_unparseable_postgres_url_exits_2_without_a_traceback() -> None:
     out = subprocess.run([sys.executable, "-m", "overt.cli.main", "--db",
                           "postgresql://u:hunter2@[::1/x", "ledger", "verify"],

@@ -22,6 +22,7 @@ def proof_of(ledger: Any, tmp_path: Path, turn: str = "t7") -> tuple[bytes, sign
     return proofs.dump(proof).encode(), signer.public
 
 
+@pytest.mark.slow
 def test_a_turns_proof_checks_with_the_public_key_alone(ledger: Any, tmp_path: Path) -> None:
     add_turns(ledger, 400)
     data, key = proof_of(ledger, tmp_path, "t123")
@@ -30,6 +31,7 @@ def test_a_turns_proof_checks_with_the_public_key_alone(ledger: Any, tmp_path: P
     assert len(data) < 10_000
 
 
+@pytest.mark.slow
 def test_a_proof_fails_when_any_byte_of_it_changes(ledger: Any, tmp_path: Path) -> None:
     add_turns(ledger, 20, entries_per_turn=1)
     data, key = proof_of(ledger, tmp_path, "t7")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from overt.clock import now_iso
-from overt.events import Event, TurnCompleted, TurnStarted
+from overt.events import Event, LedgerPruned, TurnCompleted, TurnStarted
 from overt.ledger.canonical import digest_text
 from tests.backends import Raw
 from tests.conftest import run
@@ -45,7 +45,7 @@ def test_prune_removes_the_old_range_records_itself_and_verify_passes(
     assert run(ledger.content(digest_text("body of old-1"))) is None
     assert run(ledger.content(digest_text("body of new-1"))) == "body of new-1"
     (pruned,) = run(ledger.entries(kinds=["ledger.pruned"]))
-    assert pruned.data["last_removed_hash"] == raw.query(
+    assert pruned.event(LedgerPruned).last_removed_hash == raw.query(
         "SELECT prev_hash FROM audit_log WHERE seq = 5")[0][0]
 
 

@@ -17,7 +17,7 @@ import pytest
 from overt.cli.main import main
 from overt.clock import now_iso
 from overt.errors import LedgerError, UsageError
-from overt.events import TurnCompleted, TurnStarted
+from overt.events import ToolCallCompleted, TurnCompleted, TurnStarted
 from overt.ids import new_ulid
 from overt.ledger import open_ledger
 from overt.ledger.canonical import digest_text
@@ -406,7 +406,7 @@ def test_a_runtime_connected_as_the_writer_does_everything_it_does_as_the_owner(
     resumed = run(runtime.approve(paused.awaiting_approval))
     assert resumed.result is not None and "found Queue" in resumed.result.text
     assert runs_of(log) == ["500 bob"]
-    statuses = [e.data["tool_status"] for e in run(ledger.entries(
+    statuses = [e.event(ToolCallCompleted).tool_status for e in run(ledger.entries(
         kinds=["tool_call.completed"], session_id="cli:w1"))]
     assert statuses == ["ok"] * 7
     trail = assemble(run(ledger.trail_rows(session_id="cli:w1")), session_id="cli:w1")

@@ -102,6 +102,7 @@ def test_a_batch_the_database_refuses_fails_alone(tmp_path: Path) -> None:
     ledger.close_sync()
 
 
+@pytest.mark.slow
 def test_reads_run_off_the_event_loop(tmp_path: Path) -> None:
     ledger = SqliteLedger.open(tmp_path / "l.db")
     ledger.record_sync([_started(n) for n in range(2000)])
@@ -165,6 +166,7 @@ APPENDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_writers_killed_at_any_moment_lose_no_committed_record(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
     script = tmp_path / "appender.py"

@@ -70,6 +70,7 @@ def test_an_empty_ledger_verifies(ledger: Any) -> None:
     assert run(ledger.verify()).ok
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "column", ["id", "kind", "at", "turn_id", "session_id", "data", "prev_hash", "hash"]
 )

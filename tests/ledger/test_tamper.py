@@ -20,6 +20,7 @@ import pytest
 
 from overt.cli.main import main
 from overt.errors import LedgerError
+from overt.events import PolicyDecided, ToolCallCompleted
 from overt.ledger.canonical import chain_hash, entry_payload
 from overt.ledger.export import export_jsonl
 from overt.models.fake import ScriptedModel
@@ -123,7 +124,7 @@ def test_delete_a_content_body_is_refused_by_the_database_and_detected_without_t
     capsys: pytest.CaptureFixture[str]
 ) -> None:
     one_turn(make_runtime)
-    (result,) = [e.data["result_digest"]
+    (result,) = [e.event(ToolCallCompleted).result_digest
                  for e in run(ledger.entries(kinds=["tool_call.completed"]))]
     statement = f"DELETE FROM content_blobs WHERE digest = '{result}'"
     with pytest.raises(raw.append_only_error):
@@ -156,7 +157,7 @@ def test_after_a_prune_a_deleted_body_of_a_later_turn_is_still_detected(
     one_turn(make_runtime)
     run(ledger.prune(now_iso()))
     one_turn(make_runtime)
-    (result,) = [e.data["result_digest"]
+    (result,) = [e.event(ToolCallCompleted).result_digest
                  for e in run(ledger.entries(kinds=["tool_call.completed"]))]
     raw.drop_guards().execute(f"DELETE FROM content_blobs WHERE digest = '{result}'")
     code, out = verify_exit(ledger_url, capsys)
@@ -388,6 +389,7 @@ def test_truncate_the_tail_is_detected_against_the_checkpoint(
     assert code == EXIT_VERIFY and "its tail was cut" in out
 
 
+@pytest.mark.slow
 def test_rehash_the_whole_chain_is_detected_against_the_checkpoint(
     make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
     capsys: pytest.CaptureFixture[str]
@@ -403,6 +405,7 @@ def test_rehash_the_whole_chain_is_detected_against_the_checkpoint(
     assert code == EXIT_VERIFY and "re-computed" in out
 
 
+@pytest.mark.slow
 def test_forge_a_prune_is_detected_against_the_checkpoint(
     make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
     capsys: pytest.CaptureFixture[str]
@@ -525,6 +528,7 @@ def hand_made_proof(forged: tuple[Any, ...], leaves: list[bytes], note: str,
     return proofs.dump(proof).encode()
 
 
+@pytest.mark.slow
 def test_plant_a_merkle_tile_is_never_signed_and_is_detected_naming_the_tile(
     make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
     capsys: pytest.CaptureFixture[str]
@@ -591,6 +595,7 @@ def delete_through(raw: Raw, through: int) -> None:
         raw.execute(f"DELETE FROM {table} WHERE seq <= {through}")
 
 
+@pytest.mark.slow
 def test_a_forged_seal_is_never_signed_by_the_next_prune_and_is_detected(
     make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
     capsys: pytest.CaptureFixture[str]
@@ -617,6 +622,7 @@ def test_a_forged_seal_is_never_signed_by_the_next_prune_and_is_detected(
     assert code == EXIT_VERIFY and "FAILED against the signed checkpoints" in out
 
 
+@pytest.mark.slow
 def test_a_prune_over_a_disowned_seal_signs_only_what_it_removed(
     make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
     capsys: pytest.CaptureFixture[str]
@@ -716,6 +722,7 @@ def test_leave_an_entry_out_of_a_turns_proof_is_detected(
         assert code == EXIT_VERIFY and "FAILED" in out, (kind, out)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_the_ledger_recorded_but_the_witness_lacks_fails_verify(
     make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
     capsys: pytest.CaptureFixture[str]
@@ -737,6 +744,7 @@ def test_a_checkpoint_the_ledger_recorded_but_the_witness_lacks_fails_verify(
     assert code == EXIT_VERIFY and "the witness directory lacks" in out, out
 
 
+@pytest.mark.slow
 def test_an_edited_newest_checkpoint_does_not_hide_a_tail_cut_since_the_older_ones(
     make_runtime: RuntimeFactory, ledger: Any, raw: Raw, ledger_url: str, tmp_path: Any,
     capsys: pytest.CaptureFixture[str]
@@ -777,7 +785,8 @@ def test_leave_a_whole_tool_call_out_and_recount_is_caught_by_the_signed_turn_co
 
 
 def _policy_digest(ledger: Any) -> str:
-    digests = {e.data["policy_digest"] for e in run(ledger.entries(kinds=["policy.decision"]))}
+    digests = {e.event(PolicyDecided).policy_digest
+               for e in run(ledger.entries(kinds=["policy.decision"]))}
     assert len(digests) == 1, digests
     return str(digests.pop())
 

@@ -55,6 +55,7 @@ def test_an_untouched_memory_graph_verifies_with_exit_0(
     assert verify_exit(ledger_url, capsys)[0] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("column", "value"), [
     ("body", "staging db is evil-host"), ("title", "Prod db host"),
     ("actor", "operator:default"), ("kind", "Decision"), ("turn_id", "01OTHERTURN"),
@@ -116,6 +117,7 @@ def test_delete_a_node_is_refused_and_detected_without_the_guard(
             "gone") in out, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("statement", [
     "UPDATE memory_links SET to_id = from_id", "DELETE FROM memory_links",
     "UPDATE memory_link_retractions SET actor = 'operator:x'",

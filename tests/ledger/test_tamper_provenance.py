@@ -93,6 +93,7 @@ CLAIMS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("claim", "found"), CLAIMS)
 def test_a_write_claiming_a_call_it_cannot_have_come_from_is_refused_or_found(
     store: MemoryStore, ledger: Any, backend: str, ledger_url: str,
@@ -127,6 +128,7 @@ def test_a_write_after_its_call_completed_or_its_turn_ended_is_refused_or_found(
     assert code == EXIT_VERIFY and "names tool call call-1 of turn 01TURN" in out, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("column", "value"), [
     ("tool_call_id", "call-v"), ("session_id", "cli:victim"), ("origin", "api"),
     ("turn_id", "01VICTIM")])

@@ -30,6 +30,7 @@ def one_turn(make_runtime: RuntimeFactory) -> Any:
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data", NOT_OBJECTS)
 def test_an_entry_whose_data_is_not_a_json_object_is_refused_by_every_reader(
     make_runtime: RuntimeFactory, ledger: Ledger, raw: Raw, ledger_url: str, data: str,

@@ -138,6 +138,7 @@ def _first(raw: Raw, kind: str) -> int:
     return int(raw.query(f"SELECT min(seq) FROM audit_log WHERE kind = '{kind}'")[0][0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("change", "problem"), [
     ("UPDATE trail_index SET effect = 'allow' WHERE seq = {seq}",
      "row of entry {seq} does not match"),

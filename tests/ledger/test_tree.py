@@ -21,6 +21,7 @@ def chain_leaves(raw: Raw) -> list[bytes]:
     return [merkle.entry_leaf(h) for (h,) in raw.query("SELECT hash FROM audit_log ORDER BY seq")]
 
 
+@pytest.mark.slow
 def test_the_stored_tree_gives_the_root_of_the_chain_and_a_checkpoint_stores_its_tiles(
     ledger: Any, raw: Raw
 ) -> None:
@@ -35,6 +36,7 @@ def test_the_stored_tree_gives_the_root_of_the_chain_and_a_checkpoint_stores_its
                                 for i in range(len(leaves) // tree.TILE))]
 
 
+@pytest.mark.slow
 def test_a_proof_reads_the_tiles_it_needs_not_the_ledger(ledger: Any, tmp_path: Path) -> None:
     add_turns(ledger, 1000)
     signer = make_signer(tmp_path)
@@ -125,6 +127,7 @@ def counting_leaves(ledger: Any) -> tuple[Any, list[int]]:
     return select, counted
 
 
+@pytest.mark.slow
 def test_a_routine_checkpoint_hashes_the_entries_since_the_last_not_the_ledger(
     ledger: Any, raw: Raw, tmp_path: Path
 ) -> None:
@@ -147,6 +150,7 @@ def test_a_routine_checkpoint_hashes_the_entries_since_the_last_not_the_ledger(
     checkpoints.check_successor(first, second)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["planted", "missing", "twice"])
 def test_a_tile_under_the_signed_checkpoint_that_is_not_its_leaves_is_never_taken(
     ledger: Any, raw: Raw, tmp_path: Path, damage: str

@@ -117,6 +117,7 @@ def test_closing_answers_each_batch_still_queued_with_ledger_closed(ledger_url: 
     assert _count(ledger_url) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("fast_switching")
 def test_a_record_racing_close_is_always_answered(ledger_url: str, backend: str) -> None:
     """Callers on the event loop keep recording while another thread closes the
@@ -145,6 +146,7 @@ def test_a_record_racing_close_is_always_answered(ledger_url: str, backend: str)
         asyncio.run(one_round(ledger))
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("fast_switching")
 def test_a_record_from_threads_racing_close_is_always_answered(ledger_url: str,
                                                              backend: str) -> None:

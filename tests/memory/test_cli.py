@@ -28,6 +28,7 @@ def memory(url: str, *args: str) -> int:
     return main(["--db", url, "memory", *args])
 
 
+@pytest.mark.slow
 def test_memory_search_prints_matches_best_first(graph: dict[str, Node], ledger_url: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert memory(ledger_url, "search", "wal", "--json") == 0

@@ -67,6 +67,7 @@ def test_a_prefix_is_looked_for_within_the_actor_searched(store: MemoryStore) ->
         "Isokron"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("query", [
     '"', "*", "-", ":", "(", ")", "NEAR(iso pick)", "iso*", "iso:*", "'", "\\", "AND",
     "OR NOT", "^", "{title}: iso", "-12", ":*", "'':*", "a & b | !c", "<->", "pick-",

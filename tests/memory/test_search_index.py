@@ -20,6 +20,7 @@ BOB = Writer("agent:bob")
 
 @pytest.mark.parametrize("before", [7, 8, 13, 18, 19])  # by actor; no lengths; prefixes
 # (SQLite); trigrams
+@pytest.mark.slow
 def test_nodes_written_before_the_index_existed_are_found_once_the_ledger_migrates(
     ledger_url: str, monkeypatch: pytest.MonkeyPatch, before: int
 ) -> None:
@@ -159,6 +160,7 @@ def test_sqlite_scores_are_bm25_without_length_normalisation(ledger: Any, raw: R
             assert hit.score == pytest.approx(score, rel=1e-9), words
 
 
+@pytest.mark.slow
 def test_the_top_found_is_the_top_of_every_match_ranked(ledger: Any, raw: Raw) -> None:
     rng = random.Random(8)
     store = store_for(ledger)

@@ -134,6 +134,7 @@ WEATHER = ToolSpec("get_weather", "The weather in a city.",
 # -- requests and replies -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_plain_answer_arrives_as_text_with_its_usage_and_identifiers(
         api: FakeAnthropic) -> None:
     api.script(Reply(message(text("Hello"), text(" there.")), headers={"request-id": "req_9"}))
@@ -243,6 +244,7 @@ def test_a_limit_no_larger_than_the_thinking_budget_is_raised_by_the_budget(
     assert api.received[0]["max_tokens"] == 1324
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("stop_reason", "stop_sequence"), [
     ("max_tokens", None), ("stop_sequence", "###"), ("refusal", None),
     ("model_context_window_exceeded", None), ("pause_turn", None)])
@@ -325,6 +327,7 @@ def test_a_refused_connection_is_retried_then_ends_in_a_clear_model_error() -> N
     assert KEY not in str(exc)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("status", "kind", "detail", "hint"), [
     (400, "invalid_request_error", "messages: text content blocks must be non-empty",
      "malformed"),

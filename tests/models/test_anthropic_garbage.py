@@ -32,6 +32,7 @@ HTML = {"content-type": "text/html"}
 JSON = {"content-type": "application/json"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("body", "headers", "says"), [
     ("<html><body>502 Bad gateway</body></html>", HTML, "not a Messages API message"),
     ("<html>oops</html>", JSON, "the reply is not JSON"),

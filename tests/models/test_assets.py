@@ -19,6 +19,7 @@ from overt.models.assets import (
     is_prepared,
     recorded_sha256,
 )
+from tests import needs
 
 CHUNKS = [b"GGUF" + bytes(range(256)) * 40, b"second chunk " * 500, b"tail"]
 WHOLE = b"".join(CHUNKS)
@@ -172,7 +173,7 @@ def test_the_model_licence_and_notice_ship_with_the_package() -> None:
 def test_the_real_cached_weights_verify_against_the_pinned_hash() -> None:
     path = asset_path(DEFAULT_ASSET)
     if not path.exists():
-        pytest.skip(f"real weights not prepared at {path}")
+        needs.missing(f"real weights not prepared at {path}")
     from overt.models.assets import sha256_file
 
     assert sha256_file(path) == DEFAULT_ASSET.sha256

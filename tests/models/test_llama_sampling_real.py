@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("llama_cpp", reason="llama_cpp is not installed: pip install 'overt[local]'")
-
 from overt.models import llama_sampling
 from overt.models.assets import DEFAULT_ASSET, asset_path, is_prepared
 from overt.models.qwen_chat import call_schema
 from overt.tools.builtin import builtin_tools
+from tests import needs
+
+needs.module("llama_cpp", reason="llama_cpp is not installed: pip install 'overt[local]'")
 
 pytestmark = pytest.mark.real_model
 
@@ -29,7 +30,7 @@ N = 40
 def _weights() -> Path:
     cache_dir = os.environ.get("OVERT_CACHE_DIR") or None
     if not is_prepared(DEFAULT_ASSET, cache_dir):
-        pytest.skip("the embedded model is not prepared: overt model prepare local")
+        needs.missing("the embedded model is not prepared: overt model prepare local")
     return asset_path(DEFAULT_ASSET, cache_dir)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from overt.types import Message, ToolSpec
-from tests.models.test_local import QUESTION, FakeLlama, _ask, _model, calling
+from tests.models.test_local import QUESTION, FakeLlama, _ask, _model, calling, loaded
 from tests.models.test_local import fake_llama as fake_llama  # the fixture
 
 NODE = "01M87ZS9587F06BPR29NGTP8CY"
@@ -39,7 +39,7 @@ def test_choosing_cannot_do_drops_the_call_and_answers_without_tools(
     assert response.tool_calls == ()
     assert response.text == "I cannot do that from here. Use `overt approvals`."
     assert response.stop_reason == "end_turn"
-    shown, constrained, _, answered = model._llm.calls
+    shown, constrained, _, answered = loaded().calls
     assert '"name": "cannot_do"' in shown[0]  # listed with the tools
     assert "cannot_do" in _variants(constrained[1])
     assert "# Tools" not in answered[0] and answered[1] is None
@@ -67,8 +67,8 @@ def test_without_decline_no_cannot_do_is_offered(
 
     model = _model(tmp_path, script, decline=False)
     _ask(model, QUESTION)
-    assert "cannot_do" not in model._llm.calls[0][0]
-    assert "cannot_do" not in _variants(model._llm.calls[1][1])
+    assert "cannot_do" not in loaded().calls[0][0]
+    assert "cannot_do" not in _variants(loaded().calls[1][1])
 
 
 def test_id_arguments_take_only_ids_the_conversation_holds(
@@ -78,11 +78,11 @@ def test_id_arguments_take_only_ids_the_conversation_holds(
     model = _model(tmp_path, script)
     tools = (READ,)
     _ask(model, Message("user", "Open the staging note."), tools=tools)
-    assert "node_read" not in _variants(model._llm.calls[1][1])  # no id seen: left out
-    model._llm.calls.clear()
+    assert "node_read" not in _variants(loaded().calls[1][1])  # no id seen: left out
+    loaded().calls.clear()
     response = _ask(model, Message("assistant", f"Node {NODE} holds it."),
                     Message("user", "Read it."), tools=tools)
-    assert _variants(model._llm.calls[1][1])["node_read"]["properties"]["id"] == {
+    assert _variants(loaded().calls[1][1])["node_read"]["properties"]["id"] == {
         "enum": [NODE]}
     assert response.tool_calls[0].arguments == {"id": NODE}
 

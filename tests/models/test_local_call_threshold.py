@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.models.test_local import QUESTION, FakeLlama, _ask, _model
+from tests.models.test_local import QUESTION, FakeLlama, _ask, _model, loaded
 from tests.models.test_local import fake_llama as fake_llama  # the fixture
 
 N_VOCAB = 2000
@@ -47,8 +47,8 @@ def test_a_call_likely_enough_at_the_first_token_is_made_under_the_grammar(
     assert [(c.name, dict(c.arguments)) for c in response.tool_calls] == [
         ("get_usage", {"period": "7d"})]
     assert response.text == ""
-    constrained = [p for p, g in model._llm.calls if g is not None]
-    assert constrained == [model._llm.calls[1][0]]
+    constrained = [p for p, g in loaded().calls if g is not None]
+    assert constrained == [loaded().calls[1][0]]
     assert constrained[0].endswith("<|im_start|>assistant\n<tool_call>\n")
 
 

@@ -71,6 +71,7 @@ def stateful_llama(monkeypatch: pytest.MonkeyPatch) -> None:
     module.llama_state_set_data = _set_data  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "llama_cpp", module)
     monkeypatch.setitem(sys.modules, "llama_cpp.llama_grammar", grammar_module)
+    monkeypatch.setattr(FakeLlama, "made", [])
     monkeypatch.setattr(llama_sampling, "sample_tokens",
                         lambda llm, tokens, **kw: llm.generate(tokens, grammar=kw["grammar"]))
 
@@ -82,6 +83,11 @@ def _model(tmp_path: Path, **options: Any) -> LocalModel:
     return LocalModel(weights, n_ctx=8192, **options)
 
 
+def made() -> list[StatefulLlama]:
+    """The llama.cpp models the test's LocalModels loaded, in order (through the fake)."""
+    return [llm for llm in FakeLlama.made if isinstance(llm, StatefulLlama)]
+
+
 def _ask(model: LocalModel, question: str = "How much did I spend?") -> ModelResponse:
     return asyncio.run(model.complete(ModelRequest((SYSTEM, Message("user", question)), TOOLS)))
 
@@ -91,7 +97,7 @@ def test_the_first_process_prefills_the_system_turn_and_saves_it_beside_the_weig
     model = _model(tmp_path)
     assert _ask(model).info["prefix"] == "prefilled"
     assert len(list((tmp_path / "prefix").glob("*.kv"))) == 1
-    llm = model._llm
+    [llm] = made()
     assert llm.prefilled == llm.n_tokens > 64
 
 
@@ -101,8 +107,8 @@ def test_a_new_process_loads_the_saved_prefix_instead_of_prefilling(
     _ask(first)
     second = _model(tmp_path)
     assert _ask(second).info["prefix"] == "disk"
-    llm = second._llm
-    assert llm.prefilled == 0 and llm.restored == first._llm.state()
+    loaded_first, loaded_second = made()
+    assert loaded_second.prefilled == 0 and loaded_second.restored == loaded_first.state()
 
 
 def test_the_next_request_in_one_process_keeps_the_prefix_it_holds(
@@ -143,7 +149,8 @@ def test_a_prefix_switched_away_from_and_back_comes_from_memory(
     for saved in (tmp_path / "prefix").glob("*.kv"):
         saved.unlink()  # memory, not the file: a deleted file does not matter
     assert _ask(model).info["prefix"] == "memory"
-    assert model._llm.restored is not None and model._llm.prefilled > 0
+    [llm] = made()
+    assert llm.restored is not None and llm.prefilled > 0
 
 
 def test_a_state_llama_refuses_is_dropped_from_memory_and_prefilled_again(
@@ -162,6 +169,7 @@ def test_warm_saves_the_system_turn_and_the_first_question_finds_its_prefix_held
     model = _model(tmp_path)
     model.warm(ModelRequest((SYSTEM,), TOOLS))
     assert len(list((tmp_path / "prefix").glob("*.kv"))) == 1  # the call turn's
-    prefilled = model._llm.prefilled
+    [llm] = made()
+    prefilled = llm.prefilled
     assert _ask(model).info["prefix"] == "held"
-    assert model._llm.prefilled - prefilled < 64  # only the question, not the system turn
+    assert llm.prefilled - prefilled < 64  # only the question, not the system turn

@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("llama_cpp", reason="llama_cpp is not installed: pip install 'overt[local]'")
-
 from overt.models.assets import DEFAULT_ASSET
 from overt.models.local import LocalModel
 from overt.prompts import default_template, render
 from overt.tools.builtin import builtin_tools
 from overt.types import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
+from tests import needs
+
+needs.module("llama_cpp", reason="llama_cpp is not installed: pip install 'overt[local]'")
 
 pytestmark = pytest.mark.real_model
 

@@ -39,8 +39,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("openai", reason="the openai SDK is not installed: pip install 'overt[openai]'")
-
 from overt.errors import ConfigError, ExtraMissingError, ModelError, ModelOutputError, UsageError
 from overt.ledger import open_ledger
 from overt.ledger.base import Ledger
@@ -55,7 +53,10 @@ from overt.models.resolve import ModelCatalog, builtin_providers
 from overt.prompts import load_template, render
 from overt.tools.builtin import builtin_tools
 from overt.types import Message, ModelRequest, ModelResponse, ResponseResult, ToolCall, ToolSpec
+from tests import needs
 from tests.conftest import RuntimeFactory, cli_message, run
+
+needs.module("openai", reason="the openai SDK is not installed: pip install 'overt[openai]'")
 
 WEATHER = ToolSpec("get_weather", "The weather in a city.",
                    {"type": "object", "properties": {"city": {"type": "string"}},
@@ -482,7 +483,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``python -m llama_cpp.server`` on the embedded model; its ``/v1`` URL."""
-    pytest.importorskip("llama_cpp.server",
+    needs.module("llama_cpp.server",
                         reason="llama.cpp's server is not installed: llama-cpp-python[server]")
     from overt.models.assets import DEFAULT_ASSET, ensure_asset
 

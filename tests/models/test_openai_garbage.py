@@ -15,14 +15,15 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("openai", reason="the openai SDK is not installed: pip install 'overt[openai]'")
-
 from overt.engine.answer_stream import AnswerDelta, AnswerEvent
 from overt.errors import ModelOutputError
 from overt.ledger.base import Ledger
 from overt.models.openai_compat import OpenAICompatModel
 from overt.types import Message, ModelRequest, ModelResponse
+from tests import needs
 from tests.conftest import RuntimeFactory, cli_message, run
+
+needs.module("openai", reason="the openai SDK is not installed: pip install 'overt[openai]'")
 
 Reply = tuple[str, bytes]  # content type, the bytes sent before the connection closes
 
@@ -96,6 +97,7 @@ UNREADABLE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reply", UNREADABLE.values(), ids=list(UNREADABLE))
 def test_a_reply_that_cannot_be_read_is_a_model_output_error_naming_the_model(
         garbage: tuple[str, deque[Reply]], reply: Reply) -> None:
@@ -113,6 +115,7 @@ STREAMS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("events", STREAMS.values(), ids=list(STREAMS))
 def test_a_stream_that_ends_before_its_finish_is_a_model_output_error(
         garbage: tuple[str, deque[Reply]], events: bytes) -> None:
@@ -122,6 +125,7 @@ def test_a_stream_that_ends_before_its_finish_is_a_model_output_error(
         _ask(url, stream=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("usage", [{"prompt_tokens": "many", "completion_tokens": None},
                                    {"prompt_tokens": -4, "completion_tokens": 1e400}])
 def test_usage_that_is_not_token_counts_is_recorded_as_zero_and_the_answer_kept(
@@ -134,6 +138,7 @@ def test_usage_that_is_not_token_counts_is_recorded_as_zero_and_the_answer_kept(
         "fine", 0, 0)
 
 
+@pytest.mark.slow
 def test_a_turn_whose_stream_is_cut_records_a_model_error_not_the_partial_answer(
         garbage: tuple[str, deque[Reply]], ledger: Ledger,
         make_runtime: RuntimeFactory) -> None:
@@ -152,6 +157,7 @@ def test_a_turn_whose_stream_is_cut_records_a_model_error_not_the_partial_answer
     assert run(ledger.verify()).ok
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("reply", "says"), [
     (("text/html", b"<html><body>502 Bad gateway</body></html>"),
      "it is not a chat completion but '<html><body>502 Bad gateway"),
@@ -176,6 +182,7 @@ def test_content_sent_as_a_list_of_parts_is_the_answer_not_an_empty_one(
     assert _ask(url, stream=False).text == "Hello, world."
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", [5, {"text": "x"}, [{"type": "text", "text": 5}]])
 def test_content_that_is_not_text_is_a_model_output_error(
         garbage: tuple[str, deque[Reply]], content: Any) -> None:

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("llama_cpp", reason="llama_cpp is not installed: pip install 'overt[local]'")
-
 from overt.models.assets import DEFAULT_ASSET, asset_path, is_prepared
 from overt.models.local import LocalModel
 from overt.prompts import default_template, render
 from overt.tools.builtin import builtin_tools
 from overt.types import Message, ModelRequest, ModelResponse
+from tests import needs
+
+needs.module("llama_cpp", reason="llama_cpp is not installed: pip install 'overt[local]'")
 
 pytestmark = pytest.mark.real_model
 
@@ -28,7 +29,7 @@ REQUEST = ModelRequest((Message("system", render(default_template(), TOOLS, 5)),
 def _weights() -> Path:
     cache_dir = os.environ.get("OVERT_CACHE_DIR") or None
     if not is_prepared(DEFAULT_ASSET, cache_dir):
-        pytest.skip("the embedded model is not prepared: overt model prepare local")
+        needs.missing("the embedded model is not prepared: overt model prepare local")
     return asset_path(DEFAULT_ASSET, cache_dir)
 
 

@@ -4,8 +4,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from overt.models.qwen_chat import (
     answer_messages,
     call_schema,
@@ -14,6 +12,7 @@ from overt.models.qwen_chat import (
     render_chatml,
 )
 from overt.types import Message, ToolCall, ToolSpec
+from tests import needs
 
 TOOLS = (
     ToolSpec("get_operational_state", "How the runtime is doing.",
@@ -33,7 +32,7 @@ CONVERSATION = (
 
 def _jinja(messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> str:
     """Render with the GGUF's own template, the way transformers does."""
-    jinja2 = pytest.importorskip("jinja2")
+    jinja2 = needs.module("jinja2")
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
     env.filters["tojson"] = lambda value: json.dumps(value, ensure_ascii=False)
     template = env.from_string(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +31,7 @@ def recorded(raw: str) -> tuple[str, int]:
     return text, len(calls)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=14).map("".join))
 def test_what_is_streamed_begins_the_answer_and_never_holds_markup(raw: str) -> None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -213,6 +214,7 @@ _fragments = st.sampled_from([
 ])
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.one_of(_fragments, st.text(max_size=8)), max_size=30).map("".join))
 def test_parsing_never_raises_on_any_input(raw: str) -> None:

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from overt.events import Event, ToolCallCompleted, ToolCallStarted, TurnCompleted
 from overt.ledger.base import Entry, Ledger
 from overt.policy.approvals import ApprovalBook
@@ -81,6 +83,7 @@ EXPECTED = [("approved", False, True, True, True, True, False, False, True),
             ("pending", False, False, False, False, False, False, False, False)]
 
 
+@pytest.mark.slow
 def test_the_list_reads_the_calls_of_its_requests_not_every_call_of_the_ledger(
         ledger: Ledger, tmp_path: Path) -> None:
     run(unrelated(ledger, 2000))  # 10,000 entries: a call in a turn and one outside each

@@ -186,6 +186,7 @@ def test_the_review_path_is_gated(ledger: Ledger, tmp_path: Path) -> None:
     assert runs_of(log) == []
 
 
+@pytest.mark.slow
 def test_only_the_gated_paths_can_execute_a_tool() -> None:
     """Every module that can call a tool's function: ``Tool.run`` is called only by
     ``dispatch.execute``, and ``execute`` only by the loop and the direct path,

@@ -209,6 +209,7 @@ _DIES_INSIDE_THE_TOOL = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_process_starting_takes_up_a_call_whose_process_on_this_host_has_ended(
         ledger: Ledger, ledger_url: str, tmp_path: Path) -> None:
     """A worker starting (``interrupted=False``) runs an idempotent call again when

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from overt.ledger.base import Ledger
 from tests.conftest import run
 from tests.policy.helpers import runs_of
@@ -80,6 +82,7 @@ def _paused_by_a_killed_process(tmp_path: Path, url: str, log: Path) -> str:
     return out.read_text()
 
 
+@pytest.mark.slow
 def test_an_approval_resumes_a_turn_whose_process_was_killed(
         ledger: Ledger, ledger_url: str, tmp_path: Path) -> None:
     log = tmp_path / "payments"
@@ -94,6 +97,7 @@ def test_an_approval_resumes_a_turn_whose_process_was_killed(
     assert run(ledger.verify()).ok
 
 
+@pytest.mark.slow
 def test_two_processes_racing_to_approve_run_the_call_once(
         ledger: Ledger, ledger_url: str, tmp_path: Path) -> None:
     log = tmp_path / "payments"

@@ -86,6 +86,7 @@ GATES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gate", sorted(GATES))
 @pytest.mark.parametrize("source", SOURCES)
 def test_for_every_source_the_prompt_promises_what_the_gate_does(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -139,9 +140,9 @@ def test_windows_line_endings_are_lines() -> None:
 
 def test_a_long_text_is_parsed_in_linear_time() -> None:
     text = ("plan " * 20_000 + "\n") + ("[" + " " * 10_000) + ("x\n\n" * 20_000)
-    started = time.perf_counter()
+    started = time.process_time()  # this process's CPU: other processes' load does not count
     steps = parse_steps(text)
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
     assert [s.step_number for s in steps] == list(range(len(steps)))
 
 
@@ -154,6 +155,7 @@ _pieces = st.sampled_from([
 _texts = st.one_of(st.text(), st.lists(st.one_of(_pieces, st.text(max_size=5))).map("".join))
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(_texts)
 def test_any_text_gives_gapless_steps_with_known_phases_and_content(text: str) -> None:
@@ -164,6 +166,7 @@ def test_any_text_gives_gapless_steps_with_known_phases_and_content(text: str) -
     assert parse_steps(text) == steps  # deterministic
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(_pieces.filter(lambda p: not p.startswith(("[", "【"))),
                           st.text(alphabet=st.characters(blacklist_characters="[【"),

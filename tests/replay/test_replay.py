@@ -148,6 +148,7 @@ def test_recorded_turns_with_plugins_an_approval_and_a_quarantine_replay_with_no
     assert len(run(ledger.entries())) == before  # nothing written to the ledger read
 
 
+@pytest.mark.slow
 def test_a_thousand_recorded_turns_replay_with_no_divergence(
     ledger: Ledger, tmp_path: Path
 ) -> None:

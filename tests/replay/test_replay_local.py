@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("llama_cpp", reason="llama_cpp is not installed: pip install 'overt[local]'")
-
 from overt.cli.main import main
 from overt.models.assets import DEFAULT_ASSET, is_prepared
+from tests import needs
+
+needs.module("llama_cpp", reason="llama_cpp is not installed: pip install 'overt[local]'")
 
 pytestmark = pytest.mark.real_model
 
@@ -26,7 +27,7 @@ def test_turns_the_embedded_model_answered_are_answered_again_byte_for_byte(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     if not is_prepared(DEFAULT_ASSET, os.environ.get("OVERT_CACHE_DIR") or None):
-        pytest.skip("the embedded model is not prepared: overt model prepare local")
+        needs.missing("the embedded model is not prepared: overt model prepare local")
     for name in ("OVERT_MODEL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OVERT_ROUTE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)  # no overt.toml of the developer's

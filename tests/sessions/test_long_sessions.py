@@ -130,6 +130,7 @@ def test_a_prune_of_what_the_reader_holds_makes_it_read_again(
     assert turns == run(session_history(ledger, "cli:long"))
 
 
+@pytest.mark.slow
 def test_each_turn_reads_only_what_is_new(make_runtime: RuntimeFactory, ledger: Ledger) -> None:
     """The entries read back for a turn of a 200-turn session: the oldest one held (the
     prune check) and the last turn's two, not the session."""
@@ -220,6 +221,7 @@ def test_the_owner_is_read_from_the_first_turn_alone(
     assert run(session_owner(ledger, "cli:nobody")) is None
 
 
+@pytest.mark.slow
 def test_a_window_that_moves_on_links_only_the_new_messages_and_each_request_reads_back_whole(
     make_runtime: RuntimeFactory, ledger: Ledger, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -49,6 +49,7 @@ def test_a_row_sums_its_sessions_turns_cost_time_calls_and_failures(
     assert rows["cli:a"].last_at >= rows["cli:a"].started_at
 
 
+@pytest.mark.slow
 def test_errors_first_lists_the_sessions_with_a_failure_newest_first(
         make_runtime: RuntimeFactory, ledger: Any) -> None:
     sessions(make_runtime)

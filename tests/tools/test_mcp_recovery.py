@@ -98,6 +98,7 @@ def stdio_runtime(ledger: Ledger, tmp_path: Path, replies: list[Any]) -> Runtime
                    mcp_servers=[spec])
 
 
+@pytest.mark.slow
 def test_the_first_call_after_a_stdio_server_was_killed_starts_it_again_and_succeeds(
         ledger: Ledger, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     rt = stdio_runtime(ledger, tmp_path, [call("notes__pid"), "Running.",
@@ -124,6 +125,7 @@ def test_the_first_call_after_a_stdio_server_was_killed_starts_it_again_and_succ
     assert "the call to pid never reached it" in caplog.text
 
 
+@pytest.mark.slow
 def test_a_call_that_reached_a_stdio_server_before_it_died_is_an_error_and_not_run_again(
         ledger: Ledger, tmp_path: Path) -> None:
     rt = stdio_runtime(ledger, tmp_path, [call("notes__note_then_die", text="pay 10 EUR"),
@@ -167,6 +169,7 @@ def http_server(script: Path, port: int, log: Path) -> Iterator[int]:
         process.wait(10)
 
 
+@pytest.mark.slow
 def test_a_redeployed_http_server_is_met_by_a_new_session_and_the_call_succeeds(
         ledger: Ledger, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     script, port, log = tmp_path / "remote.py", free_port(), tmp_path / "remote.log"

@@ -75,6 +75,7 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
+@pytest.mark.slow
 def test_a_servers_read_only_tool_runs_through_the_gate_and_is_recorded(
         ledger: Ledger, tmp_path: Path) -> None:
     rt = runtime(ledger, tmp_path, [call("notes__add", a=2, b=3), "It is 5."])
@@ -90,6 +91,7 @@ def test_a_servers_read_only_tool_runs_through_the_gate_and_is_recorded(
     assert completed["tool_status"] == "ok" and completed["tool_name"] == "notes__add"
 
 
+@pytest.mark.slow
 def test_a_servers_mutating_tool_waits_for_approval_and_then_runs_once(
         ledger: Ledger, tmp_path: Path) -> None:
     rt = runtime(ledger, tmp_path, [call("notes__write_note", text="hello"), "Noted."])
@@ -100,6 +102,7 @@ def test_a_servers_mutating_tool_waits_for_approval_and_then_runs_once(
     assert (tmp_path / "notes.log").read_text() == "hello\n"
 
 
+@pytest.mark.slow
 def test_a_servers_error_and_bad_arguments_reach_the_model_as_errors(
         ledger: Ledger, tmp_path: Path) -> None:
     rt = runtime(ledger, tmp_path, [
@@ -127,6 +130,7 @@ def results(rt: Runtime) -> list[str]:
     return [m.content for m in requests[-1].messages if m.role == "tool"]
 
 
+@pytest.mark.slow
 def test_calls_reach_one_server_process_for_the_runtimes_lifetime_and_close_ends_it(
         ledger: Ledger, tmp_path: Path) -> None:
     rt = runtime(ledger, tmp_path, [call("notes__pid"), call("notes__pid"), "Same.",
@@ -147,6 +151,7 @@ def test_calls_reach_one_server_process_for_the_runtimes_lifetime_and_close_ends
         os.kill(int(pids[0]), 0)  # closed with the runtime: the server is gone
 
 
+@pytest.mark.slow
 def test_a_server_that_crashed_is_started_again_on_the_next_call_and_that_is_recorded(
         ledger: Ledger, tmp_path: Path) -> None:
     rt = runtime(ledger, tmp_path, [call("notes__pid"), call("notes__crash"),

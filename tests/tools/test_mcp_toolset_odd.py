@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from overt.ledger.base import Ledger
 from overt.models.fake import ScriptedModel
 from overt.policy.gate import Gate
@@ -50,6 +52,7 @@ def call(name: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": {}}]}
 
 
+@pytest.mark.slow
 def test_resources_images_and_links_in_a_result_reach_the_model_not_dropped(
         ledger: Ledger, tmp_path: Path) -> None:
     script = tmp_path / "files_server.py"
@@ -97,6 +100,7 @@ def clashing(tmp_path: Path) -> McpServerSpec:
     return McpServerSpec("dup", (sys.executable, str(script)))
 
 
+@pytest.mark.slow
 def test_two_server_tools_that_become_one_name_register_none_and_say_so(
         ledger: Ledger, tmp_path: Path) -> None:
     # look.up and look_up are both dup__look_up: which one a call reached was a guess
@@ -111,6 +115,7 @@ def test_two_server_tools_that_become_one_name_register_none_and_say_so(
     assert (error["plugin"], error["consequence"]) == ("mcp:dup", "no_tools")
 
 
+@pytest.mark.slow
 def test_a_server_tool_clashing_with_a_registered_one_leaves_none_of_its_tools_registered(
         ledger: Ledger, tmp_path: Path) -> None:
     @tool(name="dup__other")
@@ -159,6 +164,7 @@ anyio.run(main)
 '''
 
 
+@pytest.mark.slow
 def test_arguments_whose_names_are_not_python_names_reach_the_server(
         ledger: Ledger, tmp_path: Path) -> None:
     # "_limit" cost the server all its tools; "file-path" was refused as unexpected

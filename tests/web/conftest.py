@@ -33,6 +33,7 @@ from overt.policy.rules import Rule
 from overt.runtime import Runtime
 from overt.types import ModelRequest, ModelResponse, ToolCall, Usage
 from overt.web import cockpit_routes
+from tests import needs
 from tests.channels.helpers import uvicorn_server as served
 
 CHROMIUM = "/usr/bin/chromium"
@@ -103,9 +104,7 @@ def need_browser() -> None:
     (env ``CI`` set), fail instead."""
     missing = browser_missing()
     if missing is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"browser tests need a browser in CI: {missing}", pytrace=False)
-        pytest.skip(missing, allow_module_level=True)
+        needs.missing(missing)
 
 
 @pytest.fixture(scope="module")

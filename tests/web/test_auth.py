@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
+import pytest
 
 from overt.channels.http import create_app
 from overt.ledger.base import Ledger
@@ -83,6 +84,7 @@ def test_a_login_post_without_its_csrf_token_is_refused(ledger: Ledger) -> None:
     assert run(main()) == 403
 
 
+@pytest.mark.slow
 def test_every_page_carries_a_csp_without_inline_script_and_the_other_headers(
         ledger: Ledger) -> None:
     async def main() -> list[httpx.Response]:

@@ -97,12 +97,19 @@ def test_the_hub_hands_every_subscriber_the_entries_appended_after_it_subscribed
     assert listening == 2
 
 
+def background() -> set[asyncio.Task[Any]]:
+    """The tasks running beside the test's own (the hub's feed, once a page listens)."""
+    return {task for task in asyncio.all_tasks() if task is not asyncio.current_task()}
+
+
 def test_the_hub_stops_following_when_the_last_page_leaves(ledger: Ledger) -> None:
     async def main() -> tuple[int, bool]:
         hub = hub_of(runtime_on(ledger))
         async with hub.subscribe():
-            pass
-        return hub.listeners, hub._task is None
+            following = background()
+        assert following  # the hub follows the ledger while a page listens
+        _, still_running = await asyncio.wait(following, timeout=TIMEOUT)
+        return hub.listeners, not still_running
     assert run(main()) == (0, True)
 
 
@@ -182,8 +189,7 @@ def test_the_hub_stops_following_a_ledger_that_was_closed_without_logging_errors
     async def main() -> bool:
         hub = hub_of(runtime_on(ledger))
         async with hub.subscribe():
-            task = hub._task
-            assert task is not None
+            [task] = background()  # the hub's feed
             await ledger.close()
             await asyncio.wait_for(asyncio.shield(task), TIMEOUT)
             return task.done()

@@ -3,11 +3,13 @@ what a page does with a request it cannot honour."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from typing import Any
 
 import httpx2 as httpx
+import pytest
 
 from overt.channels.http import create_app
 from overt.events import TurnPaused
@@ -26,10 +28,11 @@ from overt.runtime import Runtime
 from overt.types import IncomingMessage
 from overt.web import cockpit_routes
 from overt.web.pages.approvals import time_left
-from overt.web.pages.ledger import LedgerPage, VerifyJob
+from overt.web.pages.ledger import VerifyJob
+from overt.web.render import fragment
 from tests.conftest import run
 from tests.web.conftest import AUDITOR, GRANTS, OPERATOR, RULE, TOKENS, reply
-from tests.web.test_auth import log_in
+from tests.web.test_auth import log_in, page_csrf
 
 
 def setup(ledger: Ledger) -> tuple[Runtime, httpx.AsyncClient]:
@@ -166,27 +169,58 @@ def test_an_actor_that_may_not_decide_is_refused_even_with_a_valid_form(
         "operator:auditor", "approvals.decide", False)
 
 
-def test_a_verify_run_shows_the_rows_checked_of_the_rows_to_check(ledger: Ledger) -> None:
-    async def main() -> tuple[VerifyJob, str, str]:
+async def verify_in_the_cockpit(c: httpx.AsyncClient) -> str:
+    """Log in, press "Run verify" on /ledger, and poll its status fragment, as the page
+    does, until the run ends; the last fragment."""
+    await log_in(c)
+    started = await c.post("/ledger/verify",
+                           data={"csrf": page_csrf((await c.get("/ledger")).text)})
+    assert started.status_code == 303
+    for _ in range(400):  # a hang guard, not a timing: verify of a few rows ends at once
+        status = (await c.get("/ledger/verify/status")).text
+        if "hx-get" not in status:  # the fragment stops polling once the run ends
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"verify still running: {status}")
+
+
+def test_a_verify_run_from_the_cockpit_reports_the_entries_it_verified(
+        ledger: Ledger) -> None:
+    async def main() -> tuple[str, int]:
+        rt, c = setup(ledger)
+        await ask(rt, "something to verify", "http:verified", "operator:alice")
+        async with c:
+            status = await verify_in_the_cockpit(c)
+        return status, len(await ledger.entries())
+    status, entries = run(main())
+    assert '<span class="badge ok">ok</span>' in status
+    assert f"{entries:,} entries verified" in status and "(by operator:alice)" in status
+
+
+def test_verify_reports_the_rows_checked_up_to_all_the_rows_to_check(ledger: Ledger) -> None:
+    async def main() -> tuple[list[tuple[int, int]], int]:
         rt, _ = setup(ledger)
         await ask(rt, "something to verify", "http:verified", "operator:alice")
-        page = LedgerPage(rt)
-        job = VerifyJob("operator:alice", "now", time.monotonic(), 10)
-        page.job = job
-        counting = page._status()
-        await page._run(job)
-        running = VerifyJob("operator:alice", "now", time.monotonic() - 2.0, 10_000)
-        running.progress(2_500, 40_000)
-        page.job = running
-        return job, counting, page._status()
-    done, counting, running = run(main())
-    assert done.report is not None and done.report.ok
-    assert done.total is not None and done.total > done.report.entries
-    assert done.checked == done.total
-    assert "Counting the rows to check" in counting
-    assert "2,500 of 40,000 rows checked" in running and "6.2 %" in running
-    assert 'max="40000" value="2500"' in running
-    assert 'hx-get="/ledger/verify/status"' in running
+        seen: list[tuple[int, int]] = []
+        report = await ledger.verify(progress=lambda checked, total: seen.append(
+            (checked, total)))
+        assert report.ok
+        return seen, report.entries
+    seen, entries = run(main())
+    checked, total = seen[-1]
+    assert total > entries  # the chain's rows and the rows beside it (bodies, the index)
+    assert checked == total
+
+
+def test_a_running_verify_shows_the_rows_checked_of_the_rows_to_check() -> None:
+    counting = VerifyJob("operator:alice", "now", time.monotonic(), 10)
+    running = VerifyJob("operator:alice", "now", time.monotonic() - 2.0, 10_000)
+    running.progress(2_500, 40_000)
+    assert "Counting the rows to check" in fragment("_verify.html", job=counting, elapsed=0.1)
+    shown = fragment("_verify.html", job=running, elapsed=2.0)
+    assert "2,500 of 40,000 rows checked" in shown and "6.2 %" in shown
+    assert 'max="40000" value="2500"' in shown
+    assert 'hx-get="/ledger/verify/status"' in shown
 
 
 def test_a_held_request_shows_the_rule_and_message_its_decision_recorded(
@@ -203,8 +237,8 @@ def test_a_held_request_shows_the_rule_and_message_its_decision_recorded(
 
 
 def test_a_verify_run_that_finds_a_forged_memory_node_says_so(ledger: Ledger, raw: Any) -> None:
-    async def main() -> tuple[VerifyJob, str]:
-        rt, _ = setup(ledger)
+    async def main() -> str:
+        _, c = setup(ledger)
         node = await store_for(ledger).create_node("Note", "db host", "db-1",
                                                    Writer("agent:default"))
         # an INSERT, as any writer may: a memory the agent would believe
@@ -213,12 +247,10 @@ def test_a_verify_run_that_finds_a_forged_memory_node_says_so(ledger: Ledger, ra
                     "'01FORGEDNODE0000000000000A', kind, title, 'evil-host', actor, "
                     "created_at, NULL, '01FORGEDNODE0000000000000A', 1, turn_id, search_tags "
                     "FROM memory_nodes WHERE id = ?", (node.id,))
-        page = LedgerPage(rt)
-        job = page.job = VerifyJob("operator:alice", "now", time.monotonic(), 2)
-        await page._run(job)
-        return job, page._status()
-    job, status = run(main())
-    assert job.report is not None and job.report.memory_bad
+        async with c:
+            return await verify_in_the_cockpit(c)
+    status = run(main())
+    assert '<span class="badge error">failed</span>' in status
     assert "the memory tables do not match the chain" in status
     assert "01FORGEDNODE0000000000000A" in status and "entry None" not in status
 
@@ -229,6 +261,7 @@ def _forge(raw: Any, digest: str, body: str) -> None:
                               (body.encode() if raw.pg else body, digest))
 
 
+@pytest.mark.slow
 def test_held_arguments_changed_behind_the_ledger_are_never_shown_as_the_call(
         ledger: Ledger, raw: Any) -> None:
     async def main() -> tuple[str, int, str]:

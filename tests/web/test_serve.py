@@ -48,6 +48,7 @@ def serving(tmp_path: Path) -> Iterator[str]:
                 server.kill()
 
 
+@pytest.mark.slow
 def test_overt_serve_serves_the_cockpit_and_a_login_outlives_a_restart(
         tmp_path: Path) -> None:
     (tmp_path / "replies.jsonl").write_text('{"text": "Served by overt serve."}\n')
@@ -92,6 +93,7 @@ def test_the_cookie_key_is_beside_the_tokens_file_unless_given(
     assert web_secret_path(tokens, str(tmp_path / "flag.key")) == tmp_path / "flag.key"
 
 
+@pytest.mark.slow
 def test_overt_serve_shows_the_checkpoints_it_signs_as_verified_on_the_ledger_page(
         tmp_path: Path) -> None:
     (tmp_path / "replies.jsonl").write_text('{"text": "signed"}\n')

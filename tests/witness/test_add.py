@@ -12,8 +12,9 @@ from overt.ledger.signing import PrivateKey, sign_note
 from overt.witness.add import add_checkpoint
 from overt.witness.notes import WitnessSigner, verify_cosignature
 from overt.witness.state import WitnessState
+from tests import needs
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 ORIGIN = "log.example/test"
 LOG = PrivateKey("log.example", b"\x05" * 32)

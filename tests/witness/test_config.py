@@ -9,8 +9,9 @@ import pytest
 from overt.config import file as config_file
 from overt.errors import ConfigError
 from overt.witness.notes import WitnessSigner
+from tests import needs
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 
 def _write(tmp_path: Path, vkey: str) -> Path:

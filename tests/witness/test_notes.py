@@ -14,8 +14,9 @@ from overt.witness.notes import (
     valid_cosigners,
     verify_cosignature,
 )
+from tests import needs
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 BODY = "example.com/behind-the-sofa\n20852163\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n"
 # The witness line of the spec's example checkpoint.

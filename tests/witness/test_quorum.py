@@ -9,8 +9,9 @@ import pytest
 from overt.errors import UsageError
 from overt.witness.notes import Cosignature, WitnessSigner
 from overt.witness.quorum import Quorum, check
+from tests import needs
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 BODY = "log.example/q\n5\n" + base64.b64encode(b"\1" * 32).decode() + "\n"
 OTHER = "log.example/q\n5\n" + base64.b64encode(b"\2" * 32).decode() + "\n"

@@ -8,15 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from overt.ledger import audit, signing
 from overt.ledger.checkpoints import Checkpoint
 from overt.witness.refusals import Refused, keep_refusal, read_refusals
+from tests import needs
 from tests.conftest import run
 from tests.ledger.proofs_helpers import add_turns, make_signer
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 
 def _refuse(directory: Path, size: int, sent: str, held: str) -> None:

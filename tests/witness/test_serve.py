@@ -10,9 +10,10 @@ import pytest
 from overt.ledger import merkle
 from overt.ledger.signing import PrivateKey, sign_note, write_keys
 from overt.witness.notes import WitnessKey, verify_cosignature
+from tests import needs
 from tests.witness.processes import overt, post, start_witness
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 ORIGIN = "log.example/serve"
 
@@ -27,6 +28,7 @@ def _request(old: int, proof: list[bytes], note: str) -> bytes:
     return ("\n".join(lines) + "\n\n" + note).encode()
 
 
+@pytest.mark.slow
 def test_a_witness_process_cosigns_refuses_and_reports_the_evidence(tmp_path: Path):
     log: PrivateKey = write_keys(tmp_path / "log.key", tmp_path / "log.pub", "log.example")
     witness = start_witness(tmp_path / "w1", "w1.example", [(ORIGIN, tmp_path / "log.pub")])

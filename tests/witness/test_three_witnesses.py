@@ -15,11 +15,12 @@ import pytest
 from overt.cli.main import main
 from overt.ledger import checkpoints, open_ledger, signing
 from overt.witness.client import read_cosignatures
+from tests import needs
 from tests.conftest import run
 from tests.ledger.proofs_helpers import add_turns
 from tests.witness.processes import Witness, overt, post, start_witness
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 
 def _config(path: Path, private: Path, witness_dir: Path, witnesses: list[Witness]) -> Path:
@@ -64,6 +65,7 @@ def three(ledger: Any, ledger_url: str, tmp_path: Path, capsys: pytest.CaptureFi
             w.stop()
 
 
+@pytest.mark.slow
 def test_with_one_witness_killed_mid_run_a_quorum_of_two_still_holds(ledger, three, caplog):
     log, witnesses, config = three
     assert log.cli(config, "checkpoint")[0] == 0
@@ -84,6 +86,7 @@ def test_with_one_witness_killed_mid_run_a_quorum_of_two_still_holds(ledger, thr
     assert "2 of the 3" in out and "missing: " + "+".join(witnesses[2].vkey.split("+")[:2]) in out
 
 
+@pytest.mark.slow
 def test_cosignatures_by_keys_not_in_the_policy_do_not_count(ledger, three):
     log, witnesses, config = three
     assert log.cli(config, "checkpoint")[0] == 0  # w1, w2 and w3 all cosign
@@ -97,6 +100,7 @@ def _stranger() -> str:
     return WitnessSigner.generate("w9.example").public.encode()
 
 
+@pytest.mark.slow
 def test_one_key_listed_twice_counts_once(ledger, three):
     log, witnesses, config = three
     assert log.cli(config, "checkpoint")[0] == 0
@@ -104,6 +108,7 @@ def test_one_key_listed_twice_counts_once(ledger, three):
     assert code == 2 and "needs as many distinct witness keys" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_a_forked_log_is_refused_and_the_witness_reports_both_checkpoints(
         ledger, ledger_url, three, tmp_path):
@@ -142,6 +147,7 @@ def test_a_forked_log_is_refused_and_the_witness_reports_both_checkpoints(
     assert code == 0, out  # the honest ledger is the one the witnesses hold
 
 
+@pytest.mark.slow
 def test_a_rolled_back_log_is_refused(ledger, three, tmp_path):
     log, witnesses, config = three
     assert log.cli(config, "checkpoint")[0] == 0
@@ -156,6 +162,7 @@ def test_a_rolled_back_log_is_refused(ledger, three, tmp_path):
     assert "== rollback of" in shown.stdout and old_note in shown.stdout
 
 
+@pytest.mark.slow
 def test_a_log_rolled_back_and_signed_again_is_refused_and_verify_reports_it(
         ledger, raw, three):
     log, witnesses, config = three
@@ -183,6 +190,7 @@ def test_a_log_rolled_back_and_signed_again_is_refused_and_verify_reports_it(
     assert "0 of the 2" in out  # and the newest checkpoint has no cosignature
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 @pytest.mark.parametrize(("regrown", "kind"), [(2, "rolled back"), (7, "a fork")])
 def test_a_truncated_log_signed_again_is_caught_through_the_witnesses_and_by_verify(
@@ -219,6 +227,7 @@ def test_a_truncated_log_signed_again_is_caught_through_the_witnesses_and_by_ver
     assert out.count(held) == 1 and out.count(refused) == 1
 
 
+@pytest.mark.slow
 def test_a_bundle_carries_the_witnesses_cosignatures_and_is_held_to_their_quorum(
         ledger, three, tmp_path):
     from tests.ledger.bundle_helpers import VERIFIER, one_turn
