@@ -33,7 +33,7 @@ from overt.ledger import sql, trail_index
 from overt.ledger.base import Entry
 from overt.ledger.canonical import digest_text
 from overt.ledger.groups import Head
-from overt.ledger.schema import refuse_newer
+from overt.ledger.schema import apply_pending, refuse_newer
 from overt.ledger.schema.sqlite import (
     FILLS,
     MIGRATIONS,
@@ -241,28 +241,19 @@ def _migrate(conn: sqlite3.Connection, path: str) -> list[int]:
     Raises:
         MigrationError: a migration failed; nothing of it was applied.
     """
-    applied: list[int] = []
+    def run(script: str) -> None:
+        for statement in split_sql(script):
+            conn.execute(statement)
+
     try:
         conn.executescript(MIGRATIONS_TABLE)
         refuse_newer((r[0] for r in conn.execute("SELECT version FROM overt_migrations")), path)
-        for version, name, script in MIGRATIONS:
-            with transaction(conn):
-                if conn.execute("SELECT 1 FROM overt_migrations WHERE version = ?",
-                                (version,)).fetchone():
-                    continue
-                for statement in split_sql(script):
-                    conn.execute(statement)
-                fill = FILLS.get(version)
-                if fill is not None:
-                    fill(conn)
-                conn.execute("INSERT INTO overt_migrations VALUES (?, ?, ?)",
-                             (version, name, now_iso()))
-                applied.append(version)
+        return apply_pending(conn, MIGRATIONS, FILLS, ph=D.ph,
+                             transaction=lambda: transaction(conn), run=run)
     except MigrationError:
         raise
     except (sqlite3.DatabaseError, LedgerError) as exc:
         raise MigrationError(f"cannot migrate ledger {path}: {exc}") from exc
-    return applied
 
 
 def _refuse_stale(conn: sqlite3.Connection, path: str) -> None:

@@ -5,8 +5,11 @@ pairs a version with the statements that do it there (a step that the other
 backend's layout already satisfies is recorded, and changes nothing).
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
 
+from overt.clock import now_iso
 from overt.errors import MigrationError
 
 NAMES: dict[int, str] = {
@@ -52,3 +55,28 @@ def refuse_newer(applied: Iterable[int], ledger: str) -> None:
             f"it, upgrade overt to use it. If none did, row {newer} of overt_migrations was "
             "written by someone with write access to the database, not by overt: as the "
             "ledger's owner, remove that row (README, \"Migrations\": a row no overt wrote)")
+
+
+def apply_pending(conn: Any, migrations: Sequence[tuple[int, str, str]],
+                  fills: Mapping[int, Callable[[Any], None]], *, ph: str,
+                  transaction: Callable[[], AbstractContextManager[Any]],
+                  run: Callable[[str], None]) -> list[int]:
+    """Apply on ``conn`` each of ``migrations`` not recorded yet, each in a
+    ``transaction()`` of its own, after reading again what is recorded (so processes
+    migrating at once each apply a migration once): its script by ``run``, then its
+    Python step in ``fills``, then its row in ``overt_migrations``. The versions
+    applied (``ph``: the placeholder)."""
+    applied: list[int] = []
+    for version, name, script in migrations:
+        with transaction():
+            if conn.execute(f"SELECT 1 FROM overt_migrations WHERE version = {ph}",
+                            (version,)).fetchone():
+                continue
+            run(script)
+            fill = fills.get(version)
+            if fill is not None:
+                fill(conn)
+            conn.execute(f"INSERT INTO overt_migrations VALUES ({ph}, {ph}, {ph})",
+                         (version, name, now_iso()))
+            applied.append(version)
+    return applied
