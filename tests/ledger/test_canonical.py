@@ -25,6 +25,14 @@ json_values = st.recursive(
     max_leaves=20,
 )
 
+ENTRY_FIELDS = {
+    "seq": st.integers(min_value=1, max_value=2**53), "entry_id": st.text(min_size=1),
+    "kind": st.text(min_size=1), "at": st.text(), "turn_id": st.none() | st.text(),
+    "session_id": st.none() | st.text(),
+    "data": st.dictionaries(st.text(), json_values, max_size=5),
+}
+"""An entry's seven fields, each any value its column may hold."""
+
 
 def test_canonical_json_sorts_keys_and_has_no_whitespace() -> None:
     assert canonical_json({"b": 1, "a": [1, {"d": 2, "c": 3}]}) == '{"a":[1,{"c":3,"d":2}],"b":1}'
@@ -74,15 +82,7 @@ def test_verify_digest_refuses_an_unknown_algorithm_tag() -> None:
     assert not verify_digest(digest_text("x"), "y")
 
 
-@given(
-    seq=st.integers(min_value=1, max_value=2**53),
-    entry_id=st.text(min_size=1),
-    kind=st.text(min_size=1),
-    at=st.text(),
-    turn_id=st.none() | st.text(),
-    session_id=st.none() | st.text(),
-    data=st.dictionaries(st.text(), json_values, max_size=5),
-)
+@given(**ENTRY_FIELDS)
 def test_entry_payload_is_the_canonical_json_of_the_seven_fields(
     seq: int, entry_id: str, kind: str, at: str, turn_id: str | None, session_id: str | None,
     data: dict[str, object],
@@ -100,15 +100,7 @@ def test_each_hash_covers_the_previous_hash_and_the_payload() -> None:
     assert chain_hash(GENESIS, '{"a":1}') != first
 
 
-@given(
-    seq=st.integers(min_value=1, max_value=2**53),
-    entry_id=st.text(min_size=1),
-    kind=st.text(min_size=1),
-    at=st.text(),
-    turn_id=st.none() | st.text(),
-    session_id=st.none() | st.text(),
-    data=st.dictionaries(st.text(), json_values, max_size=5),
-)
+@given(**ENTRY_FIELDS)
 def test_verify_builds_the_preimage_the_chain_hashed(
     seq: int, entry_id: str, kind: str, at: str, turn_id: str | None, session_id: str | None,
     data: dict[str, object],
