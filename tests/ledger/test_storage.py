@@ -204,46 +204,6 @@ def test_queries_read_turns_usage_counts_and_errors(ledger: Any) -> None:
     assert run(ledger.usage()) == []
 
 
-def test_sqlite_builds_the_same_payloads_python_does_for_awkward_strings(tmp_path: Any) -> None:
-    import sqlite3
-
-    from overt.ledger import sql
-    from overt.ledger.canonical import entry_payload
-
-    conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE TABLE audit_log (seq INTEGER PRIMARY KEY, id, kind, at, turn_id, "
-                 "session_id, data, prev_hash, hash)")
-    awkward = ["".join(chr(c) for c in range(32)), 'q"uote\\back', "é思考\u2028𝄞", "\x7f"]
-    for n, text in enumerate(awkward, start=1):
-        conn.execute("INSERT INTO audit_log VALUES (?, ?, ?, ?, ?, ?, ?, '', '')",
-                     (n, text, text, text, text if n % 2 else None, text, '{"k":1}'))
-    rows = conn.execute(sql.SQLITE_VERIFY_PAYLOADS).fetchall()
-    for (seq, preimage, _, _), text in zip(rows, awkward, strict=True):
-        assert preimage == ("\n" + entry_payload(seq, text, text, text,
-                                                 text if seq % 2 else None, text,
-                                                 '{"k":1}')).encode()
-
-
-def test_postgres_builds_the_same_payloads_python_does_for_awkward_strings(
-        ledger: Any, raw: Raw) -> None:
-    from overt.ledger import sql
-    from overt.ledger.canonical import entry_payload
-
-    if not raw.pg:
-        pytest.skip("PostgreSQL's preimage query (SQLite's is the test above)")
-    raw.drop_guards()
-    awkward = ["".join(chr(c) for c in range(1, 32)), 'q"uote\\back', "é思考\u2028𝄞", "\x7f"]
-    for n, text in enumerate(awkward, start=1):
-        raw.execute("INSERT INTO audit_log (seq, id, kind, at, turn_id, session_id, data, "
-                    "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, '', '')",
-                    (n, text, text, text, text if n % 2 else None, text, '{"k":1}'))
-    rows = raw.query(sql.PG_VERIFY_PAYLOADS)
-    for (seq, preimage, _, _), text in zip(rows, awkward, strict=True):
-        assert bytes(preimage) == ("\n" + entry_payload(seq, text, text, text,
-                                                        text if seq % 2 else None, text,
-                                                        '{"k":1}')).encode()
-
-
 def test_a_column_rewritten_as_a_blob_is_named_by_verify(ledger: Any, raw: Raw) -> None:
     _fill(ledger)
     raw.drop_guards()

@@ -227,17 +227,14 @@ class _Failing:
 def inject_read_error(ledger: Any, monkeypatch: pytest.MonkeyPatch, table: str) -> None:
     if ledger.backend == "sqlite":  # each reader thread's connection
         error: Exception = sqlite3.OperationalError("disk I/O error")
-        reader_conn = ledger._reader_conn
-        monkeypatch.setattr(ledger, "_reader_conn",
+        reader_conn = ledger._db._reader_conn
+        monkeypatch.setattr(ledger._db, "_reader_conn",
                             lambda: _Failing(reader_conn(), table, error))
         return
     import psycopg
 
     error = psycopg.errors.DiskFull("could not write to file: No space left on device")
-    connect = ledger._connect
-    monkeypatch.setattr(ledger, "_connect",
-                        lambda *a, **k: _Failing(connect(*a, **k), table, error))
-    monkeypatch.setattr(ledger, "_pool", _Failing(ledger._pool, table, error))
+    monkeypatch.setattr(ledger._db, "_pool", _Failing(ledger._db._pool, table, error))
 
 
 @pytest.mark.parametrize("table", ["audit_log", "content_blobs"])

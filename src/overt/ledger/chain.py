@@ -18,6 +18,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from json.encoder import encode_basestring
 from typing import Any, TypeVar
 
 from overt.errors import LedgerConflict, LedgerIntegrityError
@@ -183,37 +184,20 @@ def verify_rows(rows: Iterable[Sequence[Any]],
                 anchors: Mapping[int, str] | None = None) -> VerifyReport:
     """Recompute the chain over ``rows`` (the nine stored columns, in ``seq`` order).
 
-    ``anchors`` maps a pruned-through ``seq`` to the hash sealed for it (from
-    ``ledger.pruned`` entries); it is how a chain whose prefix was pruned is
-    verified from its first remaining entry.
-    """
-    return verify_payloads(_payloads(rows), anchors)
-
-
-def _payloads(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[Any, bytes | None, Any, Any]]:
-    for seq, entry_id, kind, at, turn_id, session_id, data, prev_hash, digest in rows:
-        try:
-            preimage: bytes | None = (f"{prev_hash}\n" + entry_payload(
-                int(seq), entry_id, kind, at, turn_id, session_id, data)).encode("utf-8")
-        except (TypeError, ValueError):
-            preimage = None  # a column of the wrong type: the entry cannot match
-        yield seq, preimage, prev_hash, digest
-
-
-def verify_payloads(rows: Iterable[Sequence[Any]],
-                    anchors: Mapping[int, str] | None = None) -> VerifyReport:
-    """:func:`verify_rows` over (seq, preimage, prev_hash, hash) rows.
-
-    ``preimage`` is the UTF-8 of ``prev_hash + "\\n" + payload`` built from the
-    stored columns (``None`` if they could not be). Hashing it checks the entry
-    once its stored ``prev_hash`` has been checked against the running hash.
+    Each entry's hash preimage (``prev_hash``, a newline, the payload of
+    :func:`~overt.ledger.canonical.entry_payload`) is built here from the stored
+    columns, the one place a verify builds it; a column of a type overt never
+    stores (a BLOB written by hand) cannot match. ``anchors`` maps a pruned-through
+    ``seq`` to the hash sealed for it (from ``ledger.pruned`` entries); it is how a
+    chain whose prefix was pruned is verified from its first remaining entry.
     """
     prev = GENESIS
     expected = 1
     count = 0
     first: int | None = None
     sha256 = hashlib.sha256
-    for raw_seq, preimage, prev_hash, digest in rows:
+    quote = encode_basestring  # a string's JSON literal, as canonical_json writes it
+    for raw_seq, entry_id, kind, at, turn_id, session_id, data, prev_hash, digest in rows:
         seq = int(raw_seq)
         if first is None:
             first = seq
@@ -229,6 +213,16 @@ def verify_payloads(rows: Iterable[Sequence[Any]],
         if prev_hash != prev:
             return VerifyReport(False, count, first, seq - 1, prev, seq,
                                 "prev_hash does not match the previous entry")
+        try:
+            preimage = (prev + '\n{"at":' + quote(at) + ',"data":' + data
+                        + ',"id":' + quote(entry_id) + ',"kind":' + quote(kind)
+                        + ',"seq":' + str(seq)
+                        + ',"session_id":' + ("null" if session_id is None
+                                              else quote(session_id))
+                        + ',"turn_id":' + ("null" if turn_id is None else quote(turn_id))
+                        + "}").encode("utf-8")
+        except (TypeError, ValueError):
+            preimage = None  # a column of the wrong type: the entry cannot match
         if preimage is None or "sha256:" + sha256(preimage).hexdigest() != digest:
             return VerifyReport(False, count, first, seq - 1, prev, seq,
                                 "hash does not match the entry's contents")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from overt.clock import now_iso
 from overt.errors import LedgerError, MigrationError
 from overt.ledger.pg_url import safe_url
-from overt.ledger.schema import refuse_newer
+from overt.ledger.schema import apply_pending, refuse_newer
 from overt.ledger.schema.postgres import FILLS, MIGRATIONS, MIGRATIONS_TABLE
 
 try:
@@ -82,20 +81,8 @@ def _up_to_date(conn: Any, schema: str, url: str) -> bool:
 
 def _apply(conn: Any) -> list[int]:
     """Apply each migration not yet applied, each in its own transaction."""
-    applied: list[int] = []
-    for version, name, script in MIGRATIONS:
-        with conn.transaction():
-            if conn.execute("SELECT 1 FROM overt_migrations WHERE version = %s",
-                            (version,)).fetchone():
-                continue
-            conn.execute(script)
-            fill = FILLS.get(version)
-            if fill is not None:
-                fill(conn)
-            conn.execute("INSERT INTO overt_migrations VALUES (%s, %s, %s)",
-                         (version, name, now_iso()))
-            applied.append(version)
-    return applied
+    return apply_pending(conn, MIGRATIONS, FILLS, ph="%s", transaction=conn.transaction,
+                         run=conn.execute)
 
 
 def refuse_absent(conn: Any, schema: str, url: str) -> None:

@@ -493,30 +493,8 @@ def last_error(d: Dialect) -> str:
 
 
 VERIFY = f"SELECT {ENTRY_COLUMNS} FROM audit_log ORDER BY seq"
-
-# SQLite builds each entry's hash preimage (prev_hash, a newline, the payload) as
-# bytes itself (json_quote escapes exactly as Python's json does; a test holds
-# them equal), so verify only hashes in Python.
-SQLITE_VERIFY_PAYLOADS = (
-    "SELECT seq, CAST(prev_hash || char(10) || '{\"at\":' || json_quote(at) || ',\"data\":' || data"
-    " || ',\"id\":' || json_quote(id) || ',\"kind\":' || json_quote(kind)"
-    " || ',\"seq\":' || seq || ',\"session_id\":' || json_quote(session_id)"
-    " || ',\"turn_id\":' || json_quote(turn_id) || '}' AS BLOB), prev_hash, hash"
-    " FROM audit_log ORDER BY seq"
-)
-
-
-# PostgreSQL the same way: to_json(text) escapes exactly as Python's json does with
-# ensure_ascii=False (a test holds them equal), and the preimage comes back as
-# bytea, in binary, ready to hash.
-PG_VERIFY_PAYLOADS = (
-    "SELECT seq, convert_to(prev_hash || chr(10) || '{\"at\":' || to_json(at)::text"
-    " || ',\"data\":' || data || ',\"id\":' || to_json(id)::text"
-    " || ',\"kind\":' || to_json(kind)::text || ',\"seq\":' || seq"
-    " || ',\"session_id\":' || coalesce(to_json(session_id)::text, 'null')"
-    " || ',\"turn_id\":' || coalesce(to_json(turn_id)::text, 'null') || '}', 'UTF8'),"
-    " prev_hash, hash FROM audit_log ORDER BY seq"
-)
+"""The chain as ``verify`` reads it: the stored columns, from which it builds each
+entry's hash preimage (:func:`overt.ledger.chain.verify_rows`)."""
 
 
 def prune_anchors(d: Dialect) -> str:

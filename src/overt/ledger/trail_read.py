@@ -65,12 +65,12 @@ def _column(d: Dialect, name: str) -> str:
         if d.name == "sqlite":
             return "c.body"
         # a body is bytea (text cannot hold NUL), read as bytes and decoded by the
-        # trail's cursor (:func:`overt.ledger.pg_read.trail`): ``convert_from`` here
-        # failed the whole trail on a body holding NUL. One look-up per row: with
-        # statistics, a join is planned as a hash of the whole content tier, for one
-        # session's steps. ``LIMIT 1`` (the key is unique: the same row) has the
-        # look-up planned as an index scan when the table has no statistics yet;
-        # without it, a bitmap scan per row
+        # trail's cursor (:meth:`overt.ledger.postgres.PostgresBackend.snapshot`):
+        # ``convert_from`` here failed the whole trail on a body holding NUL. One
+        # look-up per row: with statistics, a join is planned as a hash of the whole
+        # content tier, for one session's steps. ``LIMIT 1`` (the key is unique: the
+        # same row) has the look-up planned as an index scan when the table has no
+        # statistics yet; without it, a bitmap scan per row
         return ("(SELECT c.body FROM content_blobs c "
                 "WHERE c.seq = t.body_seq AND c.digest = t.body_digest LIMIT 1)")
     if name.startswith("slot"):
@@ -128,20 +128,16 @@ def statements(d: Dialect, *, turn_id: str | None, session_id: str | None,
     return reads
 
 
-def read(conn: Any, reads: Sequence[tuple[str, Sequence[Any]]]) -> TrailRows:
-    """The rows of ``reads`` on ``conn`` (a DB-API connection in autocommit mode:
-    SQLite's), in one read transaction, so the three see one snapshot."""
-    conn.execute("BEGIN")
-    try:
-        turns, steps, events = (conn.execute(s, p).fetchall() for s, p in reads)
-        return TrailRows(_texts(turns, TURN_COLUMNS), _texts(steps, STEP_COLUMNS), events)
-    finally:
-        conn.execute("COMMIT")
+def read(cur: Any, reads: Sequence[tuple[str, Sequence[Any]]]) -> TrailRows:
+    """The rows of ``reads`` on ``cur``, inside one read-only snapshot
+    (:meth:`overt.ledger.sql_ledger.Backend.snapshot`), so the three see one state."""
+    turns, steps, events = (cur.execute(s, p).fetchall() for s, p in reads)
+    return TrailRows(_texts(turns, TURN_COLUMNS), _texts(steps, STEP_COLUMNS), events)
 
 
 def _texts(rows: list[Any], columns: Sequence[str]) -> list[Any]:
-    """``rows`` with their body as text: SQLite gives a body stored as a BLOB (never by
-    overt) back as bytes (:func:`~overt.ledger.chain.body_text`)."""
+    """``rows`` with their body as text: a body stored as bytes (never by overt, on
+    SQLite) is decoded or refused (:func:`~overt.ledger.chain.body_text`)."""
     at = columns.index("body")
     return [row if isinstance(row[at], str | None) else
             (*row[:at], body_text(row[at]), *row[at + 1:]) for row in rows]

@@ -18,20 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from overt.ledger import schema
 from overt.ledger.chain import entry_data
 from overt.ledger.schema import NAMES, derived, memory, memory_search, memory_trigrams, provenance
 from overt.ledger.sql import (
     POSTGRES,
-    appending_indexes,
-    claims_index,
-    direct_calls_index,
-    failure_condition,
-    paused_replies_index,
-    reasoning_phase_index,
-    reasoning_steps_view,
-    reply_failures_index,
     trail_index_fill,
-    turn_order_indexes,
 )
 from overt.ledger.trail_index import COLUMNS, KEY, index_row, table_sql
 
@@ -70,23 +62,7 @@ CREATE TABLE IF NOT EXISTS overt_migrations (
 
 _j = POSTGRES.text
 
-_INITIAL = FUNCTIONS + _guard("overt_migrations", gated=False) + f"""
-CREATE TABLE audit_log (
-    seq        BIGINT PRIMARY KEY,
-    id         TEXT NOT NULL,
-    kind       TEXT NOT NULL,
-    at         TEXT NOT NULL,
-    turn_id    TEXT,
-    session_id TEXT,
-    data       TEXT NOT NULL,
-    prev_hash  TEXT NOT NULL,
-    hash       TEXT NOT NULL
-);
-CREATE INDEX audit_log_turn ON audit_log (turn_id, seq);
-CREATE INDEX audit_log_session ON audit_log (session_id, seq);
-CREATE INDEX audit_log_kind_at ON audit_log (kind, at);
-CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(POSTGRES, 1)};
-
+_INITIAL = FUNCTIONS + _guard("overt_migrations", gated=False) + schema.chain_table(POSTGRES) + """
 CREATE TABLE content_blobs (
     seq        BIGINT NOT NULL,
     digest     TEXT NOT NULL,
@@ -94,58 +70,8 @@ CREATE TABLE content_blobs (
     created_at TEXT NOT NULL,
     PRIMARY KEY (seq, digest)
 );
-""" + _guard("audit_log", gated=True) + _guard("content_blobs", gated=True) + f"""
-CREATE VIEW turns AS
-SELECT s.turn_id, s.session_id, s.at AS started_at,
-       {_j('source', 's.data')} AS source,
-       {_j('caller_session_id', 's.data')} AS caller_session_id,
-       {_j('model', 's.data')} AS model,
-       {_j('route', 's.data')} AS route,
-       c.at AS completed_at,
-       {_j('status', 'c.data')} AS status,
-       (c.data::json -> 'tools_used')::text AS tools_used,
-       ({_j('duration_ms', 'c.data')})::double precision AS duration_ms
-FROM audit_log s
-LEFT JOIN audit_log c ON c.turn_id = s.turn_id AND c.kind = 'turn.completed'
-WHERE s.kind = 'turn.started';
-
-CREATE VIEW inferences AS
-SELECT seq, at, turn_id, session_id,
-       {_j('inference_id')} AS inference_id,
-       {_j('model')} AS model,
-       {_j('route')} AS route,
-       ({_j('input_tokens')})::bigint AS input_tokens,
-       ({_j('output_tokens')})::bigint AS output_tokens,
-       ({_j('cost_usd')})::double precision AS cost_usd,
-       ({_j('duration_ms')})::double precision AS duration_ms,
-       ({_j('escalated')})::boolean AS escalated,
-       {_j('error_type')} AS error_type
-FROM audit_log WHERE kind = 'inference';
-
-CREATE VIEW tool_calls AS
-SELECT seq, at, turn_id, session_id,
-       {_j('tool_call_id')} AS tool_call_id,
-       {_j('tool_name')} AS tool_name,
-       {_j('triggered_by')} AS triggered_by,
-       {_j('caller_session_id')} AS caller_session_id,
-       {_j('tool_status')} AS tool_status,
-       ({_j('tool_duration_ms')})::double precision AS tool_duration_ms,
-       {_j('exc_type')} AS exc_type,
-       {_j('args_sha256')} AS args_sha256
-FROM audit_log WHERE kind = 'tool_call.completed';
-"""
-
-_FAILURES_V2 = f"""
-DROP INDEX audit_log_failures;
-CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(POSTGRES)};
-"""
-
-_CLAIMS_V3 = claims_index(POSTGRES) + ";\n"
-
-_REASONING_V4 = reasoning_phase_index(POSTGRES) + ";\n" + reasoning_steps_view(POSTGRES) + ";\n"
-
-# Indexes whose pages a commit appends to, not one page per kind or phase it holds.
-_APPENDING_INDEXES_V6 = appending_indexes(POSTGRES)
+""" + _guard("audit_log", gated=True) + _guard("content_blobs", gated=True) \
+    + "\n" + schema.views(POSTGRES)
 
 # Migration 10: the guard trusts nothing a session can set. A DELETE on audit_log or
 # content_blobs passes only when the role running it is the owner of overt_prune (the
@@ -232,45 +158,30 @@ def fill_trail_index(conn: Any) -> None:
 COPY_TRAIL_INDEX = f"COPY trail_index ({', '.join(COLUMNS)}) FROM STDIN"
 
 # The Merkle tree's stored subtrees (see overt.ledger.tree), append-only, never pruned.
-_MERKLE_NODES_V12 = """
-CREATE TABLE merkle_nodes (
-    level      INTEGER NOT NULL,
-    first_leaf BIGINT NOT NULL,
-    hash       TEXT NOT NULL
-);
-CREATE INDEX merkle_nodes_at ON merkle_nodes (level, first_leaf);
-""" + _guard("merkle_nodes", gated=False)
+_MERKLE_NODES_V12 = schema.merkle_table(POSTGRES) + _guard("merkle_nodes", gated=False)
 
 # The trail index keyed by (session_id, kind, seq) (see overt.ledger.trail_index.KEY).
 _TRAIL_BY_KIND_V14 = (
     "ALTER TABLE trail_index DROP CONSTRAINT trail_index_pkey, "
     f"ADD CONSTRAINT trail_index_pkey PRIMARY KEY ({', '.join(KEY)});\n")
 
-_APPROVAL_READS_V16 = f"{direct_calls_index(POSTGRES)};\n{paused_replies_index(POSTGRES)};\n"
-
 MIGRATIONS: list[tuple[int, str, str]] = [
-    (version, NAMES[version], script) for version, script in (
-        (1, _INITIAL),
-        (2, _FAILURES_V2),
-        (3, _CLAIMS_V3),
-        (4, _REASONING_V4),
-        (5, memory.postgres(lambda t: _guard(t, gated=False))),
-        (6, _APPENDING_INDEXES_V6),
-        (7, memory_search.postgres()),
-        (8, "SELECT 1"),
-        (9, "SELECT 1"),
-        (10, _SEALED_PRUNE_V10),
-        (11, _TRAIL_INDEX_V11),
-        (12, _MERKLE_NODES_V12),
-        (13, "SELECT 1"),  # SQLite's prefix index; GIN matches prefixes as it is
-        (14, _TRAIL_BY_KIND_V14),
-        (15, reply_failures_index(POSTGRES) + ";\n"),
-        (16, _APPROVAL_READS_V16),
-        (17, derived.postgres()),
-        (18, memory_trigrams.postgres()),
-        (19, provenance.postgres()),
-        (20, turn_order_indexes(POSTGRES)),
-    )]
+    (version, NAMES[version], script) for version, script in sorted({
+        **schema.same_on_both(POSTGRES),
+        1: _INITIAL,
+        5: memory.postgres(lambda t: _guard(t, gated=False)),
+        7: memory_search.postgres(),
+        8: "SELECT 1",
+        9: "SELECT 1",
+        10: _SEALED_PRUNE_V10,
+        11: _TRAIL_INDEX_V11,
+        12: _MERKLE_NODES_V12,
+        13: "SELECT 1",  # SQLite's prefix index; GIN matches prefixes as it is
+        14: _TRAIL_BY_KIND_V14,
+        17: derived.postgres(),
+        18: memory_trigrams.postgres(),
+        19: provenance.postgres(),
+    }.items())]
 
 FILLS: dict[int, Callable[[Any], None]] = {11: fill_trail_index}
 """Python steps of a migration, run after its SQL in the same transaction."""

@@ -17,22 +17,14 @@ import sqlite3
 from collections.abc import Callable
 
 from overt.errors import LedgerError
+from overt.ledger import schema
 from overt.ledger.chain import entry_data
 from overt.ledger.schema import NAMES, memory, memory_search, memory_trigrams, provenance
 from overt.ledger.sql import (
     CONTENT_KEY_SHIFT,
     SQLITE,
-    appending_indexes,
-    claims_index,
-    direct_calls_index,
-    failure_condition,
     insert_trail_index,
-    paused_replies_index,
-    reasoning_phase_index,
-    reasoning_steps_view,
-    reply_failures_index,
     trail_index_fill,
-    turn_order_indexes,
 )
 from overt.ledger.trail_index import KEY, index_row, table_sql
 
@@ -64,23 +56,7 @@ CREATE TABLE IF NOT EXISTS overt_migrations (
 );
 """ + _append_only("overt_migrations")
 
-_INITIAL = f"""
-CREATE TABLE audit_log (
-    seq        INTEGER PRIMARY KEY,
-    id         TEXT NOT NULL,
-    kind       TEXT NOT NULL,
-    at         TEXT NOT NULL,
-    turn_id    TEXT,
-    session_id TEXT,
-    data       TEXT NOT NULL,
-    prev_hash  TEXT NOT NULL,
-    hash       TEXT NOT NULL
-);
-CREATE INDEX audit_log_turn ON audit_log (turn_id, seq);
-CREATE INDEX audit_log_session ON audit_log (session_id, seq);
-CREATE INDEX audit_log_kind_at ON audit_log (kind, at);
-CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(SQLITE, 1)};
-
+_INITIAL = schema.chain_table(SQLITE) + """
 -- The content tier. seq is the first entry of the transaction that stored the
 -- body, so pruning the chain through N removes exactly the content of 1..N.
 -- Keyed by (seq, digest), not by digest: rows arrive in seq order, so a commit
@@ -97,58 +73,7 @@ CREATE TABLE content_blobs (
 CREATE TABLE overt_prune_gate (through_seq INTEGER NOT NULL);
 """ + _no_update("audit_log") + _no_delete("audit_log", gated=True) \
     + _no_update("content_blobs") + _no_delete("content_blobs", gated=True) \
-    + _no_update("overt_prune_gate") + """
-CREATE VIEW turns AS
-SELECT s.turn_id, s.session_id, s.at AS started_at,
-       json_extract(s.data, '$.source') AS source,
-       json_extract(s.data, '$.caller_session_id') AS caller_session_id,
-       json_extract(s.data, '$.model') AS model,
-       json_extract(s.data, '$.route') AS route,
-       c.at AS completed_at,
-       json_extract(c.data, '$.status') AS status,
-       json_extract(c.data, '$.tools_used') AS tools_used,
-       json_extract(c.data, '$.duration_ms') AS duration_ms
-FROM audit_log s
-LEFT JOIN audit_log c ON c.turn_id = s.turn_id AND c.kind = 'turn.completed'
-WHERE s.kind = 'turn.started';
-
-CREATE VIEW inferences AS
-SELECT seq, at, turn_id, session_id,
-       json_extract(data, '$.inference_id') AS inference_id,
-       json_extract(data, '$.model') AS model,
-       json_extract(data, '$.route') AS route,
-       json_extract(data, '$.input_tokens') AS input_tokens,
-       json_extract(data, '$.output_tokens') AS output_tokens,
-       json_extract(data, '$.cost_usd') AS cost_usd,
-       json_extract(data, '$.duration_ms') AS duration_ms,
-       json_extract(data, '$.escalated') AS escalated,
-       json_extract(data, '$.error_type') AS error_type
-FROM audit_log WHERE kind = 'inference';
-
-CREATE VIEW tool_calls AS
-SELECT seq, at, turn_id, session_id,
-       json_extract(data, '$.tool_call_id') AS tool_call_id,
-       json_extract(data, '$.tool_name') AS tool_name,
-       json_extract(data, '$.triggered_by') AS triggered_by,
-       json_extract(data, '$.caller_session_id') AS caller_session_id,
-       json_extract(data, '$.tool_status') AS tool_status,
-       json_extract(data, '$.tool_duration_ms') AS tool_duration_ms,
-       json_extract(data, '$.exc_type') AS exc_type,
-       json_extract(data, '$.args_sha256') AS args_sha256
-FROM audit_log WHERE kind = 'tool_call.completed';
-"""
-
-_FAILURES_V2 = f"""
-DROP INDEX audit_log_failures;
-CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(SQLITE)};
-"""
-
-_CLAIMS_V3 = claims_index(SQLITE) + ";\n"
-
-_REASONING_V4 = reasoning_phase_index(SQLITE) + ";\n" + reasoning_steps_view(SQLITE) + ";\n"
-
-# Indexes whose pages a commit appends to, not one page per kind or phase it holds.
-_APPENDING_INDEXES_V6 = appending_indexes(SQLITE)
+    + _no_update("overt_prune_gate") + "\n" + schema.views(SQLITE)
 
 # The content tier as a rowid table keyed seq << 20 | n (see sql.CONTENT_KEY_SHIFT):
 # each commit appends to one leaf. Bodies already there keep their seq.
@@ -229,14 +154,7 @@ def refuse_foreign(conn: sqlite3.Connection, path: str) -> None:
 
 # The Merkle tree's stored subtrees (see overt.ledger.tree): written when a checkpoint
 # is made and when a prune removes leaves, never on a turn's path; never pruned.
-_MERKLE_NODES_V12 = """
-CREATE TABLE merkle_nodes (
-    level      INTEGER NOT NULL,
-    first_leaf INTEGER NOT NULL,
-    hash       TEXT NOT NULL
-);
-CREATE INDEX merkle_nodes_at ON merkle_nodes (level, first_leaf);
-""" + _append_only("merkle_nodes")
+_MERKLE_NODES_V12 = schema.merkle_table(SQLITE) + _append_only("merkle_nodes")
 
 # The trail index keyed by (session_id, kind, seq) (see overt.ledger.trail_index.KEY):
 # a table WITHOUT ROWID is its key's order, so it is rebuilt, with its guards.
@@ -248,31 +166,23 @@ _TRAIL_BY_KIND_V14 = (table_sql(postgres=False, name="trail_index_by_kind", key=
                       "ALTER TABLE trail_index_by_kind RENAME TO trail_index;\n"
                       + _append_only("trail_index"))
 
-_APPROVAL_READS_V16 = f"{direct_calls_index(SQLITE)};\n{paused_replies_index(SQLITE)};\n"
-
 MIGRATIONS: list[tuple[int, str, str]] = [
-    (version, NAMES[version], script) for version, script in (
-        (1, _INITIAL),
-        (2, _FAILURES_V2),
-        (3, _CLAIMS_V3),
-        (4, _REASONING_V4),
-        (5, memory.sqlite(_append_only)),
-        (6, _APPENDING_INDEXES_V6),
-        (7, memory_search.sqlite(_append_only)),
-        (8, memory_search.sqlite_v8()),
-        (9, _CONTENT_KEYED_V9),
-        (10, _NO_GATE_V10),
-        (11, _TRAIL_INDEX_V11),
-        (12, _MERKLE_NODES_V12),
-        (13, memory_search.sqlite_prefix()),
-        (14, _TRAIL_BY_KIND_V14),
-        (15, reply_failures_index(SQLITE) + ";\n"),
-        (16, _APPROVAL_READS_V16),
-        (17, "SELECT 1"),  # PostgreSQL's roles; whoever may write a SQLite file may do anything
-        (18, memory_trigrams.sqlite()),
-        (19, provenance.sqlite(_no_update)),
-        (20, turn_order_indexes(SQLITE)),
-    )]
+    (version, NAMES[version], script) for version, script in sorted({
+        **schema.same_on_both(SQLITE),
+        1: _INITIAL,
+        5: memory.sqlite(_append_only),
+        7: memory_search.sqlite(_append_only),
+        8: memory_search.sqlite_v8(),
+        9: _CONTENT_KEYED_V9,
+        10: _NO_GATE_V10,
+        11: _TRAIL_INDEX_V11,
+        12: _MERKLE_NODES_V12,
+        13: memory_search.sqlite_prefix(),
+        14: _TRAIL_BY_KIND_V14,
+        17: "SELECT 1",  # PostgreSQL's roles; whoever may write a SQLite file may do anything
+        18: memory_trigrams.sqlite(),
+        19: provenance.sqlite(_no_update),
+    }.items())]
 
 FILLS: dict[int, Callable[[sqlite3.Connection], None]] = {11: fill_trail_index}
 """Python steps of a migration, run after its SQL in the same transaction."""
