@@ -22,8 +22,18 @@ from tests.conftest import RuntimeFactory, run
 NOW = int(time.time())
 
 
+@pytest.fixture(autouse=True)
+def _now() -> None:
+    """Each test's clock starts when the test does: a thread's root is looked up
+    within minutes of its messages' ``ts``, and a long run reaches a test well after
+    this module was collected."""
+    global NOW
+    NOW = int(time.time())
+
+
 def ts(offset_s: int, n: int = 100) -> str:
-    """A Slack ``ts`` ``offset_s`` seconds from now (threads are looked up near it)."""
+    """A Slack ``ts`` ``offset_s`` seconds from the test's start (threads are looked
+    up near it)."""
     return f"{NOW + offset_s}.{n:06d}"
 
 
