@@ -24,8 +24,10 @@ read by digest afterwards (:meth:`Walk.finish`).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 from overt.ledger import sql
@@ -128,6 +130,9 @@ class Walk:
         """Take the content rows (seq, digest, body, ...) stored with one seq; the
         wanted ones among them."""
         found: list[Sequence[Any]] = []
+        wanted = self.wanted
+        if not any(row[1] in wanted for row in rows):
+            return found
         self._group = {row[1]: row[2] for row in rows}
         pending = list(rows)
         while pending:
@@ -201,14 +206,8 @@ def reader(conn: Any, d: Dialect) -> Callable[[Sequence[str]], dict[str, Any]]:
 
 def by_commit(rows: Iterable[Sequence[Any]]) -> Iterator[list[Sequence[Any]]]:
     """Content rows (seq, digest, body, ...), newest seq first, as each seq's rows."""
-    group: list[Sequence[Any]] = []
-    for row in rows:
-        if group and int(row[0]) != int(group[0][0]):
-            yield group
-            group = []
-        group.append(row)
-    if group:
-        yield group
+    for _, group in itertools.groupby(rows, key=itemgetter(0)):
+        yield list(group)
 
 
 def newest_first(d: Dialect) -> str:
