@@ -24,6 +24,7 @@ from overt.tools.base import tool
 from overt.types import ModelRequest
 from tests.backends import Raw
 from tests.conftest import RuntimeFactory, cli_message, run
+from tests.ledger.test_roles import roles  # noqa: F401 (a fixture)
 
 
 @tool(read_only=True)
@@ -182,3 +183,64 @@ def test_a_part_passed_before_it_was_wanted_is_read_by_digest() -> None:
     present = {"sha256:b", "sha256:req"}
     walk.finish(present, lambda digests: {d: chain_b for d in digests if d == "sha256:b"})
     assert walk.missing(present) == [(7, "sha256:leaf")]
+
+
+def _forged_turn(name: str, request: str) -> tuple[list[Any], dict[str, str]]:
+    """A turn whose one inference names ``request`` (stored with it) as sent."""
+    from overt.events import TurnCompleted, TurnStarted
+    from overt.ledger.canonical import digest_text
+
+    message, reply = f"message of {name}", f"reply of {name}"
+    events = [
+        TurnStarted(turn_id=name, session_id="S", source="cli", caller_session_id="cli:S",
+                    message_digest=digest_text(message), model="m", route="default",
+                    max_tool_calls=5),
+        InferenceRecorded(turn_id=name, session_id="S", inference_id=f"{name}-1", iteration=0,
+                          model="m", route="default", input_tokens=1, output_tokens=1,
+                          cost_usd=0.0, duration_ms=1.0, tools_offered=[],
+                          tool_calls_requested=0, stop_reason="end_turn",
+                          response_digest=digest_text(reply),
+                          request_digest=digest_text(request)),
+        TurnCompleted(turn_id=name, session_id="S", status="completed",
+                      reply_digest=digest_text(reply), tools_used=[], tool_calls=0,
+                      model_calls=1, input_tokens=1, output_tokens=1, cost_usd=0.0,
+                      duration_ms=1.0)]
+    return events, {digest_text(body): body for body in (message, reply, request)}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("names", ["chain", "tools", "packed"])
+def test_a_request_naming_a_part_never_stored_appended_as_the_writer_role_fails_verify(
+    roles: tuple[str, str, str], names: str  # noqa: F811 (the fixture imported above)
+) -> None:
+    """The application's own role (INSERT on the chain, nothing else) appends a turn
+    whose request, stored beside it, names a part nobody stored: a request that can
+    never be read back as sent (what the model was shown is unknowable). Verify, run
+    by the owner, fails at that inference and names the part."""
+    from overt.ledger import open_ledger
+    from overt.ledger.canonical import canonical_json, digest_text
+    from tests.ledger.test_roles import _as
+
+    url, _owner, writer = roles
+    missing = digest_text(f"a {names} part nobody stored")
+    request: dict[str, Any] = {"v": 1, "messages": None}
+    if names == "chain":
+        request["messages"] = missing
+    elif names == "tools":
+        request["tools"] = missing
+    else:
+        request["sent"] = {"messages": {"$part": missing, "chain": 1}}
+    as_writer = open_ledger(_as(url, writer))
+    try:
+        run(as_writer.record(*_forged_turn("forged", canonical_json(request))))
+    finally:
+        as_writer.close_sync()
+    owner = open_ledger(url)
+    try:
+        report = run(owner.verify())
+        (_, seq), = inferences(owner)
+    finally:
+        owner.close_sync()
+    assert not report.ok and report.bad_seq == seq, report
+    assert missing in (report.problem or "")
+
