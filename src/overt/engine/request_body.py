@@ -114,9 +114,11 @@ class Chain:
     When a history window has moved on (the request leaves out the oldest messages
     the chain holds after its first, the system prompt), the chain is kept and the
     request names how many it skips (:attr:`skip`), so a moving window links only
-    the new messages, not the whole window again. A chain skipping more messages
-    than the request holds starts afresh (what it keeps stays within twice the
-    window)."""
+    the new messages, not the whole window again. A chain skipping more than three
+    times the messages the request holds starts afresh, linking the window anew:
+    what it keeps stays within four times the window (what reading a request back
+    walks), and a window moving one turn at a time links itself anew once every
+    one and a half windows' worth of turns."""
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
@@ -167,7 +169,7 @@ class Chain:
                 if tail > len(messages) - 1 or mine[at:] != list(messages[1:1 + tail]):
                     return None
                 skip = at - 1
-                return skip if skip <= len(messages) else None  # else start afresh
+                return skip if skip <= 3 * len(messages) else None  # else start afresh
         return None
 
     def head(self, messages: Sequence[Message], store: Store) -> str | None:
@@ -176,8 +178,11 @@ class Chain:
             skip = self._window(messages)
             if skip:
                 self.skip = skip
+                held = len(self.messages) - skip  # the request's messages the chain holds
+                self.messages[0] = messages[0]  # the same messages: compared by identity next
+                self.messages[1 + skip:] = messages[1:held]
                 prev: str | None = self.heads[-1]
-                for message in messages[len(self.messages) - skip:]:
+                for message in messages[held:]:
                     prev = store(node(prev, message_form(message, store)))
                     self.messages.append(message)
                     self.heads.append(prev)
