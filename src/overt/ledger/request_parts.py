@@ -216,21 +216,14 @@ def newest_first(d: Dialect) -> str:
             f"ORDER BY {sql.content_order(d)} DESC")
 
 
-def scan(conn: Any, d: Dialect, statement: str) -> Iterable[Sequence[Any]]:
-    """The rows of ``statement`` as they come (PostgreSQL: a server-side cursor), not
-    all of them in memory at once."""
-    if d.name == "sqlite":
-        return conn.execute(statement)  # type: ignore[no-any-return]
-    cursor = conn.cursor(name="overt_request_parts")
-    cursor.itersize = 2_000
-    cursor.execute(statement)
-    return cursor  # type: ignore[no-any-return]
-
-
 StoreAgain = Callable[[Any, Dialect, int, str, str, Any], None]
+Stream = Callable[[str], Iterable[Sequence[Any]]]
+"""A statement's rows as they come, not all in memory at once (the backend's
+``stream`` on the prune's connection)."""
 
 
-def carry_parts(conn: Any, d: Dialect, through: int, store_again: StoreAgain) -> int:
+def carry_parts(conn: Any, d: Dialect, through: int, store_again: StoreAgain,
+                stream: Stream) -> int:
     """Inside a prune through ``through``, before the content is deleted: store again,
     with entry ``through + 1`` (the first one kept, or the prune's own), each part a
     kept request names that is stored only at or before ``through``. How many.
@@ -242,7 +235,7 @@ def carry_parts(conn: Any, d: Dialect, through: int, store_again: StoreAgain) ->
         return 0
     kept: set[str] = set()
     carry: dict[str, Sequence[Any]] = {}
-    for group in by_commit(scan(conn, d, newest_first(d))):
+    for group in by_commit(stream(newest_first(d))):
         if int(group[0][0]) == through + 1:  # (where the carried parts go: not twice)
             kept.update(row[1] for row in group)
         for row in walk.commit(group):

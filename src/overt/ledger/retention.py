@@ -119,13 +119,13 @@ in force are stored with a process's first decision, then only named): a prune
 carries such a body forward to the first entry it keeps that names it."""
 
 
-def carry_bodies(conn: Any, d: Dialect, through: int) -> int:
+def carry_bodies(conn: Any, d: Dialect, through: int, stream: request_parts.Stream) -> int:
     """Store again, at the first entry after ``through`` that names it, each body that
     entries a prune through ``through`` keeps name in one of
     :data:`SHARED_BODY_FIELDS` and that is stored only at or before ``through``;
     inside the prune's transaction, before the content is deleted; and the parts the
-    requests of kept inferences name (:func:`overt.ledger.request_parts.carry_parts`).
-    How many."""
+    requests of kept inferences name (:func:`overt.ledger.request_parts.carry_parts`;
+    ``stream``: the backend's, on ``conn``). How many."""
     carried = 0
     for field in SHARED_BODY_FIELDS:
         named = conn.execute(
@@ -141,7 +141,7 @@ def carry_bodies(conn: Any, d: Dialect, through: int) -> int:
             _, body, created_at = rows[-1]
             store_again(conn, d, int(seq), digest, body, created_at)
             carried += 1
-    return carried + request_parts.carry_parts(conn, d, through, store_again)
+    return carried + request_parts.carry_parts(conn, d, through, store_again, stream)
 
 
 def store_again(conn: Any, d: Dialect, seq: int, digest: str, body: Any, created_at: Any) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -304,7 +305,8 @@ class SqlLedger:
             conn.execute(sql.insert_entries(d), rows[0])
             if record.removed_entries:
                 tree.store_prune_rows(conn, d, record.through_seq)
-                retention.carry_bodies(conn, d, record.through_seq)
+                retention.carry_bodies(conn, d, record.through_seq,
+                                        functools.partial(db.stream, conn))
                 db.delete_through(conn, record.through_seq)
             return record, head
 
