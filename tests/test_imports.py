@@ -1,9 +1,10 @@
-"""No import cycle among overt's modules, hidden or not.
+"""No import cycle among overt's modules, hidden or not; no feature package imports
+the configuration.
 
-Every ``import`` of every module under ``src/overt`` counts: at module level and
-inside functions (a function-level import hides a cycle from the interpreter, not
-from the design). Only imports under ``if TYPE_CHECKING:`` are left out: they are
-never executed, and name types only.
+Every ``import`` of every module under ``src/overt`` counts: at module level, inside
+functions and under ``if TYPE_CHECKING:`` (a function-level import hides a cycle from
+the interpreter, a type-only one hides it from everything but the design: two modules
+that name each other's types are one module in two files).
 """
 
 from __future__ import annotations
@@ -27,20 +28,10 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def _type_only(tree: ast.Module) -> set[int]:
-    """The ids of the import nodes under ``if TYPE_CHECKING:``."""
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
-    return skipped
-
-
 def imports(name: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
     """The overt modules ``name`` imports (a name imported from a package is the
     package, unless it is a submodule)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = _type_only(tree)
 
     def owner(dotted: str) -> str | None:
         while dotted and dotted not in known:
@@ -48,8 +39,6 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
         return dotted or None
 
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             targets = [owner(a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -114,8 +103,31 @@ def test_overt_has_no_import_cycle() -> None:
         " <-> ".join(c) for c in cycles(found))
 
 
-def test_the_walk_sees_imports_inside_functions() -> None:
+def test_the_walk_sees_imports_inside_functions_and_for_type_checking() -> None:
     """The walk finds what the cycles it exists for were made of: imports hidden in
-    functions (channels.http imports the MCP extra's module so, on purpose)."""
+    functions (channels.http imports the MCP extra's module so, on purpose) and under
+    ``if TYPE_CHECKING:`` (engine.direct names the engine's type so)."""
     assert "overt.channels.mcp_server" in graph()["overt.channels.http"]
+    assert "overt.engine.loop" in graph()["overt.engine.direct"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+ASSEMBLERS = ("overt.config", "overt.runtime", "overt.cli", "overt.evals.runner")
+"""What may import ``overt.config`` besides the package's public face (``overt``): the
+configuration itself, the composition root, the command line, and the eval runner (it
+composes a runtime per case from a config)."""
+
+
+def test_no_feature_package_imports_the_configuration() -> None:
+    """Each feature's settings live in its own package (the budget in the engine, the
+    policy's in the gate, a model alias with the model options); ``config`` imports
+    them to assemble a :class:`~overt.config.Config`, never the other way."""
+    importers = sorted(
+        name for name, targets in graph().items()
+        if name != "overt" and not any(_within(name, a) for a in ASSEMBLERS)
+        and any(_within(t, "overt.config") for t in targets))
+    assert importers == []

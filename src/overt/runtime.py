@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from overt.channels.transcript import Transcript, transcript_line
 from overt.clock import iso_after, now_iso
-from overt.config import Budget, Config, routing
+from overt.config import Config, routing
 from overt.engine.answer_stream import AnswerSink
-from overt.engine.budget import BudgetGuard
+from overt.engine.budget import Budget, BudgetGuard
 from overt.engine.direct import DirectResult, run_direct
 from overt.engine.liveness import gone
 from overt.engine.loop import Engine

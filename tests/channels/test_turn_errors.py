@@ -13,7 +13,7 @@ import pytest
 from overt.channels.http import create_app
 from overt.channels.transcript import Transcript
 from overt.channels.turns import turn_state
-from overt.config import Budget
+from overt.engine.budget import Budget
 from overt.errors import ModelError
 from overt.events import TURN_ERROR_KINDS, TurnCompleted, TurnStarted
 from overt.ledger import open_ledger

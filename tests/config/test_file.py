@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from overt.config import Budget
 from overt.config import file as config_file
 from overt.config.file import ConfigFileError, parse
 from overt.config.lines import key_lines, line_of
+from overt.engine.budget import Budget
 from overt.errors import ConfigError
 
 GOOD = """\

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from overt.config import Budget
+from overt.engine.budget import Budget
 from overt.events import InferenceRecorded
 from overt.models.fake import ScriptedModel
 from overt.models.pricing import PriceTable

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from overt.config import Config, ModelAlias, Route
+from overt.config import Config, Route
 from overt.errors import ModelError, UsageError
 from overt.ledger.base import Ledger
 from overt.models.fake import ScriptedModel
 from overt.models.fallback import FallbackModel
+from overt.models.options import ModelAlias
 from overt.runtime import Runtime
 from overt.types import Message, ModelRequest
 from tests.conftest import cli_message, run

@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
-from overt.config import Config, ModelAlias, Route
+from overt.config import Config, Route
 from overt.errors import ConfigError, UsageError
 from overt.hooks import PluginHost
 from overt.hooks.router import RouterPlugin
 from overt.ledger.base import Ledger
 from overt.models.fake import ScriptedModel
+from overt.models.options import ModelAlias
 from overt.models.resolve import ModelCatalog
 from overt.models.router import (
     EscalationRule,

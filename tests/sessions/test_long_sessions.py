@@ -19,8 +19,8 @@ from overt.ledger.canonical import digest_text
 from overt.models.fake import FunctionModel
 from overt.runtime import Runtime
 from overt.sessions import HistoryReader, estimate_tokens, fit, session_history, session_info
-from overt.sessions.book import HistoryTurn, session_owner
-from overt.sessions.window import Fitted
+from overt.sessions.book import session_owner
+from overt.sessions.window import Fitted, HistoryTurn
 from overt.types import Message, ModelRequest
 from tests.backends import Raw
 from tests.conftest import ALLOW_ALL, RuntimeFactory, cli_message, run

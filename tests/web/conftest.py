@@ -22,7 +22,7 @@ import pytest
 import overt
 from overt.channels.auth import Tokens, token_digest
 from overt.channels.http import create_app
-from overt.config import Budget
+from overt.engine.budget import Budget
 from overt.ledger import open_ledger
 from overt.models.fake import FunctionModel
 from overt.models.pricing import PriceTable

@@ -13,7 +13,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from overt.config import Budget
+from overt.engine.budget import Budget
 from overt.ledger import open_ledger
 from overt.models.fake import FunctionModel
 from overt.models.pricing import PriceTable

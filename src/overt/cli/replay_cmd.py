@@ -21,11 +21,11 @@ from typing import Any
 from overt.cli import flags
 from overt.clock import period_start
 from overt.config import Config
-from overt.config.values import PolicySettings
 from overt.errors import ConfigError, UsageError
 from overt.events import ReplayCompleted
 from overt.ledger.canonical import canonical_json, digest_text
 from overt.policy.engine import Policy
+from overt.policy.gate import PolicySettings
 from overt.policy.rules import rule_from_mapping
 from overt.replay import ReplayRefused, ReplaySummary, TurnReplay
 

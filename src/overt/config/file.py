@@ -35,11 +35,14 @@ from overt.config.schema import (
     allowed_keys,
     reference_problems,
 )
-from overt.config.values import Budget, Config, ModelAlias, PolicySettings, Route
+from overt.config.values import Config, Route
+from overt.engine.budget import Budget
 from overt.errors import ConfigError, UsageError
 from overt.ledger.checkpoints import CheckpointSettings
 from overt.memory.kinds import MemoryKinds
+from overt.models.options import ModelAlias
 from overt.models.router import EscalationRule
+from overt.policy.gate import PolicySettings
 from overt.policy.rules import rule_from_mapping
 from overt.tools.mcp_toolset import specs_from_config
 from overt.witness.client import Cosigner

@@ -12,13 +12,14 @@ from typing import Any
 import platformdirs
 
 from overt.channels.settings import EmailSettings, SlackSettings
+from overt.engine.budget import Budget
 from overt.errors import ConfigError
 from overt.ledger import refuse_sqlite_uri
 from overt.ledger.checkpoints import CheckpointSettings
 from overt.memory.kinds import MemoryKinds
+from overt.models.options import ModelAlias
 from overt.models.router import EscalationRule
-from overt.policy.gate import DEFAULT_APPROVAL_TTL_S
-from overt.policy.rules import Rule
+from overt.policy.gate import PolicySettings
 from overt.tools.mcp_toolset import McpServerSpec
 
 
@@ -33,42 +34,6 @@ def default_cache_dir() -> Path:
 
 
 @dataclass(frozen=True, slots=True)
-class Budget:
-    """Spending limits, each optional: tokens (input + output) and US dollars,
-    per session and per UTC day. Checked before every model call."""
-
-    session_tokens: int | None = None
-    day_tokens: int | None = None
-    session_usd: float | None = None
-    day_usd: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("session_tokens", "day_tokens", "session_usd", "day_usd"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or value < 0):
-                raise ConfigError(f"budget {name} must be a non-negative number, got {value!r}")
-
-    @property
-    def empty(self) -> bool:
-        return all(getattr(self, n) is None for n in
-                   ("session_tokens", "day_tokens", "session_usd", "day_usd"))
-
-
-@dataclass(frozen=True, slots=True)
-class PolicySettings:
-    """``[policy]``: rules before the defaults (``defaults = false`` drops them: then a
-    call no rule matches is denied), and how long an approval request waits."""
-
-    rules: tuple[Rule, ...] = ()
-    defaults: bool = True
-    approval_ttl_s: float = DEFAULT_APPROVAL_TTL_S
-
-    def __post_init__(self) -> None:
-        if self.approval_ttl_s <= 0:
-            raise ConfigError(f"policy approval_ttl_s must be positive, got {self.approval_ttl_s}")
-
-
-@dataclass(frozen=True, slots=True)
 class Route:
     """A route (``[routes.NAME]``): its model (None: the config's ``model``), a stronger
     model to escalate weak answers to, models to fall back to on provider errors, the
@@ -80,16 +45,6 @@ class Route:
     tools: tuple[str, ...] | None = None
     budget: Budget | None = None
     escalation: EscalationRule = field(default_factory=EscalationRule)
-
-
-@dataclass(frozen=True, slots=True)
-class ModelAlias:
-    """A name for a model spec (``[models.NAME]``), with provider settings over the
-    provider's own (``base_url``, ``api_key``, ...). ``api_key_env`` in ``settings`` names
-    the variable the entry point reads the key from."""
-
-    spec: str
-    settings: Mapping[str, Any] = field(default_factory=dict)
 
 
 # The providers' conventional variables, read by entry points only.

@@ -13,12 +13,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from overt.clock import period_start
-from overt.config import Budget
+from overt.errors import ConfigError
 from overt.ledger.base import Ledger
 from overt.models.pricing import PriceTable
 from overt.types import ModelRequest
 
 DEFAULT_OUTPUT_ESTIMATE = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Spending limits, each optional: tokens (input + output) and US dollars,
+    per session and per UTC day. Checked before every model call."""
+
+    session_tokens: int | None = None
+    day_tokens: int | None = None
+    session_usd: float | None = None
+    day_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("session_tokens", "day_tokens", "session_usd", "day_usd"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or value < 0):
+                raise ConfigError(f"budget {name} must be a non-negative number, got {value!r}")
+
+    @property
+    def empty(self) -> bool:
+        return all(getattr(self, n) is None for n in
+                   ("session_tokens", "day_tokens", "session_usd", "day_usd"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,25 +4,78 @@ The limits (:func:`overt.engine.dispatch.precheck`) first, then the gate
 (:class:`overt.policy.gate.Gate`); each decision is added to the turn's record.
 A call run alone (:mod:`overt.engine.loop`) and calls run together
 (:mod:`overt.engine.together`) are decided here alike.
+
+Both are given the turn as a :class:`CallingTurn`: what deciding, running and
+completing a call reads of it. :class:`overt.engine.loop.Turn` is one; the loop
+imports this module, never the other way.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from overt.engine.dispatch import ToolOutcome, precheck, refuse
-from overt.engine.record import canonical_or_repr
-from overt.engine.values import Allowed, Held
+from overt.engine.record import CallSite, Recorder, canonical_or_repr
+from overt.engine.values import Allowed, EngineSettings, Held
 from overt.events import ApprovalMode
-from overt.policy.gate import Verdict
+from overt.hooks.calls import HookSet
+from overt.policy.actors import Actor
+from overt.policy.gate import Gate, Verdict
+from overt.reasoning.steps import TurnSteps
+from overt.tools.base import Tool
 from overt.tools.registry import ToolRegistry
 from overt.types import ToolCall
 
-if TYPE_CHECKING:
-    from overt.engine.loop import Turn
+
+class CallingEngine(Protocol):
+    """What deciding and running a call reads of the engine
+    (:class:`overt.engine.loop.Engine`)."""
+
+    @property
+    def tools(self) -> ToolRegistry: ...
+    @property
+    def settings(self) -> EngineSettings: ...
+    @property
+    def gate(self) -> Gate: ...
+    @property
+    def hooks(self) -> HookSet: ...
 
 
-def decide(turn: Turn, call: ToolCall, offered: frozenset[str], *,
+class CallingTurn(Protocol):
+    """What deciding, running and completing a call reads of its turn
+    (:class:`overt.engine.loop.Turn`)."""
+
+    @property
+    def engine(self) -> CallingEngine: ...
+
+    recorder: Recorder
+    steps: TurnSteps
+    site: CallSite
+    actor: Actor
+    source: str
+    route: str
+    turn_id: str
+    session_id: str
+    offered: frozenset[str]
+    tool_calls: int
+    """Calls answered in the turn."""
+    response_calls: int
+    """Calls answered of the model's latest response."""
+    can_provide: bool
+    """Whether a plugin may provide a call's result (a tool need not be registered)."""
+
+    def complete(self, call: ToolCall, outcome: ToolOutcome, args_digest: str,
+                 provided_by: str | None, model_reads: str | None, *,
+                 step: bool = True) -> ToolOutcome:
+        """Record how the call ended; the outcome the model reads."""
+        ...
+
+    async def dispatch(self, tool: Tool, call: ToolCall) -> ToolOutcome:
+        """Run an allowed call's tool (its intent already committed)."""
+        ...
+
+
+def decide(turn: CallingTurn, call: ToolCall, offered: frozenset[str], *,
            approved: str | None = None, allowed_before: int = 0) -> ToolOutcome | Held | Allowed:
     """``call``'s fate, recorded: refused (its outcome, completed), held for a human
     (:class:`Held`), or :class:`Allowed` to run.
@@ -64,7 +117,7 @@ def decide(turn: Turn, call: ToolCall, offered: frozenset[str], *,
     return Allowed(checked, args_digest)
 
 
-def _hold(turn: Turn, call: ToolCall, verdict: Verdict, mode: ApprovalMode) -> Held:
+def _hold(turn: CallingTurn, call: ToolCall, verdict: Verdict, mode: ApprovalMode) -> Held:
     """An approval request bound to this exact call (tool, arguments digest, turn, actor)."""
     request = verdict.hold(mode, ttl_s=turn.engine.gate.approval_ttl_s)
     turn.recorder.add(request)

@@ -4,11 +4,10 @@ The contract of every hook is in :mod:`overt.hooks.specs`; this module keeps it.
 The loop asks only for hooks that have implementations (``HookSet`` tuples are
 empty otherwise), so none of this runs for a runtime without plugins.
 
-Two methods wrap the loop's effects in their hooks: :meth:`TurnHooks.ask` (a
-model call: ``pre_api_request``, at most one reissue, ``post_api_request``) and
-:meth:`TurnHooks.call_tool` (an allowed tool call: ``pre_tool_call`` through
-``transform_tool_result``). The loop itself, :mod:`overt.engine.loop`, calls
-them only when a plugin is present.
+The loop (:mod:`overt.engine.loop`) wraps its effects in them, and only when a
+plugin is present: a model call in ``pre_api_request``, at most one reissue and
+``post_api_request``; an allowed tool call in ``pre_tool_call`` through
+``transform_tool_result``.
 """
 
 from __future__ import annotations
@@ -17,12 +16,12 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from overt.clock import ms_since
-from overt.engine.dispatch import ToolOutcome, render_result, unknown_tool
+from overt.engine.dispatch import ToolOutcome, render_result
 from overt.engine.record import Recorder, audit_name
-from overt.errors import HookTimeout, OvertError, UsageError
+from overt.errors import HookTimeout, UsageError
 from overt.events import (
     HookBlocked,
     HookDeclined,
@@ -38,10 +37,6 @@ from overt.hooks.answers import Block, Reissue, error_envelope
 from overt.hooks.calls import HookSet, Impl, call_async_timed
 from overt.tools import shapes
 from overt.types import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
-
-if TYPE_CHECKING:
-    from overt.engine.loop import Turn
-    from overt.tools.base import Tool
 
 T = TypeVar("T")
 
@@ -228,83 +223,6 @@ class TurnHooks:
         new = await self._transform("transform_tool_result", self.has.transform_tool_result,
                                     kwargs, outcome.content, call_.id)
         return outcome.content if new is None else new
-
-    # -- the loop's model call and tool call, wrapped in their hooks -------------
-
-    async def ask(self, turn: Turn, request: ModelRequest,
-                  iteration: int) -> ModelResponse | None:
-        """One loop iteration's model call with its hooks: rewrite, at most one reissue, observe.
-
-        ``None`` when the model failed (recorded by :meth:`Turn.infer`). A reissue
-        naming a model this runtime cannot build, or one that fails, leaves the
-        first answer standing.
-        """
-        model = turn.model
-        if self.has.pre_api_request:
-            request = await self.request(request, model.name, iteration)
-        response = await turn.infer(request, model)
-        if response is None:
-            return None
-        reissued = False
-        if self.has.post_llm_call_can_reissue:
-            answer = await self.reissue(request, response, iteration, model.name)
-            if answer is not None:
-                directive, plugin = answer
-                target = model
-                try:
-                    if directive.model is not None:
-                        if turn.engine.models is None:
-                            raise OvertError("this runtime resolves no other models")
-                        target = turn.engine.models(directive.model)
-                except Exception as exc:  # noqa: BLE001  an unknown model: the first answer stands
-                    self.reissue_failed(plugin, exc)
-                else:
-                    again = self.reissued(directive, plugin, request, iteration, model.name,
-                                          target.name)
-                    if turn.stream is not None:
-                        turn.stream.withdraw("reissue")
-                    if self.has.pre_api_request:
-                        again = await self.request(again, target.name, iteration)
-                    second = await turn.infer(again, target, escalated=True,
-                                              escalation_reason=directive.reason_code)
-                    if second is not None:
-                        request, response, model, reissued = again, second, target, True
-                    else:
-                        turn.error = None  # the reissue failed, recorded; the first answer stands
-        if self.has.post_api_request:
-            await self.responded(request, response, response.model or model.name, iteration,
-                                 reissued)
-        return response
-
-    async def call_tool(self, turn: Turn, tool: Tool | None, call: ToolCall,
-                        args_digest: str) -> tuple[ToolOutcome, str | None, str | None]:
-        """A tool call the gate allowed, with its hooks: (outcome, provided by, text the
-        model reads instead).
-
-        ``pre_tool_call`` -> intent committed -> ``pre_tool_call_can_provide_result``
-        -> dispatch -> ``post_tool_call`` -> ``transform_tool_result``.
-        """
-        args = dict(call.arguments)  # hooks get a copy: what they do to it changes nothing
-        if self.has.pre_tool_call:
-            blocked = await self.check(call, args)
-            if blocked is not None:
-                return blocked, None, None
-        self.rec.add(turn.site.intent(call, args_digest))
-        await self.rec.flush()  # the intent is on the record before the effect
-        provided = None
-        if self.has.pre_tool_call_can_provide_result:
-            provided = await self.provide(call, args, turn.engine.settings.tool_timeout_s)
-        if provided is not None:
-            outcome, provided_by = provided
-        elif tool is None:  # offered by a plugin, and no plugin answered it
-            outcome = unknown_tool(call, frozenset(turn.engine.tools.names), registered=True)
-            provided_by = None
-        else:
-            outcome, provided_by = await turn.dispatch(tool, call), None
-        model_reads = None
-        if self.has.post_tool_call or self.has.transform_tool_result:
-            model_reads = await self.after(call, args, outcome, provided_by)
-        return outcome, provided_by, model_reads
 
     async def _transform(self, hook: str, impls: tuple[Impl, ...], kwargs: dict[str, Any],
                          before: str, tool_call_id: str | None) -> str | None:

@@ -23,7 +23,8 @@ Hooks (see :mod:`overt.hooks.specs`) are asked only when a plugin implements
 them: a runtime without plugins runs exactly the loop above. Per tool call the
 order is ``pre_tool_call -> tool_call.started committed ->
 pre_tool_call_can_provide_result -> (dispatch) -> post_tool_call ->
-transform_tool_result``; those wrappers live in :mod:`overt.engine.hooked`.
+transform_tool_result`` (:meth:`Turn._hooked_call`; each hook is called, and what it
+did recorded, by :class:`overt.engine.hooked.TurnHooks`).
 """
 
 from __future__ import annotations
@@ -39,11 +40,12 @@ from overt.engine.answer_stream import AnswerSink, AnswerStream
 from overt.engine.budget import BudgetGuard
 from overt.engine.checkpoint import Checkpoint, resume_model
 from overt.engine.decide import decide
-from overt.engine.dispatch import Executor, ToolOutcome, execute, refuse
+from overt.engine.dispatch import Executor, ToolOutcome, execute, refuse, unknown_tool
 from overt.engine.hooked import TurnHooks
 from overt.engine.limits import bounded, bounded_result
 from overt.engine.record import (
     CallSite,
+    PartStore,
     Recorder,
     audit_name,
     canonical_or_repr,
@@ -51,10 +53,10 @@ from overt.engine.record import (
     response_body,
     resumption,
 )
-from overt.engine.request_body import Chains, PartStore, ToolParts, request_body
+from overt.engine.request_body import Chains, ToolParts, request_body
 from overt.engine.shape import well_formed
 from overt.engine.values import Allowed, EngineSettings, Held, TurnOutcome
-from overt.errors import LedgerError, LedgerUnavailable
+from overt.errors import LedgerError, LedgerUnavailable, OvertError
 from overt.events import (
     ApprovalDecision,
     Event,
@@ -73,8 +75,7 @@ from overt.models.pricing import PriceTable
 from overt.policy.actors import Actor
 from overt.policy.gate import Gate
 from overt.reasoning.steps import TurnSteps
-from overt.sessions.book import HistoryTurn
-from overt.sessions.window import TurnWindow
+from overt.sessions.window import HistoryTurn, TurnWindow
 from overt.tools.base import Tool, ToolContext
 from overt.tools.registry import ToolRegistry
 from overt.types import (
@@ -208,9 +209,9 @@ class Engine:
 class Turn:
     """One turn's state and its loop (:meth:`run`, or :meth:`resume` after a pause).
 
-    Private to the engine: :class:`Engine` makes one per turn, and
-    :class:`overt.engine.hooked.TurnHooks` wraps its model and tool calls
-    (:meth:`infer`, :meth:`dispatch`) in the plugins' hooks.
+    Private to the engine: :class:`Engine` makes one per turn. With plugins, its
+    model and tool calls (:meth:`infer`, :meth:`dispatch`) are wrapped in their hooks
+    (:class:`overt.engine.hooked.TurnHooks`).
     """
 
     def __init__(self, engine: Engine, source: str, caller_session_id: str, session_id: str,
@@ -369,7 +370,7 @@ class Turn:
             if hooks is None:
                 response = await self.infer(request, self.model)
             else:
-                response = await hooks.ask(self, request, self.iteration)
+                response = await self._ask(hooks, request)
             self.iteration += 1
             if response is None:
                 if self.stopped is not None:  # the last call failed too: say what stopped
@@ -523,6 +524,50 @@ class Turn:
                                    final=not response.tool_calls)
         return response
 
+    async def _ask(self, hooks: TurnHooks, request: ModelRequest) -> ModelResponse | None:
+        """One model call with its hooks: rewrite, at most one reissue, observe.
+
+        ``None`` when the model failed (recorded by :meth:`infer`). A reissue naming a
+        model this runtime cannot build, or one that fails, leaves the first answer
+        standing.
+        """
+        model, iteration = self.model, self.iteration
+        if hooks.has.pre_api_request:
+            request = await hooks.request(request, model.name, iteration)
+        response = await self.infer(request, model)
+        if response is None:
+            return None
+        reissued = False
+        if hooks.has.post_llm_call_can_reissue:
+            answer = await hooks.reissue(request, response, iteration, model.name)
+            if answer is not None:
+                directive, plugin = answer
+                target = model
+                try:
+                    if directive.model is not None:
+                        if self.engine.models is None:
+                            raise OvertError("this runtime resolves no other models")
+                        target = self.engine.models(directive.model)
+                except Exception as exc:  # noqa: BLE001  an unknown model: the first answer stands
+                    hooks.reissue_failed(plugin, exc)
+                else:
+                    again = hooks.reissued(directive, plugin, request, iteration, model.name,
+                                           target.name)
+                    if self.stream is not None:
+                        self.stream.withdraw("reissue")
+                    if hooks.has.pre_api_request:
+                        again = await hooks.request(again, target.name, iteration)
+                    second = await self.infer(again, target, escalated=True,
+                                              escalation_reason=directive.reason_code)
+                    if second is not None:
+                        request, response, model, reissued = again, second, target, True
+                    else:
+                        self.error = None  # the reissue failed, recorded; the first answer stands
+        if hooks.has.post_api_request:
+            await hooks.responded(request, response, response.model or model.name, iteration,
+                                  reissued)
+        return response
+
     def _request_digest(self, request: ModelRequest, sent: object) -> str | None:
         """The request as sent, its parts and its body added to the next commit."""
         rec = self.recorder
@@ -548,9 +593,39 @@ class Turn:
             await rec.flush()  # the decision and the intent are on the record before the effect
             outcome = await self.dispatch(decided.tool, call)
         else:
-            outcome, provided_by, model_reads = await hooks.call_tool(
-                self, decided.tool, call, decided.args_digest)
+            outcome, provided_by, model_reads = await self._hooked_call(
+                hooks, decided.tool, call, decided.args_digest)
         return self.complete(call, outcome, decided.args_digest, provided_by, model_reads)
+
+    async def _hooked_call(self, hooks: TurnHooks, tool: Tool | None, call: ToolCall,
+                           args_digest: str) -> tuple[ToolOutcome, str | None, str | None]:
+        """A tool call the gate allowed, with its hooks: (outcome, provided by, text the
+        model reads instead).
+
+        ``pre_tool_call`` -> intent committed -> ``pre_tool_call_can_provide_result``
+        -> dispatch -> ``post_tool_call`` -> ``transform_tool_result``.
+        """
+        args = dict(call.arguments)  # hooks get a copy: what they do to it changes nothing
+        if hooks.has.pre_tool_call:
+            blocked = await hooks.check(call, args)
+            if blocked is not None:
+                return blocked, None, None
+        self.recorder.add(self.site.intent(call, args_digest))
+        await self.recorder.flush()  # the intent is on the record before the effect
+        provided = None
+        if hooks.has.pre_tool_call_can_provide_result:
+            provided = await hooks.provide(call, args, self.engine.settings.tool_timeout_s)
+        if provided is not None:
+            outcome, provided_by = provided
+        elif tool is None:  # offered by a plugin, and no plugin answered it
+            outcome = unknown_tool(call, frozenset(self.engine.tools.names), registered=True)
+            provided_by = None
+        else:
+            outcome, provided_by = await self.dispatch(tool, call), None
+        model_reads = None
+        if hooks.has.post_tool_call or hooks.has.transform_tool_result:
+            model_reads = await hooks.after(call, args, outcome, provided_by)
+        return outcome, provided_by, model_reads
 
     def complete(self, call: ToolCall, outcome: ToolOutcome, args_digest: str,
                   provided_by: str | None, model_reads: str | None, *,

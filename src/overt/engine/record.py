@@ -1,6 +1,7 @@
-"""A turn's events waiting for the next commit, who hears of them once committed, the
-records of a tool call (the same from a turn and from a direct run), and how
-model-chosen values are made fit for the audit tier."""
+"""A turn's events waiting for the next commit, who hears of them once committed, which
+request parts an engine has committed, the records of a tool call (the same from a
+turn and from a direct run), and how model-chosen values are made fit for the audit
+tier."""
 
 from __future__ import annotations
 
@@ -8,9 +9,8 @@ import logging
 import os
 import re
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from overt.engine.dispatch import ToolOutcome
 from overt.events import (
@@ -28,10 +28,25 @@ from overt.ledger.canonical import canonical_json, digest_text
 from overt.ledger.chain import clean_text
 from overt.types import ModelResponse, ToolCall
 
-if TYPE_CHECKING:
-    from overt.engine.request_body import PartStore
-
 log = logging.getLogger("overt.hooks")
+
+
+class PartStore:
+    """Which parts this engine has committed (their digests), so each is stored once.
+
+    A part is added to a turn's next commit only when it is not known here
+    (:meth:`Recorder.part`); the recorder adds what it committed (:meth:`Recorder.flush`).
+    Bounded: past ``limit`` digests it starts over (parts are then stored again once).
+    """
+
+    def __init__(self, limit: int = 500_000) -> None:
+        self.known: set[str] = set()
+        self.limit = limit
+
+    def learn(self, digests: Sequence[str] | Mapping[str, str]) -> None:
+        if len(self.known) > self.limit:
+            self.known.clear()
+        self.known.update(digests)
 
 
 class Recorder:

@@ -33,7 +33,7 @@ exactly what was sent.
 
 ``store`` is how a part reaches the content tier: :meth:`overt.engine.record.Recorder.part`
 adds it to the turn's next commit unless this engine has committed it before
-(:class:`PartStore`).
+(:class:`overt.engine.record.PartStore`).
 """
 
 from __future__ import annotations
@@ -60,24 +60,6 @@ class Store(Protocol):
     already known)."""
 
     def __call__(self, body: str, digest: str | None = None, /) -> str: ...
-
-
-class PartStore:
-    """Which parts this engine has committed (their digests), so each is stored once.
-
-    A part is added to a turn's next commit only when it is not known here; the
-    recorder adds what it committed (:attr:`overt.engine.record.Recorder.stored`).
-    Bounded: past ``limit`` digests it starts over (parts are then stored again once).
-    """
-
-    def __init__(self, limit: int = 500_000) -> None:
-        self.known: set[str] = set()
-        self.limit = limit
-
-    def learn(self, digests: Sequence[str] | Mapping[str, str]) -> None:
-        if len(self.known) > self.limit:
-            self.known.clear()
-        self.known.update(digests)
 
 
 def message_form(message: Message, store: Store) -> dict[str, Any]:

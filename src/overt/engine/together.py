@@ -23,23 +23,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from overt.engine.decide import decide
+from overt.engine.decide import CallingTurn, decide
 from overt.engine.dispatch import ToolOutcome
 from overt.engine.values import Allowed, Held
 from overt.types import ToolCall
 
-if TYPE_CHECKING:
-    from overt.engine.loop import Turn
 
-
-def size(turn: Turn, calls: Sequence[ToolCall]) -> int:
+def size(turn: CallingTurn, calls: Sequence[ToolCall]) -> int:
     """How many of ``calls``, from the first, run together (0: the first runs alone)."""
-    hooks = turn.hooks
-    if hooks is not None and (hooks.has.pre_tool_call or hooks.has.post_tool_call
-                              or hooks.has.pre_tool_call_can_provide_result
-                              or hooks.has.transform_tool_result):
+    hooks = turn.engine.hooks
+    if (hooks.pre_tool_call or hooks.post_tool_call or hooks.pre_tool_call_can_provide_result
+            or hooks.transform_tool_result):
         return 0  # a plugin hooks each call: it sees them one at a time
     settings = turn.engine.settings
     room = min(settings.max_tool_calls - turn.response_calls,
@@ -54,7 +49,7 @@ def size(turn: Turn, calls: Sequence[ToolCall]) -> int:
     return count if count > 1 else 0
 
 
-async def run(turn: Turn, calls: Sequence[ToolCall]) -> list[ToolOutcome | Held]:
+async def run(turn: CallingTurn, calls: Sequence[ToolCall]) -> list[ToolOutcome | Held]:
     """Decide ``calls`` in order, commit, run those allowed together; the outcome of
     each call decided, in order (a :class:`Held` ends the list: the calls after it
     are not decided)."""

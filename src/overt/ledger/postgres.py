@@ -72,8 +72,8 @@ RECONNECT_S = 1.0
 server is back waited that out; short, the next read starts a fresh attempt)."""
 SNAPSHOT_WORK_MEM = "64MB"
 """The sort memory of one long read (a whole session's trail), for its transaction
-alone: 50,000 steps with their text are about 15 MB, which the default (4 MB)
-sorts on disk."""
+alone: a long session's steps with their text outgrow the default (4 MB), which
+then sorts on disk."""
 STREAM_ROWS = 10_000
 """How many rows a long read's server-side cursor fetches at a time."""
 

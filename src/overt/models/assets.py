@@ -77,7 +77,7 @@ QWEN25_CODER_05B = ModelAsset(
     filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
 )
 """``local:small``: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, ~470 MB. The default until the eval
-showed it at 80% against the 1.5B model's 92-94%; it answers about 1.5 times faster."""
+showed it less accurate than the 1.5B model; it answers faster."""
 
 QWEN25_CODER_15B = ModelAsset(
     name="qwen2.5-coder-1.5b-instruct",

@@ -1,4 +1,5 @@
-"""What a model provider is given to build a model: :class:`ModelOptions`.
+"""What a model provider is given to build a model (:class:`ModelOptions`), and the
+names a config gives model specs (:class:`ModelAlias`).
 
 Kept apart from :mod:`overt.models.resolve` (which imports the adapters) so an
 adapter can take its options without importing the catalog back.
@@ -27,3 +28,15 @@ class ModelOptions:
     def settings(self, scheme: str) -> Mapping[str, Any]:
         """The settings of the provider of ``scheme`` (empty if none were given)."""
         return self.provider_settings.get(scheme, {})
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAlias:
+    """A name for a model spec (``[models.NAME]``), with provider settings over the
+    provider's own (``base_url``, ``api_key``, ...). ``api_key_env`` in ``settings`` names
+    the variable the entry point reads the key from. A
+    :class:`~overt.models.resolve.ModelCatalog` resolves the name
+    (:meth:`~overt.models.resolve.ModelCatalog.alias`)."""
+
+    spec: str
+    settings: Mapping[str, Any] = field(default_factory=dict)

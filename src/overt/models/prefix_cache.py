@@ -1,7 +1,7 @@
 """The KV state of a fixed prompt prefix, kept on disk so a new process starts from it.
 
 Every ``overt ask`` sends the same prefix first: the system prompt and the tool
-schemas, ~2,300 tokens that a 2-core CPU prefills in ~15 s. llama.cpp can copy
+schemas, thousands of tokens that a small CPU takes seconds to prefill. llama.cpp can copy
 its context state (the KV cache of the tokens evaluated so far) out and back
 in, so the first process to prefill a prefix writes that state to a file and
 later processes load it in a fraction of a second.

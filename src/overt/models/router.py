@@ -92,7 +92,7 @@ class EscalationRule:
     on_empty: bool = True
     on_malformed_tool_call: bool = True
     tool_error_streak: int = 2
-    # each hedge compiled alone: one alternation of them all scans about twice as slowly
+    # each hedge compiled alone: one alternation of them all scans more slowly
     _hedging: tuple[re.Pattern[str], ...] = field(default=(), init=False, repr=False,
                                                   compare=False)
 

@@ -20,15 +20,30 @@ from dataclasses import dataclass
 from typing import Any
 
 from overt.clock import iso_after
+from overt.errors import ConfigError
 from overt.events import ApprovalMode, ApprovalRequested, GatePath, PolicyDecided
 from overt.ids import new_ulid
 from overt.policy.actors import Actor
 from overt.policy.capabilities import Capabilities, CapabilityCheck, tool_capability
 from overt.policy.engine import Policy
-from overt.policy.rules import Effect
+from overt.policy.rules import Effect, Rule
 from overt.tools.base import Tool
 
 DEFAULT_APPROVAL_TTL_S = 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySettings:
+    """``[policy]``: rules before the defaults (``defaults = false`` drops them: then a
+    call no rule matches is denied), and how long an approval request waits."""
+
+    rules: tuple[Rule, ...] = ()
+    defaults: bool = True
+    approval_ttl_s: float = DEFAULT_APPROVAL_TTL_S
+
+    def __post_init__(self) -> None:
+        if self.approval_ttl_s <= 0:
+            raise ConfigError(f"policy approval_ttl_s must be positive, got {self.approval_ttl_s}")
 
 
 @dataclass(frozen=True, slots=True)

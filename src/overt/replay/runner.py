@@ -33,8 +33,7 @@ from overt.replay.record import RecordedTurn, read_turn
 from overt.replay.source import Bodies, first_turns, scratch, turn_entries
 from overt.replay.types import Divergence, TurnReplay
 from overt.sessions import session_history
-from overt.sessions.book import HistoryTurn
-from overt.sessions.window import WINDOW_ATTRIBUTES
+from overt.sessions.window import WINDOW_ATTRIBUTES, HistoryTurn
 from overt.types import SOURCES, IncomingMessage
 
 

@@ -2,7 +2,6 @@
 
 from overt.sessions.book import (
     HistoryReader,
-    HistoryTurn,
     SessionInfo,
     flatten,
     list_sessions,
@@ -10,7 +9,7 @@ from overt.sessions.book import (
     session_info,
     title,
 )
-from overt.sessions.window import Fitted, estimate_tokens, fit
+from overt.sessions.window import Fitted, HistoryTurn, estimate_tokens, fit
 
 __all__ = ["Fitted", "HistoryReader", "HistoryTurn", "SessionInfo", "estimate_tokens", "fit",
            "flatten", "list_sessions", "session_history", "session_info", "title"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from overt.errors import LedgerIntegrityError
@@ -23,7 +23,7 @@ from overt.ledger.reads import conversations, sessions
 from overt.ledger.reads.base import selecting
 from overt.ledger.reads.conversations import ConversationEntry
 from overt.ledger.reads.sessions import SessionSummary
-from overt.sessions.window import Counter, estimate_tokens, turn_tokens
+from overt.sessions.window import Counter, HistoryTurn, estimate_tokens, turn_tokens
 from overt.types import Message, ToolCall
 
 LEGACY_OWNER = "operator:default"
@@ -48,19 +48,6 @@ class SessionInfo:
     last_at: str
     title_digest: str | None
     first_seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryTurn:
-    """One answered turn of a session, as the model is shown it again."""
-
-    turn_id: str
-    messages: tuple[Message, ...]
-    tokens: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
-    """Its size by each token counter that weighed it (by the counter's hash: a dict
-    of ints is not one the garbage collector walks), once weighed
-    (:func:`overt.sessions.window.turn_tokens`): a turn held by a
-    :class:`HistoryReader` is counted once, not once per request it is in."""
 
 
 def flatten(turns: Sequence[HistoryTurn]) -> list[Message]:

@@ -32,14 +32,25 @@ import json
 import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
-from typing import TYPE_CHECKING
 
 from overt.types import Message, ToolSpec
 
-if TYPE_CHECKING:
-    from overt.sessions.book import HistoryTurn
+
+@dataclass(frozen=True, slots=True)
+class HistoryTurn:
+    """One answered turn of a session, as the model is shown it again."""
+
+    turn_id: str
+    messages: tuple[Message, ...]
+    tokens: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
+    """Its size by each token counter that weighed it (by the counter's hash: a dict
+    of ints is not one the garbage collector walks), once weighed
+    (:func:`turn_tokens`): a turn held by a
+    :class:`~overt.sessions.book.HistoryReader` is counted once, not once per request
+    it is in."""
+
 
 MESSAGE_OVERHEAD = 8
 """Tokens a chat template spends around each message (role markers, separators)."""

@@ -21,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from overt.channels.auth import Tokens
 from overt.channels.http import API_PATHS
-from overt.config import Budget
+from overt.engine.budget import Budget
 from overt.ledger.signing import PublicKey
 from overt.runtime import Runtime
 from overt.sessions.access import SessionAccess

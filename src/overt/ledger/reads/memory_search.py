@@ -12,8 +12,8 @@ Terms are of two sorts (:func:`words`):
   finds ``eviction``) when the memory searched holds it whole; otherwise, when
   it is three characters or more or not ASCII, as a prefix of the indexed
   words: ``Iso`` finds ``Isokron``, ``東京`` finds ``東京のサーバー``. (A
-  prefix match costs more than a whole word's, about twice at p95 even with
-  SQLite's index of three-letter prefixes (migration 13), so a word that is
+  prefix match costs more than a whole word's, even with SQLite's index of
+  three-letter prefixes (migration 13), so a word that is
   there whole is not also matched as a prefix: ``iso`` in a memory that says
   ``ISO 8601`` finds that; ``isok`` finds Isokron. A prefix match counts as a
   match of the word: BM25 on SQLite, ``ts_rank`` on PostgreSQL.)

@@ -151,8 +151,8 @@ def sqlite_v8() -> str:
     """Migration 8 (SQLite): ``memory_search`` rebuilt without the per-node lengths.
 
     FTS5's ``bm25`` read each match's length from the ``docsize`` table, one
-    lookup per match: some 70 % of the time of a search whose words match
-    thousands of nodes. With ``columnsize=0`` that table is gone, and for a
+    lookup per match: most of the time of a search whose words match thousands
+    of nodes. With ``columnsize=0`` that table is gone, and for a
     contentless table FTS5 then reports every indexed column's length as -1, so
     ``bm25`` sees each node as ``-3`` tokens long against the average length it
     still keeps (the index's totals). Its saturation constant becomes
@@ -184,8 +184,7 @@ def sqlite_prefix() -> str:
     ``node_search`` matches a word the memory does not hold whole as a prefix
     (:mod:`overt.ledger.reads.memory_search`). Without that index FTS5 merges the lists of
     every indexed word that begins so, over all actors, before the actor's rowid
-    range narrows them, several times slower on the 100,000-node benchmark
-    (``bench_memory``) than with the index.
+    range narrows them: the more the memory holds, the slower.
     Longer prefixes match fewer words and need no index of their own. The
     index is rebuilt from ``memory_nodes`` as migration 8 rebuilt it; nothing
     else changes.

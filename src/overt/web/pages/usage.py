@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from overt.clock import period_start
-from overt.config import Budget
+from overt.engine.budget import Budget
 from overt.errors import UsageError
 from overt.ledger.base import UsageRow
 from overt.runtime import Runtime
