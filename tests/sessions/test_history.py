@@ -152,8 +152,8 @@ def test_a_history_reader_sees_turns_another_process_appended(ledger_url: str) -
             await other.respond(cli_message("second", session="s"))
             turns = await reader.history("cli:s")
             assert [t.messages[-1].content for t in turns] == ["one", "two"]
-            assert turns == await session_history(mine, "cli:s")
-            assert await reader.history("cli:nobody") == []
+            assert list(turns) == await session_history(mine, "cli:s")
+            assert list(await reader.history("cli:nobody")) == []
         finally:
             await other.close()
             await mine.close()
@@ -176,7 +176,7 @@ def test_a_history_reader_reads_everything_again_after_a_prune(
         await runtime.respond(cli_message("after", session="s"))
         turns = await reader.history("cli:s")
         assert [t.messages[0].content for t in turns] == ["after"]
-        assert turns == await session_history(ledger, "cli:s")
+        assert list(turns) == await session_history(ledger, "cli:s")
     run(go())
 
 

@@ -23,7 +23,7 @@ from overt.ledger.reads import conversations, sessions
 from overt.ledger.reads.base import selecting
 from overt.ledger.reads.conversations import ConversationEntry
 from overt.ledger.reads.sessions import SessionSummary
-from overt.sessions.window import Counter, HistoryTurn, estimate_tokens, turn_tokens
+from overt.sessions.window import Counter, EarlierTurns, HistoryTurn, estimate_tokens, turn_tokens
 from overt.types import Message, ToolCall
 
 LEGACY_OWNER = "operator:default"
@@ -201,6 +201,9 @@ class _Conversation:
         self.messages: dict[str, list[Message]] = {}
         self.answered: dict[str, HistoryTurn] = {}
         self.held: dict[str, _Held] = {}
+        self._earlier: EarlierTurns | None = None
+        """The answered turns in order (:meth:`earlier`), kept as each newest turn is
+        answered; ``None``: made again when next asked for."""
 
     def add(self, rows: Sequence[Row], *, before_turn: str | None = None) -> None:
         for seq, kind, turn_id, status, call_id, name, body, args_body, digest, args_digest \
@@ -241,7 +244,25 @@ class _Conversation:
                 self.held.pop(turn_id, None)
                 messages.append(Message("assistant", text or ""))
                 if status in ANSWERED and text is not None:
-                    self.answered[turn_id] = HistoryTurn(turn_id, tuple(messages))
+                    self._answer(HistoryTurn(turn_id, tuple(messages)))
+
+    def _answer(self, turn: HistoryTurn) -> None:
+        earlier = self._earlier
+        if earlier is not None:
+            if turn.turn_id not in self.answered and next(reversed(self.messages)) == turn.turn_id:
+                earlier.append(turn)  # the newest turn started: it goes last
+            else:
+                self._earlier = None
+        self.answered[turn.turn_id] = turn
+
+    def earlier(self) -> EarlierTurns:
+        """:meth:`turns`, kept from one call to the next while only newer turns are
+        answered (a reader asks for them at every turn of the session)."""
+        if self.held:
+            return EarlierTurns(self.turns())
+        if self._earlier is None:
+            self._earlier = EarlierTurns(self.turns())
+        return self._earlier
 
     def turns(self) -> list[HistoryTurn]:
         """The answered turns and those waiting for an approval, in the order they
@@ -265,6 +286,7 @@ class _Conversation:
             self.messages.pop(turn_id, None)
             self.answered.pop(turn_id, None)
             self.held.pop(turn_id, None)
+        self._earlier = None
 
 
 @dataclass(slots=True)
@@ -338,11 +360,13 @@ class HistoryReader:
         self._kept: OrderedDict[str, _Read] = OrderedDict()
 
     async def history(self, session_id: str, *, tokens: int | None = None,
-                      count: Counter = estimate_tokens) -> list[HistoryTurn]:
+                      count: Counter = estimate_tokens) -> EarlierTurns:
         """As :func:`session_history`; with ``tokens``, only the newest answered turns
         that hold at least that many tokens (as ``count`` weighs them, by
         :func:`overt.sessions.window.turn_tokens`), or all when they hold fewer:
         older turns cannot be in a request to a model whose window is ``tokens``.
+        The turns are the reader's own, grown at the session's next read: a turn
+        uses them before that read.
 
         Raises:
             LedgerError: the ledger could not be read, or an entry is malformed.
@@ -357,9 +381,9 @@ class HistoryReader:
                 kept = None
         if kept is None:
             kept = await self._read(session_id, tokens, count)
-        turns = kept.conversation.turns()
+        turns = kept.conversation.earlier()
         if tokens is not None and self._trim(kept, turns, tokens, count):
-            turns = kept.conversation.turns()
+            turns = kept.conversation.earlier()
         self._kept[session_id] = kept
         while len(self._kept) > self._size:
             self._kept.popitem(last=False)
@@ -385,15 +409,14 @@ class HistoryReader:
             limit = max(FIRST_PAGE, len(rows) * (tokens - held) * 5 // (4 * held)
                         if held else len(rows))
 
-    def _trim(self, kept: _Read, turns: list[HistoryTurn], tokens: int,
-              count: Counter) -> bool:
+    def _trim(self, kept: _Read, turns: EarlierTurns, tokens: int, count: Counter) -> bool:
         """Forget the oldest turns held while the newer ones hold half as much again as
         ``tokens`` (weighed again once :data:`TRIM_EVERY` more turns are held);
         whether any were. ``turns``: the answered turns held."""
         if len(turns) < kept.weighed + TRIM_EVERY:
             return False
         kept.weighed = len(turns)
-        if _weight(turns, count) * 2 < 3 * tokens:
+        if turns.totals(count)[-1] * 2 < 3 * tokens:
             return False
         total, oldest = 0, len(turns)
         while total < tokens:  # the newest turns that hold ``tokens``

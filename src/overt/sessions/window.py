@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import json
 import zlib
+from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from typing import overload
 
 from overt.types import Message, ToolSpec
 
@@ -136,6 +137,69 @@ def anchor_level(turn_id: str) -> int:
     return 32 if check == 0 else (check & -check).bit_length() - 1
 
 
+class EarlierTurns(Sequence[HistoryTurn]):
+    """A session's earlier turns, oldest first, with what fitting them into a window
+    reads made as each turn is added, not again at every request: their token counts
+    as running totals (by each counter asked for), their :func:`anchor_level`, and
+    their messages in one list. A reader that keeps a conversation keeps one of these
+    (:class:`overt.sessions.book.HistoryReader`), so a turn of a long conversation
+    fits its window with a search of the totals, not a walk over its turns."""
+
+    __slots__ = ("_ends", "_levels", "_messages", "_totals", "_turns")
+
+    def __init__(self, turns: Iterable[HistoryTurn] = ()) -> None:
+        self._turns: list[HistoryTurn] = []
+        self._levels: list[int] = []
+        self._messages: list[Message] = []
+        self._ends: list[int] = [0]  # where each turn's messages end in _messages
+        self._totals: dict[Counter, list[int]] = {}
+        for turn in turns:
+            self.append(turn)
+
+    def append(self, turn: HistoryTurn) -> None:
+        """``turn``, newer than every turn held."""
+        self._turns.append(turn)
+        self._levels.append(anchor_level(turn.turn_id))
+        self._messages.extend(turn.messages)
+        self._ends.append(len(self._messages))
+        for count, totals in self._totals.items():
+            totals.append(totals[-1] + turn_tokens(turn, count))
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    def __iter__(self) -> Iterator[HistoryTurn]:
+        return iter(self._turns)
+
+    @overload
+    def __getitem__(self, at: int) -> HistoryTurn: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> list[HistoryTurn]: ...
+
+    def __getitem__(self, at: int | slice) -> HistoryTurn | list[HistoryTurn]:
+        return self._turns[at]
+
+    def totals(self, count: Counter) -> list[int]:
+        """The turns' tokens by ``count``, running: item ``i`` is what the turns before
+        turn ``i`` take (``len(self) + 1`` items, the first 0)."""
+        totals = self._totals.get(count)
+        if totals is None:
+            totals = [0]
+            for turn in self._turns:
+                totals.append(totals[-1] + turn_tokens(turn, count))
+            self._totals[count] = totals
+        return totals
+
+    def level(self, at: int) -> int:
+        """Turn ``at``'s :func:`anchor_level`."""
+        return self._levels[at]
+
+    def messages_from(self, at: int) -> list[Message]:
+        """The messages of the turns from turn ``at`` on, in order."""
+        return self._messages[self._ends[at]:]
+
+
 @dataclass(frozen=True, slots=True)
 class Fitted:
     """What fits: the earlier turns kept (oldest first), those left out, and counts."""
@@ -163,43 +227,33 @@ def fit(history: Sequence[HistoryTurn], fixed: Sequence[Message], specs: Sequenc
     that fit while the turns from them on fill at least four fifths of the room
     left for them, the oldest of the highest :func:`anchor_level`. Turns older than
     one window's worth of tokens are not weighed: they are not named in
-    :attr:`Fitted.omitted`.
+    :attr:`Fitted.omitted`. ``history`` given as :class:`EarlierTurns` is fitted
+    without a walk over its turns.
     """
+    earlier = history if isinstance(history, EarlierTurns) else EarlierTurns(history)
     base = sum(message_tokens(m, count) for m in fixed) + tools_tokens(specs, count)
+    totals = earlier.totals(count)
+    total = totals[-1]
     if window is None:
-        used = sum(turn_tokens(t, count) for t in history)
-        return Fitted(tuple(history), (), 0, base + used, used)
+        return Fitted(tuple(earlier), (), 0, base + total, total)
     room = window - reserve - base
-    used = 0
-    cut = len(history)
-    key = hash(count)
-    for turn in reversed(history):  # the newest that fit
-        size = turn.tokens.get(key) or turn_tokens(turn, count)  # (inlined: the usual case)
-        if used + size > room:
-            break
-        used += size
-        cut -= 1
-    if cut > 0:  # the window is full: begin at the anchor of its oldest fifth
-        at, left, level = cut, used, -1
-        while left * 5 >= room * 4 and at < len(history):
-            mine = anchor_level(history[at].turn_id)
-            if mine > level:
-                cut, used, level = at, left, mine
-            left -= turn_tokens(history[at], count)
-            at += 1
+    cut = min(bisect_left(totals, total - room), len(earlier))  # the newest that fit
+    if cut > 0:  # the window is full: begin at the anchor of its oldest fifth, among
+        # the turns from which on the kept ones fill at least four fifths of the room
+        stop = bisect_right(totals, total * 5 - room * 4, cut, len(earlier),
+                            key=lambda t: t * 5)
+        if stop > cut:
+            cut = max(range(cut, stop), key=earlier.level)  # the oldest of the highest
+    used = total - totals[cut]
     omitted: list[str] = []
-    omitted_tokens = 0
     weighed = used
-    for at in range(cut - 1, -1, -1):  # newest first, while within a window's worth
-        if weighed >= window:
-            break
-        turn = history[at]
-        size = turn.tokens.get(key) or turn_tokens(turn, count)
-        weighed += size
-        omitted_tokens += size
-        omitted.append(turn.turn_id)
-    return Fitted(tuple(history[cut:]), tuple(reversed(omitted)), omitted_tokens, base + used,
-                  used)
+    at = cut
+    while at > 0 and weighed < window:  # newest first, while within a window's worth
+        at -= 1
+        weighed += totals[at + 1] - totals[at]
+        omitted.append(earlier[at].turn_id)
+    omitted.reverse()
+    return Fitted(tuple(earlier[cut:]), tuple(omitted), weighed - used, base + used, used)
 
 
 class TurnWindow:
@@ -228,11 +282,12 @@ class TurnWindow:
     def place(self, messages: list[Message], earlier: Sequence[HistoryTurn], new: Message,
               specs: Sequence[ToolSpec]) -> None:
         """Append to ``messages`` the newest of ``earlier`` that fit beside them and ``new``."""
-        fitted = fit(earlier, [*messages, new], specs, window=self.window,
+        held = earlier if isinstance(earlier, EarlierTurns) else EarlierTurns(earlier)
+        fitted = fit(held, [*messages, new], specs, window=self.window,
                      reserve=self.reserve, count=self.count)
         self.omitted, self.omitted_tokens = list(fitted.omitted), fitted.omitted_tokens
         self._at = len(messages)
-        messages.extend(chain.from_iterable(turn.messages for turn in fitted.kept))
+        messages.extend(held.messages_from(len(held) - len(fitted.kept)))
         self._kept = deque(fitted.kept)
         self._placed = len(messages) - self._at
         self._kept_tokens = fitted.kept_tokens
