@@ -8,6 +8,7 @@ deleting such a part, and pruning without carrying it, must each fail ``verify``
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 from overt.clock import now_iso
 from overt.engine.request_body import expand
 from overt.events import InferenceRecorded
-from overt.ledger import request_parts
+from overt.ledger import request_parts, retention
 from overt.ledger.request_parts import BODY, CHAIN, LEAF, PACKED_CHAIN, TOOLS, Walk, links
 from overt.models.fake import FunctionModel
 from overt.tools.base import tool
@@ -146,6 +147,43 @@ def test_a_prune_that_does_not_carry_the_parts_fails_verify(
     (_, seq), = inferences(ledger)
     assert not report.ok and report.bad_seq == seq
     assert "request" in (report.problem or "")
+
+
+def test_a_request_committed_while_the_prune_searched_has_its_parts_carried(
+    make_runtime: RuntimeFactory, ledger: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prune looks for the parts to carry in a snapshot, before it holds the write
+    lock, so appends go on meanwhile. A turn committed then, continuing a session
+    whose turns all lie before the cutoff, names parts no kept request named when
+    the snapshot was taken (that session's chain): the prune carries them too, and
+    the request reads back whole."""
+    model = FunctionModel(answers)
+    runtime = make_runtime(model, tools=[lookup])
+    old = "a question of a session the prune removes, long enough to be stored apart " * 2
+    assert run(runtime.respond(cli_message(old, session="old"))).error is None
+    time.sleep(0.01)
+    cutoff = now_iso()
+    time.sleep(0.01)
+    assert run(runtime.respond(cli_message("a kept question", session="new"))).error is None
+    searched = retention.search_carry
+
+    async def prune() -> Any:
+        loop = asyncio.get_running_loop()
+
+        def search_then_a_turn(*args: Any) -> Any:
+            found = searched(*args)
+            asyncio.run_coroutine_threadsafe(runtime.respond(cli_message(
+                "the old session goes on", session="old")), loop).result(timeout=60)
+            return found
+
+        monkeypatch.setattr(retention, "search_carry", search_then_a_turn)
+        return await ledger.prune(cutoff)
+
+    assert run(prune()).removed_entries
+    report = run(ledger.verify())
+    assert report.ok, report.problem
+    event, seq = inferences(ledger)[-1]
+    assert len(read_back(ledger, event, seq)["messages"]) == len(model.requests[-1].messages)
 
 
 def test_links_follow_each_kind_of_part_and_ignore_what_is_not_one() -> None:

@@ -210,9 +210,11 @@ def by_commit(rows: Iterable[Sequence[Any]]) -> Iterator[list[Sequence[Any]]]:
         yield list(group)
 
 
-def newest_first(d: Dialect) -> str:
-    """The content tier, newest first: (seq, digest, body, created_at)."""
-    return (f"SELECT seq, digest, body, created_at FROM content_blobs "
+def newest_first(d: Dialect, after: int | None = None) -> str:
+    """The content tier (what was stored with entries after ``after``, when given),
+    newest first: (seq, digest, body, created_at)."""
+    where = "" if after is None else f"WHERE {sql.content_seq(d, '>', str(int(after)))} "
+    return (f"SELECT seq, digest, body, created_at FROM content_blobs {where}"
             f"ORDER BY {sql.content_order(d)} DESC")
 
 
@@ -222,30 +224,84 @@ Stream = Callable[[str], Iterable[Sequence[Any]]]
 ``stream`` on the prune's connection)."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Carry:
+    """What a prune through ``through`` stores again, as found in a read snapshot taken
+    before the prune holds the write lock (:func:`search_carry`): the search over the
+    whole content tier runs while the ledger still takes appends, and the prune then
+    walks only what was committed after ``head``."""
+
+    through: int
+    head: int
+    """The newest entry the snapshot held."""
+    rows: dict[str, Sequence[Any]]
+    """The parts to store again (digest: the row, seq, digest, body, created_at): named
+    by a request kept, stored only at or before ``through``."""
+    reached: frozenset[str]
+    """Every part the requests kept then name, followed to the last, that is stored."""
+
+
+def search_carry(through: int, head: int, requested: Iterable[tuple[int, str]],
+                 content: Iterable[Sequence[Any]]) -> Carry:
+    """The :class:`Carry` of a prune through ``through``: ``requested`` the (seq, request
+    digest) of the inferences after ``through`` up to ``head``, ``content`` the
+    content tier up to ``head``, newest first (seq, digest, body, created_at)."""
+    walk = Walk(requested)
+    kept: set[str] = set()
+    carry: dict[str, Sequence[Any]] = {}
+    if walk.wanted:
+        for group in by_commit(content):
+            if int(group[0][0]) == through + 1:  # (where the carried parts go: not twice)
+                kept.update(row[1] for row in group)
+            for row in walk.commit(group):
+                if int(row[0]) > through:
+                    kept.add(row[1])
+                elif row[1] not in kept:
+                    carry.setdefault(row[1], row)
+    return Carry(through, head, carry, frozenset(walk.read))
+
+
 def carry_parts(conn: Any, d: Dialect, through: int, store_again: StoreAgain,
-                stream: Stream) -> int:
+                stream: Stream, found: Carry | None = None) -> int:
     """Inside a prune through ``through``, before the content is deleted: store again,
     with entry ``through + 1`` (the first one kept, or the prune's own), each part a
     kept request names that is stored only at or before ``through``. How many.
 
+    ``found``: what a search before the write lock found: only the requests
+    committed after its head are walked then, unless one of them names a part it
+    did not reach (the whole tier is walked again, as without it).
+
     Stored with the first kept entry, the carried parts are the oldest content left,
     so a later walk still finds each after whatever names it."""
-    walk = Walk((seq, digest) for seq, digest, _ in requests(conn, d, through))
-    if not walk.wanted:
-        return 0
-    kept: set[str] = set()
-    carry: dict[str, Sequence[Any]] = {}
-    for group in by_commit(stream(newest_first(d))):
-        if int(group[0][0]) == through + 1:  # (where the carried parts go: not twice)
-            kept.update(row[1] for row in group)
-        for row in walk.commit(group):
-            if int(row[0]) > through:
-                kept.add(row[1])
-            elif row[1] not in kept:
-                carry.setdefault(row[1], row)
+    carry = _since(conn, d, found, stream) if found is not None and found.through == through \
+        else None
+    if carry is None:
+        carry = search_carry(through, head_seq(conn), ((seq, digest) for seq, digest, _
+                                                        in requests(conn, d, through)),
+                             stream(newest_first(d))).rows
     for digest, (_, _, body, created_at) in carry.items():
         store_again(conn, d, through + 1, digest, body, created_at)
     return len(carry)
+
+
+def _since(conn: Any, d: Dialect, found: Carry, stream: Stream
+           ) -> dict[str, Sequence[Any]] | None:
+    """``found``'s parts to carry, if the requests committed after its head name no
+    part it did not reach and none committed since; else ``None``."""
+    walk = Walk((seq, digest) for seq, digest, _ in requests(conn, d, found.head))
+    if walk.wanted:
+        for group in by_commit(stream(newest_first(d, after=found.head))):
+            walk.commit(group)
+        if any(digest not in walk.read and digest not in found.reached
+               for digest in walk.wanted):
+            return None
+    return found.rows
+
+
+def head_seq(conn: Any) -> int:
+    """The newest entry's seq (0: none)."""
+    row = conn.execute(sql.HEAD).fetchone()
+    return int(row[0]) if row else 0
 
 
 def verify_rows(rows: Iterable[Sequence[Any]], walk: Walk | None) -> Iterable[Sequence[Any]]:

@@ -119,13 +119,15 @@ in force are stored with a process's first decision, then only named): a prune
 carries such a body forward to the first entry it keeps that names it."""
 
 
-def carry_bodies(conn: Any, d: Dialect, through: int, stream: request_parts.Stream) -> int:
+def carry_bodies(conn: Any, d: Dialect, through: int, stream: request_parts.Stream,
+                 found: request_parts.Carry | None = None) -> int:
     """Store again, at the first entry after ``through`` that names it, each body that
     entries a prune through ``through`` keeps name in one of
     :data:`SHARED_BODY_FIELDS` and that is stored only at or before ``through``;
     inside the prune's transaction, before the content is deleted; and the parts the
     requests of kept inferences name (:func:`overt.ledger.request_parts.carry_parts`;
-    ``stream``: the backend's, on ``conn``). How many."""
+    ``stream``: the backend's, on ``conn``; ``found``: what a search before the write
+    lock found of them). How many."""
     carried = 0
     for field in SHARED_BODY_FIELDS:
         named = conn.execute(
@@ -141,7 +143,7 @@ def carry_bodies(conn: Any, d: Dialect, through: int, stream: request_parts.Stre
             _, body, created_at = rows[-1]
             store_again(conn, d, int(seq), digest, body, created_at)
             carried += 1
-    return carried + request_parts.carry_parts(conn, d, through, store_again, stream)
+    return carried + request_parts.carry_parts(conn, d, through, store_again, stream, found)
 
 
 def store_again(conn: Any, d: Dialect, seq: int, digest: str, body: Any, created_at: Any) -> None:
@@ -155,3 +157,20 @@ def store_again(conn: Any, d: Dialect, seq: int, digest: str, body: Any, created
     else:
         conn.execute("INSERT INTO content_blobs (seq, digest, body, created_at) "
                      "VALUES (%s, %s, %s, %s)", (seq, digest, body, created_at))
+
+
+def search_carry(conn: Any, d: Dialect, cutoff: str,
+                 stream: request_parts.Stream) -> request_parts.Carry | None:
+    """In a read snapshot on ``conn``, before a prune holds the write lock: the parts its
+    kept requests name that it must store again, as the snapshot holds them
+    (:func:`overt.ledger.request_parts.search_carry`); ``None`` when it would remove
+    nothing."""
+    head = request_parts.head_seq(conn)
+    record = plan(lambda q, p: conn.execute(q, p).fetchone(), d, cutoff, head)
+    if not record.removed_entries:
+        return None
+    through = record.through_seq
+    return request_parts.search_carry(
+        through, head, ((seq, digest) for seq, digest, _
+                        in request_parts.requests(conn, d, through)),
+        stream(request_parts.newest_first(d)))

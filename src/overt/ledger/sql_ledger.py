@@ -284,18 +284,33 @@ class SqlLedger:
 
     async def prune(self, cutoff: str) -> LedgerPruned:
         """Remove entries and content older than ``cutoff`` (see :mod:`.retention`)."""
+        found = await self._aread(self._search_carry(cutoff))
         record: LedgerPruned = await asyncio.wrap_future(
-            self._submit(self._prune_work(cutoff), alone=True))
+            self._submit(self._prune_work(cutoff, found), alone=True))
         return record
 
     def prune_sync(self, cutoff: str) -> LedgerPruned:
-        record: LedgerPruned = self._submit(self._prune_work(cutoff), alone=True).result()
+        found = self._read_future(self._search_carry(cutoff)).result()
+        record: LedgerPruned = self._submit(self._prune_work(cutoff, found),
+                                            alone=True).result()
         return record
 
-    def _prune_work(self, cutoff: str) -> Work:
+    def _search_carry(self, cutoff: str) -> Callable[[Any], request_parts.Carry | None]:
+        """What a prune to ``cutoff`` must store again, found in a read snapshot while
+        appends go on (:func:`.retention.search_carry`)."""
+        d, db = self.dialect, self._db
+
+        def work(conn: Any) -> request_parts.Carry | None:
+            with db.snapshot(conn):
+                return retention.search_carry(conn, d, cutoff,
+                                              functools.partial(db.stream, conn))
+        return work
+
+    def _prune_work(self, cutoff: str, found: request_parts.Carry | None = None) -> Work:
         """A prune, in a group of its own: the record sealing the range is written
         first, so it is the head when the range is deleted; then the tree's stand-ins
-        for the removed entries, the bodies kept entries still name, and the delete."""
+        for the removed entries, the bodies kept entries still name (``found``: those
+        of the requests a search before the lock reached), and the delete."""
         d, db = self.dialect, self._db
 
         def work(conn: Any, head: Head, at: str, staged: Staged) -> tuple[LedgerPruned, Head]:
@@ -306,7 +321,7 @@ class SqlLedger:
             if record.removed_entries:
                 tree.store_prune_rows(conn, d, record.through_seq)
                 retention.carry_bodies(conn, d, record.through_seq,
-                                        functools.partial(db.stream, conn))
+                                        functools.partial(db.stream, conn), found)
                 db.delete_through(conn, record.through_seq)
             return record, head
 
