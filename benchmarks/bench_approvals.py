@@ -11,9 +11,10 @@ delivered), 40 pending. The rest of the ledger is 50,000 finished turns of one t
 call and one reply each, recorded as a busy server records them, the approvals
 halfway through.
 
-Before migration 16 both reads went through every ``tool_call.*``, ``turn.completed``
-and ``channel.replied`` entry of the ledger; now they read the approval kinds and
-what the requests name (see :meth:`overt.policy.approvals.ApprovalBook.list`).
+Without the indexes of what they concern (``audit_log_direct_calls``,
+``audit_log_paused_replies``) both reads would go through every ``tool_call.*``,
+``turn.completed`` and ``channel.replied`` entry of the ledger; they read the approval
+kinds and what the requests name (see :meth:`overt.policy.approvals.ApprovalBook.list`).
 """
 
 from __future__ import annotations

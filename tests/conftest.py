@@ -121,8 +121,7 @@ def make_runtime(ledger: Ledger, tmp_path: Path) -> RuntimeFactory:
 
 
 def latest(url: str) -> list[int]:
-    """Every migration version of the backend ``url`` names, in order (SQLite's 10th
-    is its trail index, its 11th removed the prune gate)."""
+    """Every migration version of the backend ``url`` names, in order."""
     from overt.ledger.schema import postgres as pg_schema
     from overt.ledger.schema import sqlite as sqlite_schema
 

@@ -1,5 +1,5 @@
 """The reads that approvals and the delivery of resumed replies make: each through an
-index of what it concerns (migration 16), not through every entry of its kinds."""
+index of what it concerns, not through every entry of its kinds."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``open_ledger(url, create=False)`` opens only a ledger that is there: one that is not
 (a mistyped path or ``?schema=``) is an error naming it, and nothing is made, on both
-backends; a ledger that is there opens as always, and one at an older schema version
-is still brought up to date."""
+backends; a ledger that is there opens as always, and one a migration behind is
+brought up to date."""
 
 from __future__ import annotations
 
@@ -99,20 +99,23 @@ def test_a_ledger_that_is_there_opens_reads_and_writes_as_always(ledger: Any,
     assert run(ledger.count("turn.started")) == 2 and run(ledger.verify()).ok
 
 
-def test_a_ledger_at_an_older_schema_version_is_there_and_brought_up_to_date(
-        ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from overt.ledger import pg_migrate, sqlite
+def test_a_ledger_a_migration_behind_is_there_and_brought_up_to_date(
+        ledger: Any, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ledger at the baseline, opened by an overt that has one migration more: read
+    only, it is refused; opened writable, the migration is applied and recorded."""
+    from overt.ledger import pg_migrate, schema, sqlite
 
+    run(ledger.record([_event(0)], {digest_text("m0"): "m0"}))
+    later = (2, "a later migration", "CREATE TABLE overt_later (x INTEGER)")
+    monkeypatch.setitem(schema.NAMES, 2, later[1])
     for module in (sqlite, pg_migrate):
-        monkeypatch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:1])
-    old: Any = open_ledger(ledger_url)
-    assert old.schema_versions() == [1]
-    old.close_sync()
-    monkeypatch.undo()
-    with pytest.raises(LedgerError, match="lacks migration 2"):  # read-only: as before
+        monkeypatch.setattr(module, "MIGRATIONS", [*module.MIGRATIONS, later])
+    with pytest.raises(LedgerError, match="lacks migration 2"):  # read-only: nothing run
         open_ledger(ledger_url, read_only=True, create=False)
     current: Any = open_ledger(ledger_url, create=False)
     try:
-        assert current.schema_versions() == LATEST
+        assert current.schema_versions() == [*LATEST, 2]
+        assert [e.turn_id for e in run(current.entries())] == ["T0"]
+        assert run(current.select("SELECT count(*) FROM overt_later", ()))[0][0] == 0
     finally:
         current.close_sync()

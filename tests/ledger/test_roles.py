@@ -1,10 +1,10 @@
 """Least privilege on PostgreSQL: the writer role `overt serve` connects as can only
 append to the chain (audit_log, content_blobs) and read; every other table is written
-by the owner's triggers and functions (migration 17), which derive or check each row
-from the chain; only the owner's SECURITY DEFINER function prunes, and only through a
-sealed prune record that only the owner may append. Everything overt does still works
-as the writer. (SQLite has no roles: its side of the matrix is the prune gate's
-removal, tests/ledger/test_tamper.py.)"""
+by the owner's triggers and functions (schema/derived.py), which derive or check each
+row from the chain; only the owner's SECURITY DEFINER function prunes, and only through
+a sealed prune record that only the owner may append. Everything overt does still works
+as the writer. (SQLite has no roles: its side of the matrix is the guards a prune lifts
+and restores in its own transaction, tests/ledger/test_tamper.py.)"""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from overt.ledger import open_ledger
 from overt.ledger.canonical import digest_text
 from overt.ledger.roles import setup_roles
 from overt.ledger.schema import NAMES
-from overt.memory.store import Writer, store_for
 from tests import backends
 from tests.conftest import run
 
@@ -521,12 +520,12 @@ def test_setup_roles_run_twice_changes_nothing(roles: tuple[str, str, str]) -> N
     assert setup_roles(url, owner, writer) == again
 
 
-def test_a_ledger_set_up_by_an_earlier_overt_is_tightened_by_setup_roles(
+def test_grants_beyond_the_writers_are_revoked_by_running_setup_roles_again(
     roles: tuple[str, str, str]
 ) -> None:
-    """The grants overt's setup-roles made before migration 17 (SELECT and INSERT on
-    every table, and on every table the owner creates later): a second run revokes
-    what the writer no longer holds."""
+    """Grants made by hand beyond what setup-roles gives the writer (SELECT and INSERT
+    on every table, and on every table the owner creates later; EXECUTE on the owner's
+    prune and trigger functions): running it again revokes them."""
     import psycopg
 
     url, owner, writer = roles
@@ -540,7 +539,7 @@ def test_a_ledger_set_up_by_an_earlier_overt_is_tightened_by_setup_roles(
         conn.execute('GRANT EXECUTE ON FUNCTION overt_prune(bigint), '
                      'overt_trail_index() TO PUBLIC')
     _writer_sql(url, writer, "BEGIN; INSERT INTO merkle_nodes VALUES (8, 0, 'planted'); "
-                             "ROLLBACK")  # the old grants let a tile be planted
+                             "ROLLBACK")  # those grants let a tile be planted
     setup_roles(url, owner, writer)
     for table in ("merkle_nodes", "overt_migrations", "trail_index", "memory_nodes"):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -562,48 +561,6 @@ def _schema(url: str) -> str:
 
 def _owner_sql(url: str, owner: str, statement: str) -> None:
     _writer_sql(url, owner, statement)
-
-
-def test_a_ledger_migrated_to_provenance_by_its_owner_takes_the_writers_memory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Roles set up at schema 17; the owner migrates to memory provenance (migration 19
-    replaces the owner's write functions): the writer's memory writes go through the
-    new functions, and a second setup-roles leaves it so."""
-    from overt.ledger import pg_migrate
-    from tests.memory.helpers import start_call
-
-    url = backends.new_url("postgres", tmp_path)
-    suffix = new_ulid().lower()[-10:]
-    owner, writer = f"overt_owner_{suffix}", f"overt_writer_{suffix}"
-    monkeypatch.setattr(pg_migrate, "MIGRATIONS",
-                        [m for m in pg_migrate.MIGRATIONS if m[0] < 18])
-    try:
-        open_ledger(url).close_sync()  # type: ignore[attr-defined]
-        setup_roles(url, owner, writer)
-        monkeypatch.undo()
-        as_owner: Any = open_ledger(_as(url, owner))  # migrates, as the owner
-        assert max(as_owner.schema_versions()) == max(NAMES)
-        as_owner.close_sync()
-        for _ in range(2):
-            ledger: Any = open_ledger(_as(url, writer))
-            start_call(ledger)
-            node = run(store_for(ledger).create_node(
-                "Note", "t", "b", Writer("agent:a", "01TURN", "cli:s1", "call-1",
-                                         origin="tool")))
-            assert run(store_for(ledger).node(node.id)) == node
-            assert run(ledger.verify()).ok
-            ledger.close_sync()
-            setup_roles(url, owner, writer)
-    finally:
-        backends.drop(url)
-        import psycopg
-
-        with psycopg.connect(backends.PG_BASE, autocommit=True) as conn:
-            for role in (writer, owner):
-                if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
-                    conn.execute(f'DROP OWNED BY "{role}"')
-                    conn.execute(f'DROP ROLE "{role}"')
 
 
 def test_ledgers_of_one_database_set_up_their_roles_at_once(tmp_path: Path) -> None:

@@ -215,36 +215,6 @@ def test_a_column_rewritten_as_a_blob_is_named_by_verify(ledger: Any, raw: Raw) 
     assert not report.ok and report.bad_seq == 3
 
 
-def test_a_ledger_at_an_older_schema_is_brought_up_to_date(
-    ledger_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from overt.ledger import pg_migrate, sqlite, trail_index
-
-    for module in (sqlite, pg_migrate):
-        monkeypatch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:1])
-    monkeypatch.setattr(trail_index, "index_rows", lambda entries, bodies: [])  # before 11
-    monkeypatch.setattr(trail_index, "inserts", lambda entries, bodies, ph: [])
-    # bodies as an overt before migration 9 stored them: (seq, digest, body, created_at)
-    monkeypatch.setattr(sqlite.sql, "insert_content", lambda d: (
-        "INSERT INTO content_blobs (seq, digest, body, created_at) VALUES (?, ?, ?, ?)"))
-    monkeypatch.setattr(sqlite, "_keyed", lambda rows, at: [(*r, at) for r in rows])
-    old: Any = open_ledger(ledger_url)
-    assert old.schema_versions() == [1]
-    _fill(old, 2)
-    old.close_sync()
-    monkeypatch.undo()
-    current: Any = open_ledger(ledger_url)
-    assert current.schema_versions() == latest(ledger_url)
-    assert run(current.verify()).ok and run(current.count("turn.started")) == 2
-    for entry in run(current.entries()):
-        assert run(current.content(digest_text("m0"), seq=entry.seq)) == "m0"
-    _fill(current, 2)  # and the bodies written since sit beside them
-    bodies = [run(current.content(digest_text(f"m{i % 2}"), seq=e.seq))
-              for i, e in enumerate(run(current.entries()))]
-    assert bodies == ["m0", "m1", "m0", "m1"] and run(current.verify()).ok
-    current.close_sync()
-
-
 def test_the_last_error_includes_a_plugins_failure(ledger: Any) -> None:
     from overt.events import HookError
 

@@ -297,30 +297,6 @@ def test_the_guards_stand_again_after_a_prune(
     assert run(ledger.verify()).ok
 
 
-def test_a_ledger_with_the_old_gate_loses_it_on_migration(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from overt.clock import now_iso
-    from overt.ledger import sqlite as sqlite_ledger
-    from overt.ledger.sqlite import SqliteLedger
-
-    db = tmp_path / "l.db"
-    monkeypatch.setattr(sqlite_ledger, "MIGRATIONS", sqlite_ledger.MIGRATIONS[:9])
-    SqliteLedger.open(db).close_sync()
-    monkeypatch.undo()
-    current = SqliteLedger.open(db)
-    assert 10 in current.schema_versions()
-    run(current.prune(now_iso()))
-    assert run(current.verify()).ok
-    current.close_sync()
-    conn = sqlite3.connect(db, isolation_level=None)
-    try:
-        assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'overt_prune_gate'"
-                                ).fetchall()
-    finally:
-        conn.close()
-
-
 # -- against signed checkpoints: what someone who can rewrite the database does -------
 
 

@@ -1,5 +1,5 @@
-"""The trail index, on both backends: written with the entries, filled by its
-migration, pruned with them, append-only, and checked against the chain by verify."""
+"""The trail index, on both backends: written with the entries, pruned with them,
+append-only, and checked against the chain by verify."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from overt.clock import now_iso
 from overt.errors import LedgerError
-from overt.ledger import open_ledger, pg_migrate, sqlite, trail_index
+from overt.ledger import trail_index
 from overt.ledger.base import TrailRows
 from overt.ledger.canonical import digest_text
 from overt.ledger.chain import entry_data
@@ -91,27 +91,6 @@ def test_the_index_holds_each_trail_entry_once_in_plain_columns_with_no_body(
     assert ("deny" in {r[4] for r in indexed}) and ("thinking" in {r[2] for r in indexed})
     every = {v for row in raw.query("SELECT * FROM trail_index") for v in row}
     assert not {"first", "send the report"} & every  # bodies stay out
-
-
-def test_a_ledger_written_before_the_index_is_filled_by_its_migration(
-        ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in (sqlite, pg_migrate):
-        monkeypatch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:10])
-    # as overt was: no index rows written
-    monkeypatch.setattr(trail_index, "index_rows", lambda entries, bodies: [])
-    monkeypatch.setattr(trail_index, "inserts", lambda entries, bodies, ph: [])
-    old: Any = open_ledger(ledger_url)
-    _scenario(old)
-    old.close_sync()
-    monkeypatch.undo()
-    current: Any = open_ledger(ledger_url)
-    assert 11 in current.schema_versions()
-    trail = _indexed(current, session_id="s1")
-    assert [t.message for t in trail] == ["first", "send the report"]
-    assert all(s.content is not None for t in trail for s in t.steps)
-    assert _same(trail, _from_chain(current, session_id="s1"))
-    assert run(current.verify(check_bodies=False)).ok
-    current.close_sync()
 
 
 def test_a_prune_removes_the_index_rows_of_what_it_removes(ledger: Any, raw: Raw) -> None:
@@ -203,7 +182,7 @@ _ODD_VALUES: list[Any] = [3, -0, 2**62, 2.5, 3.0, 1e20, True, False, None, "text
 
 
 def test_the_index_row_of_any_value_is_the_one_python_computes(ledger: Any) -> None:
-    """PostgreSQL derives the rows in SQL (the owner's trigger, migration 17), SQLite's
+    """PostgreSQL derives the rows in SQL (the owner's trigger), SQLite's
     writer in Python: both must hold exactly what index_row says, whatever the types
     of the fields, or verify would fail a ledger nobody touched."""
     body = "the step's text"
@@ -237,29 +216,3 @@ def test_the_index_row_of_any_value_is_the_one_python_computes(ledger: Any) -> N
     assert report.ok, report.problem
 
 
-def test_a_worker_of_an_earlier_overt_still_sending_index_rows_goes_on(
-    ledger: Any, raw: Raw
-) -> None:
-    """PostgreSQL: after migration 17 the owner's trigger writes the index; a worker
-    started before it still sends the rows itself, in the same transaction, after the
-    trigger made them. They are let through as the no-ops they are."""
-    if not raw.pg:
-        pytest.skip("SQLite's writer writes the index itself")
-    from overt.events import TurnStarted
-    from overt.ledger import sql
-    from overt.ledger.chain import chain, drafts
-
-    run(ledger.record([TurnStarted(turn_id="T0", session_id="S", source="cli",
-                                   caller_session_id="cli:S", message_digest="sha256:00",
-                                   model="m", route="r", max_tool_calls=1)]))
-    head = raw.query(sql.HEAD)[0]
-    rows, entries, _ = chain((int(head[0]), head[1]), now_iso(), drafts([TurnStarted(
-        turn_id="T1", session_id="S", source="cli", caller_session_id="cli:S",
-        message_digest="sha256:01", model="m", route="r", max_tool_calls=1)]))
-    raw.execute("BEGIN")
-    raw.execute(sql.insert_entries(sql.SQLITE), rows[0])
-    for indexed in trail_index.index_rows(entries, {}):  # as the earlier writer did
-        raw.execute(sql.insert_trail_index(sql.SQLITE), indexed)
-    raw.execute("COMMIT")
-    assert raw.query("SELECT seq FROM trail_index ORDER BY seq") == [(1,), (2,)]
-    assert run(ledger.verify(check_bodies=False)).ok

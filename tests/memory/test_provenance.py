@@ -1,7 +1,6 @@
 """Who wrote this memory: every revision names the turn, tool call, actor and session
 that wrote it, read back through :mod:`overt.memory.provenance` and ``overt memory
-history``, on both backends; a ledger written before provenance was recorded is
-filled in from its entries when it migrates, and still verifies."""
+history``, on both backends."""
 
 from __future__ import annotations
 
@@ -11,13 +10,8 @@ from typing import Any
 import pytest
 
 from overt.cli.main import main
-from overt.clock import now_iso
 from overt.errors import UsageError
-from overt.events import NodeCreated, NodeSuperseded
-from overt.ledger import open_ledger
-from overt.ledger.canonical import digest_text
 from overt.memory.provenance import history, written_in
-from overt.memory.search_sql import tags
 from overt.memory.store import Writer, store_for
 from tests.conftest import cli_message, run
 from tests.memory.test_turn import agent, remembering, tool
@@ -108,53 +102,6 @@ def test_overt_memory_history_shows_who_wrote_each_revision(
         "node_create", "node_supersede", None]
     assert all(r["provenance"]["seq"] for r in revisions)
     assert main(["--db", ledger_url, "memory", "history", "01NOPE"]) == 4
-
-
-def test_a_ledger_written_before_provenance_is_filled_in_from_its_entries(
-    ledger_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """As the overt of schema 17 wrote memory: the entries named the turn and tool call
-    but no origin, and the rows only the turn. (Its second turn's revision fails: the
-    tools of this overt read columns that schema lacks.)"""
-    from overt.ledger import pg_migrate, sqlite
-    from overt.memory import store as memory_store
-
-    for module in (sqlite, pg_migrate):
-        monkeypatch.setattr(module, "MIGRATIONS", [m for m in module.MIGRATIONS if m[0] < 18])
-    row = memory_store._node_row
-    monkeypatch.setattr(memory_store, "_node_row", lambda node: {
-        k: v for k, v in row(node).items() if k not in ("session_id", "tool_call_id", "origin")})
-    for cls in (NodeCreated, NodeSuperseded):
-        data = cls.data
-        monkeypatch.setattr(cls, "data", lambda self, data=data: {
-            k: v for k, v in data(self).items() if k != "origin"})
-    old: Any = open_ledger(ledger_url)
-    node_id, turns = planted(old, script=False)
-    run(old.record([NodeCreated(node_id="01APIWRITE", node_kind="Note", actor="operator:a",
-                                title_digest=digest_text("t"), body_digest=digest_text("b"))],
-                   rows=[("memory_nodes", {
-                       "id": "01APIWRITE", "kind": "Note", "title": "t", "body": "b",
-                       "actor": "operator:a", "created_at": now_iso(), "supersedes": None,
-                       "root_id": "01APIWRITE", "revision": 1, "turn_id": None,
-                       "search_tags": tags("Note", "operator:a")})]))
-    old.close_sync()
-    monkeypatch.undo()
-
-    current: Any = open_ledger(ledger_url)
-    try:
-        assert run(current.verify()).ok
-        revisions = run(history(store_for(current), node_id))
-        calls = {e.turn_id: e.data["tool_call_id"] for e in run(current.entries(
-            kinds=["tool_call.started"]))}
-        assert [(r.node.turn_id, r.node.tool_call_id, r.node.session_id, r.origin)
-                for r in revisions] == [
-            (turns[0].turn_id, calls[turns[0].turn_id], turns[0].session_id, "tool")]
-        assert revisions[0].node.origin is None and revisions[0].tool_name == "node_create"
-        [api] = run(history(store_for(current), "01APIWRITE"))
-        assert api.origin == "unrecorded" and api.seq is not None
-        assert "from where not recorded" in api.describe()
-    finally:
-        current.close_sync()
 
 
 def test_a_write_held_for_approval_and_a_direct_call_name_their_calls_and_verify(

@@ -1,5 +1,5 @@
 """The search index on both backends: each actor's nodes kept together, current
-revisions only, filled from the nodes already there when the ledger migrates."""
+revisions only."""
 
 from __future__ import annotations
 
@@ -9,59 +9,12 @@ from typing import Any
 
 import pytest
 
-from overt.ledger import open_ledger
 from overt.memory.store import Writer, store_for
 from tests.backends import Raw
-from tests.conftest import latest, run
+from tests.conftest import run
 
 ALICE = Writer("agent:alice")
 BOB = Writer("agent:bob")
-
-
-@pytest.mark.parametrize("before", [7, 8, 13, 18, 19])  # by actor; no lengths; prefixes
-# (SQLite); trigrams
-@pytest.mark.slow
-def test_nodes_written_before_the_index_existed_are_found_once_the_ledger_migrates(
-    ledger_url: str, monkeypatch: pytest.MonkeyPatch, before: int
-) -> None:
-    from overt.ledger import pg_migrate, sql, sqlite
-    from overt.memory import store as memory_store
-
-    for module in (sqlite, pg_migrate):
-        monkeypatch.setattr(module, "MIGRATIONS",
-                            [m for m in module.MIGRATIONS if m[0] < before])
-    # as the overt of that schema wrote them: a plain INSERT (no overt_write_* before 17)
-    monkeypatch.setattr(sql, "insert_row", lambda d, table, columns: (
-        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({d.phs(len(columns))})"))
-    # and without the provenance columns (migration 19)
-    row = memory_store._node_row
-    monkeypatch.setattr(memory_store, "_node_row", lambda node: {
-        k: v for k, v in row(node).items() if k not in ("session_id", "tool_call_id", "origin")})
-    old: Any = open_ledger(ledger_url)
-    store = store_for(old)
-    first = run(store.create_node("Decision", "Pick a queue", "We use RabbitMQ.", ALICE))
-    second = run(store.supersede(first, "Pick a queue", "We use Kafka.", ALICE))
-    note = run(store.create_node("Note", "Kafka tuning", "Batch kafka writes.", BOB))
-    old.close_sync()
-    monkeypatch.undo()
-
-    current: Any = open_ledger(ledger_url)
-    try:
-        assert current.schema_versions() == latest(ledger_url)
-        store = store_for(current)
-        assert run(store.search("rabbitmq")) == []
-        assert [h.node.id for h in run(store.search("kafka", actor="agent:alice"))] == [
-            second.id]
-        assert [h.node.id for h in run(store.search("kafka", actor="agent:bob"))] == [note.id]
-        assert [h.node.id for h in run(store.search("kaf", actor="agent:alice"))] == [
-            second.id]
-        assert [h.node.id for h in run(store.search("afk", actor="agent:alice"))] == [
-            second.id]  # inside "kafka": through the trigrams, filled by the migration
-        assert run(store.search("abbitm")) == []  # a superseded revision's text
-        later = run(store.supersede(note, "Kafka tuning", "Batch writes, 1 MiB.", BOB))
-        assert [h.node.id for h in run(store.search("tuning"))] == [later.id]
-    finally:
-        current.close_sync()
 
 
 def test_a_revision_superseded_by_another_actor_leaves_the_index(ledger: Any) -> None:

@@ -102,7 +102,7 @@ def test_steps_are_indexed_by_time_and_phase(ledger: Any, raw: Raw) -> None:
                              f"'reasoning.step' AND {where}")
             assert "audit_log_steps_at" in str(plan), plan
     assert ("audit_log_steps_at",) in names
-    assert ("audit_log_reasoning_phase",) not in names  # replaced by migration 6
+    assert ("audit_log_reasoning_phase",) not in names  # by time first, not by phase
 
 
 def test_kinds_written_often_stay_out_of_the_kind_index(ledger: Any, raw: Raw) -> None:

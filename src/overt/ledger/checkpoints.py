@@ -175,8 +175,8 @@ async def compute(ledger: Any, *, size: int | None = None,
     from the entries (:func:`.tree.fill`).
 
     Raises:
-        LedgerError: the ledger is empty, or its tree cannot be built (a prefix pruned
-            before overt kept the tree).
+        LedgerError: the ledger is empty, or its tree cannot be built (a pruned prefix
+            with no stored subtrees standing in for it).
     """
     head, pruned = await state(ledger)
     n = head if size is None else size

@@ -21,7 +21,7 @@ Each entry's provenance is checked too (:func:`provenance_problem`): an entry
 naming a tool call must have been recorded while that call ran, in its turn and
 session, so no write can be laid at another conversation's door; one from the API
 or the CLI names no turn and no call. (PostgreSQL's owner functions refuse a row
-whose entry fails it: :mod:`overt.ledger.schema.provenance`.)
+whose entry fails it: :mod:`overt.ledger.schema.derived`.)
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def call_running(seq: int, turn_id: str | None, session_id: str | None, call_id:
     left), or if it ran outside any turn: then it counts as running, as a body of
     such a turn counts as present (:func:`overt.ledger.chain.with_body_check`).
     PostgreSQL's ``overt_memory_call_running`` decides the same
-    (:mod:`overt.ledger.schema.provenance`)."""
+    (:mod:`overt.ledger.schema.derived`)."""
     newest: Call | None = None
     for record in calls:
         at, kind, _, _, call = record

@@ -8,7 +8,7 @@ from typing import Any
 from overt.errors import LedgerError, MigrationError
 from overt.ledger.pg_url import safe_url
 from overt.ledger.schema import apply_pending, refuse_newer
-from overt.ledger.schema.postgres import FILLS, MIGRATIONS, MIGRATIONS_TABLE
+from overt.ledger.schema.postgres import MIGRATIONS, MIGRATIONS_TABLE
 
 try:
     import psycopg
@@ -42,7 +42,7 @@ def migrate(conninfo: str, schema: str, url: str, *, create: bool = True) -> lis
                                     (schema,)).fetchone():
                     conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
                 # pg_temp last: a function made SECURITY DEFINER with SET search_path
-                # FROM CURRENT (migration 17) then never reads a caller's temporary
+                # FROM CURRENT (schema.derived) then never reads a caller's temporary
                 # table in place of a ledger table
                 conn.execute(f'SET search_path = "{schema}", pg_temp')
                 known = conn.execute("SELECT to_regclass('overt_migrations')").fetchone()
@@ -81,7 +81,7 @@ def _up_to_date(conn: Any, schema: str, url: str) -> bool:
 
 def _apply(conn: Any) -> list[int]:
     """Apply each migration not yet applied, each in its own transaction."""
-    return apply_pending(conn, MIGRATIONS, FILLS, ph="%s", transaction=conn.transaction,
+    return apply_pending(conn, MIGRATIONS, ph="%s", transaction=conn.transaction,
                          run=conn.execute)
 
 

@@ -9,7 +9,7 @@ trip; the commit releases it, so two writers can never chain onto the same head.
 Each process commits in groups (serializing commits would cap a ledger at one
 fsync per commit for all workers together), a group's rows written by ``COPY``;
 the trail index is the owner's trigger's to write, and a prune deletes through the
-owner's ``overt_prune`` (migration 17).
+owner's ``overt_prune`` (:mod:`overt.ledger.schema.derived`).
 
 Reads run on threads of the ledger's own, as many as its pool has connections
 (never the event loop's default executor, which the local model and sync tools
@@ -281,7 +281,7 @@ class PostgresBackend:
 
     def index_rows(self, entries: Sequence[Entry],
                    body_seqs: dict[str, int]) -> list[tuple[str, list[Any]]]:
-        return []  # the owner's trigger derives them from the entries (migration 17)
+        return []  # the owner's trigger derives them from the entries (schema.derived)
 
     # -- writing --------------------------------------------------------------
 

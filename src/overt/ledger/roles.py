@@ -18,9 +18,9 @@ sets.
 Run as a role that may create roles (a superuser or ``CREATEROLE``), after the
 ledger is migrated: ``overt --db URL ledger setup-roles --owner O --writer W``.
 Roles that exist already are reused (their passwords are left as they are). Run it
-again after a migration, or on a ledger set up by an earlier overt: it grants what
-is listed above and revokes everything else the writer held (the same statements
-each time, so a second run changes nothing).
+again after a migration that adds a table or function: it grants what is listed
+above and revokes everything else the writer held (the same statements each time,
+so a second run changes nothing).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ WRITER_TABLES = ("audit_log", "content_blobs")
 def setup_roles(url: str, owner: str, writer: str) -> list[str]:
     """Create (or reuse) ``owner`` and ``writer`` and grant them the ledger at ``url``
     (see the module docstring); the statements run, in order (all in one
-    transaction). Idempotent: what an earlier run, or an earlier overt, granted the
-    writer beyond this is revoked.
+    transaction). Idempotent: whatever granted the writer more than this, it is
+    revoked.
 
     Raises:
         UsageError: a role name is not a plain identifier, the two are the same,
@@ -120,7 +120,6 @@ def setup_roles(url: str, owner: str, writer: str) -> list[str]:
                     if name.startswith(WRITE_FUNCTION_PREFIX):
                         run(f"GRANT EXECUTE ON FUNCTION {signature} TO {w}")
             # tables a later migration creates: the writer reads them, and nothing more
-            # (an earlier overt also granted INSERT here)
             run(f"ALTER DEFAULT PRIVILEGES FOR ROLE {o} IN SCHEMA {s} "
                 f"REVOKE ALL ON TABLES FROM {w}")
             run(f"ALTER DEFAULT PRIVILEGES FOR ROLE {o} IN SCHEMA {s} "

@@ -44,23 +44,20 @@ SQLITE = Dialect("sqlite", "?")
 POSTGRES = Dialect("postgres", "%s")
 
 
-def failure_condition(d: Dialect, version: int = 2) -> str:
-    """An entry that records a failure (shared by the partial index and its query).
-
-    ``version`` 1 is what migration 1 indexed; version 2 (migration 2 on) also
-    counts a plugin's failure (``hook.error``).
-    """
-    condition = (f"(kind = 'turn.completed' AND {d.text('status')} != 'completed')"
-                 f" OR (kind = 'tool_call.completed' AND {d.text('tool_status')} != 'ok')"
-                 f" OR (kind = 'inference' AND {d.text('error_type')} IS NOT NULL)")
-    return condition if version == 1 else condition + " OR kind = 'hook.error'"
+def failure_condition(d: Dialect) -> str:
+    """An entry that records a failure, a plugin's (``hook.error``) among them (shared
+    by the partial index ``audit_log_failures`` and its queries)."""
+    return (f"(kind = 'turn.completed' AND {d.text('status')} != 'completed')"
+            f" OR (kind = 'tool_call.completed' AND {d.text('tool_status')} != 'ok')"
+            f" OR (kind = 'inference' AND {d.text('error_type')} IS NOT NULL)"
+            " OR kind = 'hook.error'")
 
 
 HEAD = "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"
 
 UNINDEXED_KINDS = ("reasoning.step", "policy.decision", "tool_call.started")
 """Kinds a turn writes several times, never looked up by kind over time: left out of
-``audit_log_kind_at`` (migration 6). Each kind in a commit dirties a page of that
+``audit_log_kind_at``. Each kind in a commit dirties a page of that
 index of its own, written whole to the WAL, and these three made up two thirds of
 those pages. They are found by turn or by session; steps by time through
 ``audit_log_steps_at``."""
@@ -87,20 +84,14 @@ def of_kinds(d: Dialect, kinds: Sequence[str], alias: str = "") -> str:
 
 
 KIND_INDEX = f"CREATE INDEX audit_log_kind_at ON audit_log (kind, at) WHERE {KIND_INDEXED}"
-"""Entries by kind and time (migration 6), the high-volume kinds left out."""
-
-
-def appending_indexes(d: Dialect) -> str:
-    """Migration 6, the same on both backends: :data:`KIND_INDEX` and
-    :func:`steps_index` in place of the indexes whose pages a commit scattered."""
-    return (f"DROP INDEX audit_log_kind_at;\n{KIND_INDEX};\n"
-            f"DROP INDEX audit_log_reasoning_phase;\n{steps_index(d)};\n")
+"""Entries by kind and time, the high-volume kinds left out."""
 
 
 def steps_index(d: Dialect) -> str:
-    """Reasoning steps by time, and by phase within a time (migration 6). It replaces
-    an index by phase first, which put each commit's steps on one page per phase;
-    this one appends them to the last page."""
+    """Reasoning steps by time, and by phase within a time: ``overt trail --phase
+    error`` across sessions reads this index, not every entry (per turn, steps are
+    found by ``audit_log_turn``). Time first, not phase: a commit's steps then go to
+    the index's last page, not to one page per phase."""
     return (f"CREATE INDEX audit_log_steps_at ON audit_log (at, ({d.text('phase')})) "
             "WHERE kind = 'reasoning.step'")
 
@@ -128,7 +119,7 @@ REPLY_FAILED = "kind = 'channel.reply_failed'"
 
 
 def reply_failures_index(d: Dialect) -> str:
-    """The failed attempts of a reply by the claim it is owed under (migration 15), so
+    """The failed attempts of a reply by the claim it is owed under, so
     a delivery sweep counts one reply's, not every failure on the record."""
     return (f"CREATE INDEX audit_log_reply_failures ON audit_log (({d.text('reply_claim')})) "
             f"WHERE {REPLY_FAILED}")
@@ -148,15 +139,14 @@ reads that through ``audit_log_turn``, every entry outside a turn, for an ``IN``
 
 
 def direct_calls_index(d: Dialect) -> str:
-    """Calls outside a turn by their id (migration 16): an approval request names its
+    """Calls outside a turn by their id: an approval request names its
     call, and one outside a turn has no turn to find it by."""
     return (f"CREATE INDEX audit_log_direct_calls ON audit_log (({d.text('tool_call_id')})) "
             f"WHERE {DIRECT_CALLS}")
 
 
 TURN_ORDER_FIELDS = ("cost_usd", "duration_ms")
-"""The ``turn.completed`` fields a table of turns is ordered by, each indexed
-(migration 20)."""
+"""The ``turn.completed`` fields a table of turns is ordered by, each indexed."""
 
 
 def turn_value(d: Dialect, field: str, alias: str = "") -> str:
@@ -169,7 +159,7 @@ def turn_value(d: Dialect, field: str, alias: str = "") -> str:
 
 
 def turn_order_indexes(d: Dialect) -> str:
-    """Migration 20: the turns by cost and by duration, then ``seq`` (a page of the
+    """The turns by cost and by duration, then ``seq`` (a page of the
     dearest or slowest turns is a range of one, whatever the ledger's size)."""
     return "".join(
         f"CREATE INDEX audit_log_turn_{field.split('_')[0]} ON audit_log "
@@ -199,7 +189,7 @@ def paused_reply(d: Dialect, alias: str = "") -> str:
 
 
 def paused_replies_index(d: Dialect) -> str:
-    """Replies that said their turn awaits an approval (migration 16): a delivery sweep
+    """Replies that said their turn awaits an approval: a delivery sweep
     reads those, not every reply ever sent."""
     return f"CREATE INDEX audit_log_paused_replies ON audit_log (seq) WHERE {paused_reply(d)}"
 
@@ -220,7 +210,7 @@ def unresumed_replies(d: Dialect) -> str:
 WRITE_FUNCTION_PREFIX = "overt_write_"
 """On PostgreSQL a row beside the chain is written through ``overt_write_<table>``, a
 ``SECURITY DEFINER`` function of the ledger's owner that checks the row against the
-chain (migration 17, :mod:`overt.ledger.schema.derived`); the writer role may execute
+chain (:mod:`overt.ledger.schema.derived`); the writer role may execute
 it and has no ``INSERT`` on the table itself."""
 
 
@@ -247,7 +237,7 @@ def insert_row(d: Dialect, table: str, columns: Sequence[str]) -> str:
 
 
 CONTENT_KEY_SHIFT = 20
-"""SQLite keys each body ``seq << 20 | n`` (migration 9), ``n`` counting the bodies
+"""SQLite keys each body ``seq << 20 | n``, ``n`` counting the bodies
 kept under one ``seq`` from 0: ``content_blobs`` is then a rowid table that a
 commit appends to, where a table keyed (seq, digest) was a b-tree of keys whose
 every full leaf was rebalanced across three siblings (three pages written per
@@ -308,17 +298,9 @@ def select_entries(d: Dialect, *, turn_id: str | None, session_id: str | None,
     return sql, params
 
 
-def reasoning_phase_index(d: Dialect) -> str:
-    """Reasoning steps by phase and time (migration 4): ``overt trail --phase error``
-    across sessions reads this index, not every entry. Per turn, steps are found
-    by ``audit_log_turn``. Migration 6 replaces it with :func:`steps_index`."""
-    return (f"CREATE INDEX audit_log_reasoning_phase ON audit_log (({d.text('phase')}), at) "
-            "WHERE kind = 'reasoning.step'")
-
-
 def reasoning_steps_view(d: Dialect) -> str:
-    """The ``reasoning_steps`` view (migration 4): seed 004's table, for SQL users.
-    The step's text is in ``content_blobs`` under ``content_digest``."""
+    """The ``reasoning_steps`` view, for SQL users. The step's text is in
+    ``content_blobs`` under ``content_digest``."""
     number = d.text("step_number")
     if d.name != "sqlite":
         number = f"({number})::integer"
@@ -359,14 +341,6 @@ def body_of(d: Dialect, column: str) -> str:
             f"ORDER BY {content_order(d, 'c')} DESC LIMIT 1)) END")
 
 
-def trail_index_fill(d: Dialect) -> str:
-    """The entries the trail index holds, each with the seq its body is stored
-    under, to fill it (migration 11)."""
-    return (f"SELECT a.seq, a.kind, a.at, a.turn_id, a.session_id, a.data, {body_of(d, 'seq')} "
-            f"FROM audit_log a WHERE a.kind IN ({_TRAIL_KINDS}) AND a.turn_id IS NOT NULL "
-            "ORDER BY a.seq")
-
-
 def _derived_field(field: str) -> str:
     """A trail-index column computed in SQL from entry ``a`` (its data as ``jsonb`` in
     ``a.v``) exactly as :func:`overt.ledger.trail_index.index_row` computes it: numbers
@@ -389,10 +363,10 @@ def _derived_field(field: str) -> str:
 
 def trail_index_derive(entries: str) -> str:
     """PostgreSQL: insert the trail-index rows of the entries in relation ``entries``
-    (the statement's new rows, in the trigger of migration 17), computed from each
-    entry as :func:`overt.ledger.trail_index.index_row` does, the body found as
-    ``verify`` finds it (:func:`body_of`). A row already there is left as it is (an
-    earlier overt's writer inserts its own; ``verify`` checks every row)."""
+    (the statement's new rows, in the owner's trigger on ``audit_log``), computed from
+    each entry as :func:`overt.ledger.trail_index.index_row` does, the body found as
+    ``verify`` finds it (:func:`body_of`). A row already there is left as it is
+    (``verify`` checks every row against its entry)."""
     digest = {kind: f"CASE WHEN jsonb_typeof(a.v -> '{field}') = 'string' "
                     f"THEN a.v ->> '{field}' END"
               for kind, field in trail_index.BODY_FIELDS.items()}
@@ -411,11 +385,6 @@ def trail_index_derive(entries: str) -> str:
             f"INSERT INTO trail_index ({', '.join(columns)}) "
             f"SELECT {', '.join(columns.values())} FROM a ORDER BY a.seq "
             f"ON CONFLICT DO NOTHING")
-
-
-def insert_trail_index(d: Dialect) -> str:
-    return (f"INSERT INTO trail_index ({', '.join(trail_index.COLUMNS)}) "
-            f"VALUES ({d.phs(len(trail_index.COLUMNS))})")
 
 
 def delete_trail_index_through(d: Dialect) -> str:

@@ -35,7 +35,6 @@ from overt.ledger.canonical import digest_text
 from overt.ledger.groups import Head
 from overt.ledger.schema import apply_pending, refuse_newer
 from overt.ledger.schema.sqlite import (
-    FILLS,
     MIGRATIONS,
     MIGRATIONS_TABLE,
     lift_delete_guards,
@@ -248,7 +247,7 @@ def _migrate(conn: sqlite3.Connection, path: str) -> list[int]:
     try:
         conn.executescript(MIGRATIONS_TABLE)
         refuse_newer((r[0] for r in conn.execute("SELECT version FROM overt_migrations")), path)
-        return apply_pending(conn, MIGRATIONS, FILLS, ph=D.ph,
+        return apply_pending(conn, MIGRATIONS, ph=D.ph,
                              transaction=lambda: transaction(conn), run=run)
     except MigrationError:
         raise

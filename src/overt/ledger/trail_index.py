@@ -15,9 +15,8 @@ table is.
 It is derived, never a source of truth: written from the chain's entries in the
 transaction that stores them (SQLite: by its writer, :func:`inserts`; PostgreSQL: by
 the owner's trigger on ``audit_log``, :func:`overt.ledger.sql.trail_index_derive`,
-migration 17, so the writer role has no ``INSERT`` on it), filled from the chain
-by the migration that created it, pruned with the chain, guarded append-only
-like the other tables, and checked against the chain by ``verify``
+so the writer role has no ``INSERT`` on it), pruned with the chain, guarded
+append-only like the other tables, and checked against the chain by ``verify``
 (:func:`check`), so an index altered behind the ledger's back is reported, not
 believed. It is in the audit tier: identifiers, digests and statuses only,
 never a body.
@@ -76,25 +75,22 @@ _PICK = {kind: tuple(f if f in fields else None for f in FIELD_COLUMNS)
 
 
 KEY = ("session_id", "kind", "seq")
-"""The table's primary key (migration 14): each kind's rows of a session are one
-range, in ``seq`` order, so a trail reads each of its three groups
-(:mod:`overt.ledger.trail_read`) without passing over the others' rows. Migration
-11 keyed it by ``(session_id, seq)``."""
+"""The table's primary key: each kind's rows of a session are one range, in ``seq``
+order, so a trail reads each of its three groups (:mod:`overt.ledger.trail_read`)
+without passing over the others' rows."""
 
 
-def table_sql(*, postgres: bool, name: str = "trail_index",
-              key: tuple[str, ...] = ("session_id", "seq")) -> str:
-    """``CREATE TABLE`` of the trail index, typed for the backend (``key``: as
-    migration 11 made it; :data:`KEY` since migration 14)."""
+def table_sql(*, postgres: bool) -> str:
+    """``CREATE TABLE`` of the trail index, typed for the backend, keyed by :data:`KEY`."""
     integer = "BIGINT" if postgres else "INTEGER"
     real = "DOUBLE PRECISION" if postgres else "REAL"
     fields = "".join(
         f",\n    {c} {integer if c in INTEGER_FIELDS else real if c in REAL_FIELDS else 'TEXT'}"
         for c in FIELD_COLUMNS)
-    return (f"CREATE TABLE {name} (\n    session_id TEXT NOT NULL,\n"
+    return ("CREATE TABLE trail_index (\n    session_id TEXT NOT NULL,\n"
             f"    seq {integer} NOT NULL,\n    turn_id TEXT NOT NULL,\n    kind TEXT NOT NULL,\n"
             f"    at TEXT NOT NULL,\n    body_digest TEXT,\n    body_seq {integer}{fields},\n"
-            f"    PRIMARY KEY ({', '.join(key)})\n){'' if postgres else ' WITHOUT ROWID'};\n")
+            f"    PRIMARY KEY ({', '.join(KEY)})\n){'' if postgres else ' WITHOUT ROWID'};\n")
 
 
 def _value(field: str, value: Any) -> Any:

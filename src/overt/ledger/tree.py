@@ -49,8 +49,9 @@ A pruned prefix
     the start, and the stored subtrees stand in for the leaves a prune removed,
     so every root and every proof of an entry that is still there can be
     computed after a prune. A proof for a pruned entry is refused
-    (:class:`NotFoundError`). A ledger pruned before overt kept the tree (migration
-    12) has no nodes for its removed prefix: no checkpoint can be made for it.
+    (:class:`NotFoundError`). A ledger whose removed prefix has no stored subtrees
+    (every prune stores them in its own transaction: only a forged prune leaves
+    none) cannot have its tree built: no checkpoint can be made for it.
 
 Everything is read through ``select(statement, params) -> rows`` (the ledger's
 own, or a connection's inside a transaction), with the dialect's placeholder.
@@ -382,7 +383,7 @@ def prune_rows(select: SyncSelect, d: Dialect, through: int) -> list[NodeRow]:
     stored yet, leaf 0, and the complete subtrees making up the range), every one
     recomputed from the leaves (or from the stand-ins of an earlier prune).
 
-    A ledger whose prefix was pruned before the tree was kept gets none: its tree
+    A ledger whose pruned prefix has no stand-ins already gets none: its tree
     cannot be built (see the module docstring).
 
     Raises:

@@ -15,7 +15,7 @@ Orders:
   failures' partial index (``audit_log_failures``), each turn once;
 - ``cost`` / ``duration``: the most expensive or slowest first, keyset on the value
   and ``seq``, walked on the index of each (``audit_log_turn_cost``,
-  ``audit_log_turn_duration``, migration 20); ``since`` filters the walk.
+  ``audit_log_turn_duration``); ``since`` filters the walk.
 """
 
 from __future__ import annotations

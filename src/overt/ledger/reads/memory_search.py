@@ -13,7 +13,7 @@ Terms are of two sorts (:func:`words`):
   it is three characters or more or not ASCII, as a prefix of the indexed
   words: ``Iso`` finds ``Isokron``, ``東京`` finds ``東京のサーバー``. (A
   prefix match costs more than a whole word's, even with SQLite's index of
-  three-letter prefixes (migration 13), so a word that is
+  three-letter prefixes, so a word that is
   there whole is not also matched as a prefix: ``iso`` in a memory that says
   ``ISO 8601`` finds that; ``isok`` finds Isokron. A prefix match counts as a
   match of the word: BM25 on SQLite, ``ts_rank`` on PostgreSQL.)
@@ -23,7 +23,7 @@ Terms are of two sorts (:func:`words`):
   only PICK-123 (SQLite: an FTS5 phrase; PostgreSQL: ``phraseto_tsquery``).
 
 A word of three characters or more is also looked for **inside** words, through
-the index of trigrams (migration 18: SQLite's FTS5 ``trigram``, PostgreSQL's
+the index of trigrams (SQLite's FTS5 ``trigram``, PostgreSQL's
 ``pg_trgm``), when the word matches leave room in the result: ``kron`` finds
 ``Isokron``, ``サーバー`` finds ``東京のサーバー``. Such a match ranks after every
 word match (:func:`fragments`). A key is not: ``PICK-12`` still finds PICK-12 and
@@ -150,21 +150,22 @@ def sqlite_weights(averages: bytes | None) -> tuple[float, float]:
     ``k1 = 1.2`` and no length normalisation, for an index whose averages record
     (:data:`SQLITE_AVERAGES`) is ``averages``.
 
-    ``memory_search`` keeps no per-node lengths (migration 8), so ``bm25`` takes
+    ``memory_search`` keeps no per-node lengths (``columnsize=0``), so ``bm25`` takes
     every node as -3 tokens long and saturates each word's weighted count ``F``
     as ``F / (F + K)`` with ``K = k1 * (1 - b + b * -3 / avgdl)``. Weights scaled
     by ``K / k1`` make that ``T / (T + k1)``, ``T`` being twice the word's
     occurrences in the title plus those in the body: a node's score is the sum,
     over the query words it holds, of ``idf * (k1 + 1) * T / (T + k1)``. The
-    padding of migration 8 keeps ``avgdl`` above 9, so ``K`` positive; an empty
-    index (no record yet) has nothing to rank.
+    padding of every node's tags (:data:`overt.ledger.schema.memory_search.PAD_TOKENS`)
+    keeps ``avgdl`` above 9, so ``K`` positive; an empty index (no record yet) has
+    nothing to rank.
     """
     counts = _varints(averages) if averages else None
     if not counts or len(counts) < 2 or counts[0] == 0 or sum(counts[1:]) == 0:
         return PLAIN_WEIGHTS  # nothing indexed (or a record FTS5 would refuse too)
     rows, *totals = counts
     scale = 1 - BM25_B + BM25_B * -len(totals) / (sum(totals) / rows)
-    if scale <= 0:  # not an index migration 8 built (no padding): rank as the weights say
+    if scale <= 0:  # totals the padding cannot give: rank as the weights say
         return PLAIN_WEIGHTS
     return TITLE_WEIGHT * scale, scale
 
@@ -325,7 +326,7 @@ def fragments(d: Dialect, terms: list[str], *, kind: str | None, actor: str | No
     2, body 1), inside the index and within the actor's rowid range, so only the
     rows kept are read; PostgreSQL: 2 per term in the title plus 1 per term in the
     body, over the rows the trigram index of the actor's partition of
-    ``memory_trigrams`` finds (migration 18).
+    ``memory_trigrams`` finds.
     """
     filters: list[str] = []
     params: list[Any] = []

@@ -1,55 +1,40 @@
-"""Numbered migrations, one module per backend, with the same numbers and meaning on both.
+"""The ledger's schema: numbered migrations, one module per backend, with the same
+numbers and meaning on both.
 
 :data:`NAMES` is the one list of what each version does; each backend's module
-pairs a version with the statements that do it there (a step that the other
-backend's layout already satisfies is recorded, and changes nothing).
+pairs a version with the statements that do it there. Version 1, the baseline,
+creates 0.1.0's schema whole. The pieces both backends share are built here;
+:mod:`.memory`, :mod:`.memory_search`, :mod:`.memory_trigrams` and :mod:`.derived`
+(PostgreSQL's role model) hold the rest.
 """
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 from overt.clock import now_iso
 from overt.errors import MigrationError
 from overt.ledger.sql import (
+    KIND_INDEX,
     Dialect,
-    appending_indexes,
     claims_index,
     direct_calls_index,
     failure_condition,
     paused_replies_index,
-    reasoning_phase_index,
     reasoning_steps_view,
     reply_failures_index,
+    steps_index,
     turn_order_indexes,
 )
 
 NAMES: dict[int, str] = {
-    1: "initial: audit_log chain, content_blobs, append-only guards, views",
-    2: "failures index counts plugin failures (hook.error)",
-    3: "once-only entries: one per (kind, claim)",
-    4: "reasoning steps: index by phase and time, reasoning_steps view",
-    5: "memory: nodes, links, full-text search",
-    6: "indexes that append: kind and time without the high-volume kinds, steps by time",
-    7: "memory search by actor: each actor's nodes together in the index",
-    8: "memory search ranks without per-node lengths (SQLite's index; PostgreSQL's already)",
-    9: "content keyed so a commit appends to one page (SQLite: seq << 20 | n)",
-    10: "prunes only through the sealed path: no row or session setting opens a guard",
-    11: "trail index in plain columns: each session's trail entries together",
-    12: "Merkle tree: stored subtrees (tiles of 256 entries, a prune's edge)",
-    13: "memory search indexes each word's first three characters (SQLite; GIN already does)",
-    14: "trail index keyed by session, kind and seq: a trail reads each kind as one range",
-    15: "failed replies by the claim they were owed under: a sweep counts one reply's",
-    16: "calls outside a turn by id, and replies awaiting an approval: approvals and a "
-        "delivery sweep read what they concern",
-    17: "roles: the writer appends; the owner's triggers and functions write the rest "
-        "(PostgreSQL; SQLite has no roles)",
-    18: "memory search finds text inside words: an index of trigrams (SQLite: FTS5 "
-        "trigram; PostgreSQL: pg_trgm)",
-    19: "memory provenance: each memory row names its session, tool call and origin, "
-        "as its entry does",
-    20: "turns by cost and by duration: a page of the dearest or slowest turns is one range",
+    1: "baseline: the 0.1.0 format",
 }
+"""Every version a ledger's schema can be at, and what it does. Version 1 is 0.1.0's
+format, made whole by one migration per backend. A later change to the schema is the
+next number here and a migration on both backends; once a release is tagged, no
+migration it shipped is edited (tests/ledger/test_baseline.py holds the digest of
+each migration's statements on each backend)."""
 
 
 def refuse_newer(applied: Iterable[int], ledger: str) -> None:
@@ -69,15 +54,13 @@ def refuse_newer(applied: Iterable[int], ledger: str) -> None:
             "ledger's owner, remove that row (README, \"Migrations\": a row no overt wrote)")
 
 
-def apply_pending(conn: Any, migrations: Sequence[tuple[int, str, str]],
-                  fills: Mapping[int, Callable[[Any], None]], *, ph: str,
+def apply_pending(conn: Any, migrations: Sequence[tuple[int, str, str]], *, ph: str,
                   transaction: Callable[[], AbstractContextManager[Any]],
                   run: Callable[[str], None]) -> list[int]:
     """Apply on ``conn`` each of ``migrations`` not recorded yet, each in a
     ``transaction()`` of its own, after reading again what is recorded (so processes
     migrating at once each apply a migration once): its script by ``run``, then its
-    Python step in ``fills``, then its row in ``overt_migrations``. The versions
-    applied (``ph``: the placeholder)."""
+    row in ``overt_migrations``. The versions applied (``ph``: the placeholder)."""
     applied: list[int] = []
     for version, name, script in migrations:
         with transaction():
@@ -85,9 +68,6 @@ def apply_pending(conn: Any, migrations: Sequence[tuple[int, str, str]],
                             (version,)).fetchone():
                 continue
             run(script)
-            fill = fills.get(version)
-            if fill is not None:
-                fill(conn)
             conn.execute(f"INSERT INTO overt_migrations VALUES ({ph}, {ph}, {ph})",
                          (version, name, now_iso()))
             applied.append(version)
@@ -104,7 +84,7 @@ _VIEW_FIELDS: dict[str, tuple[str, tuple[tuple[str, str | None], ...]]] = {
         ("caller_session_id", None), ("tool_status", None),
         ("tool_duration_ms", "double precision"), ("exc_type", None), ("args_sha256", None))),
 }
-"""The views of one kind's entries (migration 1): each field, and its PostgreSQL type
+"""The views of one kind's entries: each field, and its PostgreSQL type
 (``None``: text; SQLite's ``json_extract`` gives each value its JSON type)."""
 
 
@@ -114,8 +94,8 @@ def _typed(d: Dialect, field: str, sql_type: str | None, column: str = "data") -
 
 
 def views(d: Dialect) -> str:
-    """The views of migration 1, for SQL users: ``turns`` (a turn's start and its
-    completion), ``inferences`` and ``tool_calls``."""
+    """The views for SQL users: ``turns`` (a turn's start and its completion),
+    ``inferences``, ``tool_calls`` and ``reasoning_steps``."""
     tools = ("(c.data::json -> 'tools_used')::text" if d.name != "sqlite"
              else d.text("tools_used", "c.data"))
     started = "".join(f"       {d.text(f, 's.data')} AS {f},\n"
@@ -132,25 +112,14 @@ def views(d: Dialect) -> str:
         f"\nCREATE VIEW {name} AS\nSELECT seq, at, turn_id, session_id,\n"
         + ",\n".join(f"       {_typed(d, f, t)} AS {f}" for f, t in fields)
         + f"\nFROM audit_log WHERE kind = '{kind}';\n"
-        for name, (kind, fields) in _VIEW_FIELDS.items())
-
-
-def same_on_both(d: Dialect) -> dict[int, str]:
-    """The migrations whose statements are the same on both backends, spelled in ``d``."""
-    return {
-        2: (f"\nDROP INDEX audit_log_failures;\nCREATE INDEX audit_log_failures ON audit_log "
-            f"(seq) WHERE {failure_condition(d)};\n"),
-        3: claims_index(d) + ";\n",
-        4: reasoning_phase_index(d) + ";\n" + reasoning_steps_view(d) + ";\n",
-        6: appending_indexes(d),  # indexes a commit appends to, not a page per kind
-        15: reply_failures_index(d) + ";\n",
-        16: f"{direct_calls_index(d)};\n{paused_replies_index(d)};\n",
-        20: turn_order_indexes(d),
-    }
+        for name, (kind, fields) in _VIEW_FIELDS.items()) + f"\n{reasoning_steps_view(d)};\n"
 
 
 def chain_table(d: Dialect) -> str:
-    """The chain's table and its first indexes (migration 1)."""
+    """The chain's table and every index on it that both backends keep. Each
+    condition is the one its query states word for word (:mod:`overt.ledger.sql`):
+    SQLite uses a partial index only for a query whose WHERE holds the index's own
+    terms."""
     seq = "INTEGER" if d.name == "sqlite" else "BIGINT"
     return f"""
 CREATE TABLE audit_log (
@@ -166,15 +135,20 @@ CREATE TABLE audit_log (
 );
 CREATE INDEX audit_log_turn ON audit_log (turn_id, seq);
 CREATE INDEX audit_log_session ON audit_log (session_id, seq);
-CREATE INDEX audit_log_kind_at ON audit_log (kind, at);
-CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(d, 1)};
-"""
+{KIND_INDEX};
+{steps_index(d)};
+CREATE INDEX audit_log_failures ON audit_log (seq) WHERE {failure_condition(d)};
+{claims_index(d)};
+{reply_failures_index(d)};
+{direct_calls_index(d)};
+{paused_replies_index(d)};
+{turn_order_indexes(d)}"""
 
 
 def merkle_table(d: Dialect) -> str:
-    """The Merkle tree's stored subtrees (migration 12, :mod:`overt.ledger.tree`):
-    written when a checkpoint is made and when a prune removes leaves, never on a
-    turn's path; never pruned."""
+    """The Merkle tree's stored subtrees (:mod:`overt.ledger.tree`): written when a
+    checkpoint is made and when a prune removes leaves, never on a turn's path; never
+    pruned."""
     leaf = "INTEGER" if d.name == "sqlite" else "BIGINT"
     return f"""
 CREATE TABLE merkle_nodes (

@@ -1,4 +1,4 @@
-"""Migration 17 (PostgreSQL): the writer appends; every other table is written by the
+"""PostgreSQL's role model: the writer appends; every other table is written by the
 owner's code.
 
 The writer role (``overt ledger setup-roles``) keeps ``INSERT`` on ``audit_log`` and
@@ -12,16 +12,23 @@ cannot say what the chain does not:
 - ``trail_index``: a trigger on ``audit_log`` (``audit_log_trail_index``, once per
   statement, over the statement's new rows) computes each trail entry's row in SQL
   exactly as :func:`overt.ledger.trail_index.index_row` does
-  (:func:`overt.ledger.sql.trail_index_derive`). The writer no longer sends it.
+  (:func:`overt.ledger.sql.trail_index_derive`). The writer does not send it.
 - ``memory_nodes``, ``memory_links``, ``memory_link_retractions``: written through
   ``overt_write_<table>(p_<column> => ...)`` (:func:`overt.ledger.sql.insert_row`),
   which inserts the row only if the newest entry recording it (``node.created``,
   ``node.superseded``, ``link.created``, ``link.retracted``, found through the index
-  ``audit_log_memory``) says what the row says: ids, kinds, actor, turn, and the
-  digests of the node's title and body, computed here. What ``verify`` checks
+  ``audit_log_memory``) says what the row says: ids, kinds, actor, turn, session,
+  tool call, origin, and the digests of the node's title and body, computed here;
+  and only if that entry's provenance holds (:func:`provenance_sql`): a write
+  naming a tool call is recorded while that call runs (of the entries before it
+  that start or complete the call, or end its turn, the newest is the call's
+  ``tool_call.started``, in the same turn and session); a write from the API or
+  the CLI names no turn and no call. So the writer role cannot claim a revision
+  came from another conversation's turn or tool call. What ``verify`` checks
   afterwards (:mod:`overt.ledger.memory_check`) is refused before it is written.
-- ``memory_search`` (and its partitions): the trigger on ``memory_nodes`` that
-  indexes a node (migration 7) now runs as the owner.
+- ``memory_search``, ``memory_trigrams`` (and their partitions): the triggers on
+  ``memory_nodes`` that index a node (:mod:`.memory_search`, :mod:`.memory_trigrams`)
+  run as the owner.
 - ``merkle_nodes``: ``overt_write_merkle_nodes`` stores a subtree of at most
   2**8 leaves (the checkpointer's tiles and leaf 0) only if the hash given is the
   one it recomputes from the entries' chain hashes (where a prune removed
@@ -32,11 +39,6 @@ cannot say what the chain does not:
 And a ``ledger.pruned`` entry is appended only by the ledger's owner (the role a
 prune runs as): a trigger refuses one from any other role, so the writer cannot
 seal a range it did not prune.
-
-An earlier overt's workers may still run when this is applied (a rolling upgrade):
-they send the trail index's rows themselves, after the trigger made them, and those
-are let through as no-ops (``trail_index_once``); they insert memory rows
-directly, which their old grants allow until ``setup-roles`` is run again.
 
 A new table beside the chain gets the same treatment: rows a trigger derives
 (its function ``SECURITY DEFINER`` with ``SET search_path FROM CURRENT``), or rows
@@ -50,12 +52,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from overt.ledger.sql import WRITE_FUNCTION_PREFIX, trail_index_derive
+from overt.ledger.sql import DIRECT_CALLS, KIND_INDEXED, WRITE_FUNCTION_PREFIX, trail_index_derive
 from overt.ledger.tree import TILE_LEVEL
 
 _DEFINER = "SECURITY DEFINER SET search_path FROM CURRENT"
-"""What each function that writes for the writer states (the migration runs with the
-ledger's schema, then ``pg_temp``, as its ``search_path``: see
+"""What each function that writes for the writer states (migrations run with the
+ledger's schema, then ``pg_temp``, as their ``search_path``: see
 :func:`overt.ledger.pg_migrate.migrate`)."""
 
 MEMORY_KINDS = ("node.created", "node.superseded", "link.created", "link.retracted")
@@ -83,15 +85,6 @@ _TAGS = ("('zk' || lower(p_kind COLLATE \"C\") || ' za' || translate(left(encode
 are ASCII: :mod:`overt.memory.kinds`)."""
 
 
-class Stamps(NamedTuple):
-    """What a later migration adds to an ``overt_write_*`` function: parameters (after
-    the spec's own), checks, and the words its refusal adds."""
-
-    params: list[tuple[str, str]]
-    checks: list[str]
-    refusal: str
-
-
 class WriteSpec(NamedTuple):
     """An ``overt_write_<table>`` function: its parameters (``p_<name>``, each a column
     of ``table``), the entry kinds that record the row, the parameter naming the row,
@@ -105,30 +98,22 @@ class WriteSpec(NamedTuple):
     checks: list[str]
 
 
-def write_function(spec: WriteSpec, stamps: Stamps | None = None) -> str:
+def write_function(spec: WriteSpec) -> str:
     """``overt_write_<table>``: insert the row if the newest entry of ``kinds``
     recording ``row_id`` passes every one of ``checks`` (SQL over entry ``e``: its
-    ``seq``, ``kind``, ``turn_id`` and data as ``jsonb``, ``d``). With ``stamps``, the
-    function replaces the one without them (``e`` then also has ``session_id``)."""
-    params, checks = spec.params, spec.checks
-    drop, session, refusal = "", "", ""
-    if stamps is not None:
-        drop = (f"\nDROP FUNCTION {WRITE_FUNCTION_PREFIX}{spec.table}"
-                f"({', '.join(kind for _, kind in params)});")
-        params, checks = params + stamps.params, checks + stamps.checks
-        session, refusal = " a.session_id,", f", '\n            '{stamps.refusal}"
-    args = ", ".join(f"p_{name} {kind}" for name, kind in params)
-    columns = ", ".join(name for name, _ in params)
-    values = ", ".join(f"p_{name}" for name, _ in params)
-    ok = "\n            AND ".join(f"({c})" for c in checks)
+    ``seq``, ``kind``, ``turn_id``, ``session_id`` and data as ``jsonb``, ``d``)."""
+    args = ", ".join(f"p_{name} {kind}" for name, kind in spec.params)
+    columns = ", ".join(name for name, _ in spec.params)
+    values = ", ".join(f"p_{name}" for name, _ in spec.params)
+    ok = "\n            AND ".join(f"({c})" for c in spec.checks)
     table, kinds, row_id, noun = spec.table, spec.kinds, spec.row_id, spec.noun
-    return f"""{drop}
+    return f"""
 CREATE FUNCTION {WRITE_FUNCTION_PREFIX}{table}({args}) RETURNS void
 LANGUAGE plpgsql {_DEFINER} AS $$
 DECLARE
     e record;
 BEGIN
-    SELECT a.seq, a.kind, a.turn_id,{session} a.data::jsonb AS d INTO e FROM audit_log a
+    SELECT a.seq, a.kind, a.turn_id, a.session_id, a.data::jsonb AS d INTO e FROM audit_log a
         WHERE a.kind IN ({kinds}) AND {MEMORY_ID.replace('data', 'a.data')} = {row_id}
         ORDER BY a.seq DESC LIMIT 1;
     IF NOT FOUND THEN
@@ -136,12 +121,71 @@ BEGIN
             USING ERRCODE = 'check_violation';
     END IF;
     IF NOT coalesce({ok}, false) THEN
-        RAISE EXCEPTION 'overt: the {noun} % does not match entry % (%) that records it{refusal}',
+        RAISE EXCEPTION 'overt: the {noun} % does not match entry % (%) that records it, '
+            'or names a turn or tool call that entry cannot have come from',
             {row_id}, e.seq, e.kind USING ERRCODE = 'check_violation';
     END IF;
     INSERT INTO {table} ({columns}) VALUES ({values});
 END $$;
 """
+
+
+_CALL = "(data::json ->> 'tool_call_id')"
+
+# Whether tool call p_call was running at entry p_seq, in turn p_turn (or outside any
+# turn, p_turn null: read through the direct calls' index) and session p_session: the
+# newest entry before p_seq that starts or completes the call, or ends the turn, is
+# the call's start. Read backwards from p_seq, it stops at that entry (near, for a
+# write made while its call runs). Plain SQL over the chain, no rights of its own;
+# only the owner's functions call it. As overt.ledger.memory_check.call_running
+# decides it, pruned ledgers included.
+_RUNNING = f"""
+CREATE FUNCTION overt_memory_call_running(p_seq bigint, p_turn text, p_session text,
+                                          p_call text) RETURNS boolean
+LANGUAGE plpgsql STABLE SET search_path FROM CURRENT AS $$
+DECLARE
+    r record;
+BEGIN
+    IF p_turn IS NULL THEN
+        SELECT kind, session_id INTO r FROM audit_log WHERE {DIRECT_CALLS}
+            AND {_CALL} = p_call AND seq < p_seq ORDER BY seq DESC LIMIT 1;
+    ELSE
+        SELECT kind, session_id INTO r FROM audit_log WHERE turn_id = p_turn AND seq < p_seq
+            AND (kind = 'turn.completed' OR (kind IN ('tool_call.started',
+                 'tool_call.completed') AND {_CALL} = p_call))
+            ORDER BY seq DESC LIMIT 1;
+    END IF;
+    IF FOUND THEN
+        RETURN r.kind = 'tool_call.started'
+            AND coalesce(r.session_id, '') = coalesce(p_session, '');
+    END IF;
+    -- none: its start may have gone with a pruned range
+    RETURN EXISTS (SELECT 1 FROM audit_log WHERE kind = 'ledger.pruned' AND {KIND_INDEXED})
+        AND (p_turn IS NULL OR NOT EXISTS (SELECT 1 FROM audit_log t
+                                           WHERE t.turn_id = p_turn AND t.kind = 'turn.started'));
+END $$;
+"""
+
+
+def provenance_sql() -> str:
+    """SQL over entry ``e`` (its ``seq``, ``turn_id``, ``session_id``, data as ``jsonb``
+    ``d``): its provenance holds, as :func:`overt.ledger.memory_check.provenance_problem`
+    decides it."""
+    origin, call = "(e.d ->> 'origin')", "(e.d ->> 'tool_call_id')"
+    return (f"CASE WHEN {call} IS NOT NULL THEN coalesce({origin}, 'tool') = 'tool' "
+            "AND overt_memory_call_running(e.seq, e.turn_id, e.session_id, "
+            f"{call}) WHEN {origin} IS NULL THEN true "
+            f"ELSE {origin} IN ('api', 'cli') AND e.turn_id IS NULL END")
+
+
+_PROVENANCE = [("session_id", "text"), ("tool_call_id", "text"), ("origin", "text")]
+"""The parameters every memory write ends with: the row's provenance columns."""
+
+
+def _provenance_checks() -> list[str]:
+    return ["e.session_id IS NOT DISTINCT FROM p_session_id",
+            _said("tool_call_id", "p_tool_call_id"), _said("origin", "p_origin"),
+            provenance_sql()]
 
 
 MEMORY_WRITES = (
@@ -150,7 +194,7 @@ MEMORY_WRITES = (
         [("id", "text"), ("kind", "text"), ("title", "text"), ("body", "text"),
          ("actor", "text"), ("created_at", "text"), ("supersedes", "text"),
          ("root_id", "text"), ("revision", "bigint"), ("turn_id", "text"),
-         ("search_tags", "text")],
+         ("search_tags", "text"), *_PROVENANCE],
         "'node.created', 'node.superseded'", "p_id", "memory node",
         [_said("node_kind", "p_kind"), _said("actor", "p_actor"),
          _said("title_digest", _digest("p_title")), _said("body_digest", _digest("p_body")),
@@ -159,22 +203,24 @@ MEMORY_WRITES = (
          "CASE WHEN e.kind = 'node.created' THEN p_supersedes IS NULL "
          "AND p_root_id IS NOT DISTINCT FROM p_id AND p_revision IS NOT DISTINCT FROM 1 "
          f"ELSE {_said('supersedes', 'p_supersedes')} AND {_said('root_id', 'p_root_id')} "
-         f"AND {_said('revision', 'p_revision')} END"]),
+         f"AND {_said('revision', 'p_revision')} END", *_provenance_checks()]),
     WriteSpec(
         "memory_links",
         [("id", "text"), ("kind", "text"), ("from_id", "text"), ("to_id", "text"),
-         ("actor", "text"), ("created_at", "text"), ("turn_id", "text")],
+         ("actor", "text"), ("created_at", "text"), ("turn_id", "text"), *_PROVENANCE],
         "'link.created'", "p_id", "memory link",
         [_said("link_kind", "p_kind"), _said("from_id", "p_from_id"),
          _said("to_id", "p_to_id"), _said("actor", "p_actor"),
-         "e.turn_id IS NOT DISTINCT FROM p_turn_id"]),
+         "e.turn_id IS NOT DISTINCT FROM p_turn_id", *_provenance_checks()]),
     WriteSpec(
         "memory_link_retractions",
-        [("link_id", "text"), ("actor", "text"), ("created_at", "text"), ("turn_id", "text")],
+        [("link_id", "text"), ("actor", "text"), ("created_at", "text"), ("turn_id", "text"),
+         *_PROVENANCE],
         "'link.retracted'", "p_link_id", "retraction of memory link",
-        [_said("actor", "p_actor"), "e.turn_id IS NOT DISTINCT FROM p_turn_id"]),
+        [_said("actor", "p_actor"), "e.turn_id IS NOT DISTINCT FROM p_turn_id",
+         *_provenance_checks()]),
 )
-"""The memory tables' ``overt_write_*`` functions as migration 17 made them."""
+"""The memory tables' ``overt_write_*`` functions."""
 
 # The subtree of 2**p_level leaves from leaf p_first, from the entries' chain hashes
 # (RFC 9162: a leaf is sha256(0x00 || chain hash), a node sha256(0x01 || left || right),
@@ -239,20 +285,10 @@ BEGIN
     {trail_index_derive("overt_appended")};
     RETURN NULL;
 END $$;
+REVOKE ALL ON FUNCTION overt_trail_index() FROM PUBLIC;
 CREATE TRIGGER audit_log_trail_index AFTER INSERT ON audit_log
     REFERENCING NEW TABLE AS overt_appended
     FOR EACH STATEMENT EXECUTE FUNCTION overt_trail_index();
-
-CREATE FUNCTION overt_trail_index_once() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM trail_index t WHERE t.session_id = NEW.session_id
-               AND t.kind = NEW.kind AND t.seq = NEW.seq) THEN
-        RETURN NULL;
-    END IF;
-    RETURN NEW;
-END $$;
-CREATE TRIGGER trail_index_once BEFORE INSERT ON trail_index
-    FOR EACH ROW WHEN (pg_trigger_depth() = 0) EXECUTE FUNCTION overt_trail_index_once();
 """
 
 _PRUNED_BY_OWNER = """
@@ -270,17 +306,10 @@ CREATE TRIGGER audit_log_pruned_by_owner AFTER INSERT ON audit_log
     FOR EACH ROW WHEN (NEW.kind = 'ledger.pruned') EXECUTE FUNCTION overt_pruned_by_owner();
 """
 
-WRITE_TABLES = ("memory_nodes", "memory_links", "memory_link_retractions", "merkle_nodes")
-"""The tables written through ``overt_write_<table>``."""
-
-
 def postgres() -> str:
-    """Migration 17 on PostgreSQL (SQLite has no roles: there it changes nothing)."""
+    """The owner's index, functions and triggers that write for the writer (SQLite has
+    no roles: there is nothing of this there)."""
     return (f"CREATE INDEX audit_log_memory ON audit_log (kind, ({MEMORY_ID})) "
-            f"WHERE kind IN ({_MEMORY});\n"
+            f"WHERE kind IN ({_MEMORY});\n" + _RUNNING
             + "".join(map(write_function, MEMORY_WRITES))
-            + _MERKLE + _TRAIL + _PRUNED_BY_OWNER + f"""
-ALTER FUNCTION overt_memory_search() {_DEFINER};
-ALTER FUNCTION overt_prune(bigint) SET search_path FROM CURRENT;
-REVOKE ALL ON FUNCTION overt_trail_index(), overt_memory_search() FROM PUBLIC;
-""")
+            + _MERKLE + _TRAIL + _PRUNED_BY_OWNER)

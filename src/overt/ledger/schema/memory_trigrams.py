@@ -1,6 +1,6 @@
-"""Migration 18: memory search finds text inside words (an index of trigrams).
+"""The memory's index of trigrams: a search finds text inside words.
 
-The word index (migrations 7, 8, 13) finds whole words and word beginnings; a
+The word index (:mod:`.memory_search`) finds whole words and word beginnings; a
 fragment from inside a word (``kron`` in ``Isokron``, ``サーバー`` in
 ``東京のサーバー``, which has no spaces to split on) is found through an index of
 every three characters of each node's title and body. Word matches still rank
@@ -13,9 +13,9 @@ case-insensitive; title, body and the node's ``search_tags``, so a kind narrows
 the match inside the index), with ``memory_search``'s rowids (``slot << 40 |
 seq``), so a search within one actor reads that actor's rowid range only, and
 ranks inside the index (``bm25``) so that only the rows kept are read. It holds
-current revisions only: the trigger that indexes a node (``memory_search_insert``,
-from migration 13 on) is made again here with this table's insert and delete
-added.
+current revisions only: the trigger that indexes a node in the word index
+(``memory_search_insert``, :mod:`.memory_search`) indexes it here too, and takes
+the revision it supersedes out.
 
 PostgreSQL: ``memory_trigrams``, partitioned by a hash of the actor as
 ``memory_search`` is (16 partitions), holds each current revision's title and body
@@ -23,68 +23,35 @@ PostgreSQL: ``memory_trigrams``, partitioned by a hash of the actor as
 ``gin_trgm_ops``) over ``title || E'\\n' || body``, which ``ILIKE`` uses: a search
 within one actor reads that actor's partition, current revisions only. A trigger on
 ``memory_nodes`` adds the row and deletes the superseded revision's; its function is
-the owner's, ``SECURITY DEFINER`` (migration 17's model: the writer role inserts
+the owner's, ``SECURITY DEFINER`` (:mod:`.derived`: the writer role inserts
 nothing here, and gets ``SELECT`` only). ``pg_trgm`` is used where it is installed
 already (in any schema), else created in schema ``overt_extensions``, not in the
 ledger's own: dropping a ledger's schema must not take another ledger's index with
 it. Creating it needs ``CREATE`` on the database (``pg_trgm`` is a trusted
 extension); a ledger owner without it is stopped with a message saying what to
-run, and nothing of the migration is applied. A server without the extension at
+run, and nothing of the ledger is made. A server without the extension at
 all (no ``postgresql-contrib``) is stopped the same way.
 """
 
 from __future__ import annotations
 
-from overt.ledger.schema.memory_search import PAD_TOKENS, PARTITIONS, SLOT_SHIFT
+from overt.ledger.schema.memory_search import partitions
 
 EXTENSION_SCHEMA = "overt_extensions"
-"""Where the migration creates ``pg_trgm`` when the database does not have it."""
+"""Where the baseline creates ``pg_trgm`` when the database does not have it."""
 
 TEXT = "(title || E'\\n' || body)"
 """The expression of ``memory_trigrams`` the PostgreSQL index holds (a query states it
 word for word to use the index)."""
 
-_PAD = " zpad" * PAD_TOKENS  # migration 8's padding of each node's tags
-
-_SQLITE = f"""
-DROP TRIGGER memory_search_insert;
+_SQLITE = """
 CREATE VIRTUAL TABLE memory_trigrams USING fts5(
     title, body, search_tags, content='', columnsize=0, tokenize='trigram'
 );
-CREATE TRIGGER memory_search_insert AFTER INSERT ON memory_nodes BEGIN
-    INSERT INTO memory_search_actors (actor) SELECT new.actor
-        WHERE NOT EXISTS (SELECT 1 FROM memory_search_actors WHERE actor = new.actor);
-    INSERT INTO memory_search_rows (node_id, slot)
-        SELECT new.id, slot FROM memory_search_actors WHERE actor = new.actor;
-    INSERT INTO memory_search (rowid, title, body, search_tags)
-        SELECT (slot << {SLOT_SHIFT}) | seq, new.title, new.body, new.search_tags || '{_PAD}'
-        FROM memory_search_rows WHERE node_id = new.id;
-    INSERT INTO memory_trigrams (rowid, title, body, search_tags)
-        SELECT (slot << {SLOT_SHIFT}) | seq, new.title, new.body, new.search_tags
-        FROM memory_search_rows WHERE node_id = new.id;
-    INSERT INTO memory_search (memory_search, rowid, title, body, search_tags)
-        SELECT 'delete', (r.slot << {SLOT_SHIFT}) | r.seq, old.title, old.body,
-               old.search_tags || '{_PAD}'
-        FROM memory_nodes old JOIN memory_search_rows r ON r.node_id = old.id
-        WHERE old.id = new.supersedes;
-    INSERT INTO memory_trigrams (memory_trigrams, rowid, title, body, search_tags)
-        SELECT 'delete', (r.slot << {SLOT_SHIFT}) | r.seq, old.title, old.body, old.search_tags
-        FROM memory_nodes old JOIN memory_search_rows r ON r.node_id = old.id
-        WHERE old.id = new.supersedes;
-END;
-INSERT INTO memory_trigrams (rowid, title, body, search_tags)
-    SELECT (r.slot << {SLOT_SHIFT}) | r.seq, n.title, n.body, n.search_tags
-    FROM memory_search_rows r JOIN memory_nodes n ON n.id = r.node_id
-    WHERE NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id)
-    ORDER BY r.seq;
 """
 
 _NEEDS = ("overt''s memory search needs PostgreSQL''s pg_trgm extension (to find text "
           "inside words)")
-
-_PARTITIONS = "".join(
-    f"CREATE TABLE memory_trigrams_{r} PARTITION OF memory_trigrams "
-    f"FOR VALUES WITH (MODULUS {PARTITIONS}, REMAINDER {r});\n" for r in range(PARTITIONS))
 
 _POSTGRES = f"""
 CREATE TABLE memory_trigrams (
@@ -96,7 +63,7 @@ CREATE TABLE memory_trigrams (
     body       TEXT NOT NULL,
     PRIMARY KEY (node_id, actor)
 ) PARTITION BY HASH (actor);
-{_PARTITIONS}
+{partitions("memory_trigrams")}
 CREATE FUNCTION overt_memory_trigrams() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path FROM CURRENT AS $$
 BEGIN
@@ -110,9 +77,6 @@ END $$;
 REVOKE ALL ON FUNCTION overt_memory_trigrams() FROM PUBLIC;
 CREATE TRIGGER memory_nodes_trigrams AFTER INSERT ON memory_nodes
     FOR EACH ROW EXECUTE FUNCTION overt_memory_trigrams();
-INSERT INTO memory_trigrams (node_id, actor, kind, created_at, title, body)
-    SELECT n.id, n.actor, n.kind, n.created_at, n.title, n.body FROM memory_nodes n
-    WHERE NOT EXISTS (SELECT 1 FROM memory_nodes s WHERE s.supersedes = n.id);
 DO $$
 DECLARE
     found text;
@@ -150,11 +114,11 @@ END $$;
 
 
 def sqlite() -> str:
-    """The SQLite migration: ``memory_trigrams``, filled, and the indexing trigger."""
+    """SQLite's ``memory_trigrams`` (fed by :mod:`.memory_search`'s trigger)."""
     return _SQLITE
 
 
 def postgres() -> str:
-    """The PostgreSQL migration: ``memory_trigrams``, filled, its trigger, ``pg_trgm``
-    found or created, and the index."""
+    """PostgreSQL's ``memory_trigrams``, its trigger, ``pg_trgm`` found or created, and
+    the index."""
     return _POSTGRES
