@@ -1,17 +1,22 @@
 """Where a continuing conversation's turn spends its time, by the session's length.
 
-Not part of ``make bench`` (it runs cProfile). One session is continued turn after
-turn through :meth:`overt.runtime.Runtime.respond`, as ``overt serve`` continues
-one (the history read back by the runtime's reader, fitted into the model's window),
-with a model that answers at once and states a 32,768-token window (a message of
-about 100 characters, an answer of about 400, as ``bench_load`` sends: the window
-is full from about 170 turns on). At each length asked for, the next ``--turns``
-turns are timed (wall, and this process's CPU time in all its threads: the
-ledger's writer too), then profiled; the functions whose own time is largest are
-printed (``--top 0``: no profile), so a cost that grows with the session shows as a
-row that grows.
+Not part of ``make bench`` (it runs cProfile). ``--sessions`` sessions (1 by default)
+are continued turn after turn through :meth:`overt.runtime.Runtime.respond`, as
+``overt serve`` continues them (the history read back by the runtime's reader,
+fitted into the model's window), each step one turn of every session at once, with
+a model that answers at once and states a 32,768-token window (a message of about
+100 characters, an answer of about 400, as ``bench_load`` sends: the window is full
+from about 170 turns on). At each length asked for, the next ``--turns`` steps are
+timed (wall; this process's CPU time in all its threads, the ledger's writer too;
+and the event loop's own), then profiled by the event loop's CPU time (a wall-clock
+profile charges a function with the time its thread waits for the GIL); the
+functions whose own time is largest are printed (``--top 0``: no profile), so a
+cost that grows with the session shows as a row that grows. Fifty sessions at once
+show what one does not: one session's objects stay in the processor's caches, fifty
+sessions' do not, and a walk over a session's turns costs several times more.
 
     python -m benchmarks.profile_turn --backend sqlite --at 10 300 1000
+    python -m benchmarks.profile_turn --sessions 50 --at 10 300 --turns 10
     python -m benchmarks.profile_turn --backend postgres   # at OVERT_BENCH_PG
     python -m benchmarks.profile_turn --no-request-bodies  # the requests as sent not recorded
 """
@@ -55,16 +60,25 @@ class Instant:
                              Usage(10, 1), self.name)
 
 
-async def _turn(runtime: Runtime, n: int) -> float:
+async def _turn(runtime: Runtime, n: int, session: str = SESSION) -> float:
     start = time.perf_counter()
     result = await runtime.respond(IncomingMessage("http", f"message {n}.{QUESTION}", {}),
-                                   session_id=SESSION)
+                                   session_id=session)
     if result.error is not None:
         raise RuntimeError(f"turn {n} failed: {result.error}")
     return (time.perf_counter() - start) * 1000
 
 
-async def _run(url: str, lengths: list[int], turns: int, top: int, requests: bool) -> None:
+async def _step(runtime: Runtime, n: int, sessions: int) -> list[float]:
+    """Turn ``n`` of each session, at once."""
+    if sessions == 1:
+        return [await _turn(runtime, n)]
+    return list(await asyncio.gather(*(_turn(runtime, n, f"{SESSION}-{s}")
+                                       for s in range(sessions))))
+
+
+async def _run(url: str, lengths: list[int], turns: int, top: int, requests: bool,
+               sessions: int) -> None:
     model = Instant()
     runtime = Runtime(model=model, ledger=open_ledger(url))
     runtime.engine.record_requests = requests
@@ -72,31 +86,33 @@ async def _run(url: str, lengths: list[int], turns: int, top: int, requests: boo
     try:
         for length in sorted(lengths):
             while done < length:
-                await _turn(runtime, done)
+                await _step(runtime, done, sessions)
                 done += 1
-            cpu = time.process_time()
-            timed = [await _turn(runtime, done + k) for k in range(turns)]
-            cpu_ms = (time.process_time() - cpu) * 1000 / turns
+            cpu, loop_cpu = time.process_time(), time.thread_time()
+            timed = [ms for k in range(turns) for ms in await _step(runtime, done + k, sessions)]
+            cpu_ms = (time.process_time() - cpu) * 1000 / len(timed)
+            loop_ms = (time.thread_time() - loop_cpu) * 1000 / len(timed)
             sent = model.sent
             done += turns
-            profile = cProfile.Profile()
+            profile = cProfile.Profile(time.thread_time)
             if top:
                 profile.enable()
                 for k in range(turns):
-                    await _turn(runtime, done + k)
+                    await _step(runtime, done + k, sessions)
                 profile.disable()
                 done += turns
             row(f"session length {length}",
                 f"median {statistics.median(timed):6.2f} ms a turn   "
-                f"max {max(timed):6.2f} ms   CPU {cpu_ms:5.2f} ms a turn (all threads)   "
-                f"({sent} messages sent to the model)")
+                f"max {max(timed):6.2f} ms   CPU {cpu_ms:5.2f} ms a turn (all threads), "
+                f"{loop_ms:5.2f} ms the event loop's   ({sent} messages sent to the model)")
             if top:
                 pstats.Stats(profile).sort_stats("tottime").print_stats(top)
     finally:
         await runtime.close()
 
 
-def main(backend: str, lengths: list[int], turns: int, top: int, requests: bool = True) -> None:
+def main(backend: str, lengths: list[int], turns: int, top: int, requests: bool = True,
+         sessions: int = 1) -> None:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         if backend == "postgres":
             if (why := unreachable()) is not None:
@@ -105,9 +121,9 @@ def main(backend: str, lengths: list[int], turns: int, top: int, requests: bool 
             url, _ = stack.enter_context(scratch_schema("profile_turn"))
         else:
             url = str(Path(tmp) / "ledger.db")
-        print(f"{backend}: one session continued; {turns} turns timed, then {turns} "
-              f"profiled, at each length")
-        asyncio.run(_run(url, lengths, turns, top, requests))
+        print(f"{backend}: {sessions} session{'s' if sessions > 1 else ''} continued at "
+              f"once; {turns} steps timed, then {turns} profiled, at each length")
+        asyncio.run(_run(url, lengths, turns, top, requests, sessions))
 
 
 if __name__ == "__main__":
@@ -119,5 +135,8 @@ if __name__ == "__main__":
                         help="how many functions to print (0: time only, no profile)")
     parser.add_argument("--no-request-bodies", action="store_true",
                         help="record no request as sent (what recording them costs)")
+    parser.add_argument("--sessions", type=int, default=1,
+                        help="sessions continued at once (each step a turn of each)")
     args = parser.parse_args()
-    main(args.backend, args.at, args.turns, args.top, not args.no_request_bodies)
+    main(args.backend, args.at, args.turns, args.top, not args.no_request_bodies,
+         args.sessions)
