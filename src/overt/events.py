@@ -729,10 +729,10 @@ def from_entry(kind: str, data: Mapping[str, Any], *, turn_id: str | None = None
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         if errors[0]["type"] == "union_tag_invalid":
-            raise EventDecodeError(f"no event class records kind {kind!r}", kind=kind) from None
+            raise EventDecodeError(f"no event class records kind {kind!r}", kind=kind) from exc
         raise EventDecodeError(
             f"a {kind} entry does not fit its event class {EVENT_TYPES[kind].__name__}: "
-            + "; ".join(_problem(e) for e in errors), kind=kind) from None
+            + "; ".join(_problem(e) for e in errors), kind=kind) from exc
 
 
 def _problem(error: ErrorDetails) -> str:
@@ -749,6 +749,8 @@ def json_schema() -> dict[str, Any]:
     one ``oneOf`` branch per kind, holding an entry's ``kind`` and its ``data`` object
     (the event's fields less ``turn_id`` and ``session_id``, which are columns of the
     entry). ``overt ledger schema`` prints it."""
+    # the fields' docstrings as descriptions: read from the source, which the decoder
+    # does not need, so they make an adapter of their own
     adapter = TypeAdapter(EVENT_UNION, config=ConfigDict(use_attribute_docstrings=True))
     defs = adapter.json_schema()["$defs"]
     branches = []
