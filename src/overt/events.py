@@ -14,17 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import (
-    Annotated,
-    Any,
-    ClassVar,
-    Literal,
-    TypeVar,
-    Union,
-    cast,
-    get_args,
-    overload,
-)
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, cast, get_args, overload
 
 from pydantic import (
     ConfigDict,
@@ -61,8 +51,13 @@ class Event:
     session_id: str | None = None
 
     def data(self) -> dict[str, Any]:
-        """The event's fields as the ledger's ``data`` object (ids moved to columns)."""
-        data: dict[str, Any] = _ADAPTER.dump_python(self, exclude=_COLUMNS)
+        """The event's fields as the ledger's ``data`` object (ids moved to columns).
+
+        Raises:
+            ValueError: a field holds a value its type does not allow (what
+                :func:`from_entry` would refuse to read back).
+        """
+        data: dict[str, Any] = _ADAPTER.dump_python(self, exclude=_COLUMNS, warnings="error")
         return data
 
 
