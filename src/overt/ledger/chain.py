@@ -59,8 +59,7 @@ def drafts(events: Sequence[Event]) -> list[Draft]:
     """The events as drafts, their data canonicalised once, outside any lock.
 
     Raises:
-        TypeError, ValueError: an event's data is not JSON (NaN, an object…), or a
-            field's value is not of its type.
+        TypeError, ValueError: an event's data is not JSON (NaN, an object…).
     """
     out: list[Draft] = []
     for ev in events:

@@ -253,7 +253,7 @@ class SqlLedger:
             inserts = [(sql.insert_row(d, table, list(values)), tuple(values.values()))
                        for table, values in rows]
         except (TypeError, ValueError) as exc:
-            raise LedgerError(f"event data is not canonical JSON of its types: {exc}") from exc
+            raise LedgerError(f"event data is not canonical JSON: {exc}") from exc
         claims = batch_claims(batch)
 
         def work(conn: Any, head: Head, at: str, staged: Staged) -> tuple[list[Entry], Head]:
