@@ -1,27 +1,35 @@
 """Typed events read back from the ledger: every event class round-trips through
-both backends and comes back as the same typed value (``Entry.event``)."""
+both backends and comes back as the same typed value (``Entry.event``), validated;
+and the JSON Schema of them all, as verifiers in other languages read it."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
+from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+import jsonschema
 import pytest
 
 from overt.errors import EventDecodeError, LedgerError
-from overt.event_decode import from_entry
 from overt.events import (
     EVENT_TYPES,
     AnyEvent,
     ChannelReplied,
     Event,
     HookBlocked,
+    InferenceRecorded,
     ToolCallCompleted,
     TurnStarted,
+    from_entry,
+    json_schema,
 )
 from tests.conftest import run
+
+SCHEMA_FILE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "events.schema.json"
 
 
 def _sample(name: str, annotation: Any) -> Any:
@@ -71,6 +79,15 @@ def test_every_event_class_round_trips_through_the_ledger_typed_and_equal(
     assert read.event(cls) == event and written.event(cls) == event
 
 
+@pytest.mark.parametrize("cls", list(EVENT_TYPES.values()), ids=list(EVENT_TYPES))
+def test_every_event_class_decodes_from_its_data_as_stored_to_an_equal_event(
+        cls: type[Event]) -> None:
+    event = sample(cls)
+    stored = json.loads(json.dumps(event.data()))  # what a backend gives back
+    decoded = from_entry(cls.kind, stored, turn_id="turn-T", session_id="session-S")
+    assert decoded == event and type(decoded) is cls and decoded.data() == event.data()
+
+
 def test_a_field_added_after_an_entry_was_written_takes_its_default() -> None:
     data = sample(TurnStarted).data()
     del data["actor"]  # recorded before turns named their actor
@@ -93,11 +110,80 @@ def test_an_unknown_kind_is_a_decode_error_naming_it() -> None:
 def test_a_missing_required_field_is_a_decode_error_naming_the_field() -> None:
     data = sample(ToolCallCompleted).data()
     del data["tool_status"]
-    with pytest.raises(EventDecodeError, match=r"\['tool_status'\]"):
+    with pytest.raises(EventDecodeError, match=r"ToolCallCompleted: tool_status: required"):
         from_entry(ToolCallCompleted.kind, data)
+
+
+@pytest.mark.parametrize(("field", "value", "problem"), [
+    ("iteration", "3", r"iteration: Input should be a valid integer \(got str '3'\)"),
+    ("iteration", 3.0, r"iteration: Input should be a valid integer \(got float 3\.0\)"),
+    ("escalated", 1, r"escalated: Input should be a valid boolean \(got int 1\)"),
+    ("cost_usd", "0.5", r"cost_usd: Input should be a valid number \(got str '0\.5'\)"),
+    ("model", None, r"model: Input should be a valid string \(got NoneType None\)"),
+    ("tools_offered", "search", r"tools_offered: Input should be a valid list"),
+    ("tools_offered", ["search", 2], r"tools_offered\.1: Input should be a valid string"),
+    ("stop_reason", ["end"], r"stop_reason: Input should be a valid string"),
+])
+def test_a_field_of_another_type_is_a_decode_error_naming_it_and_what_it_held(
+        field: str, value: Any, problem: str) -> None:
+    data = {**sample(InferenceRecorded).data(), field: value}
+    with pytest.raises(EventDecodeError, match=rf"inference entry does not fit .*{problem}"):
+        from_entry(InferenceRecorded.kind, data)
+
+
+def test_a_value_outside_a_literal_field_is_a_decode_error() -> None:
+    data = {**sample(ToolCallCompleted).data(), "tool_status": "exploded"}
+    with pytest.raises(EventDecodeError, match=r"tool_status: Input should be 'ok', "):
+        from_entry(ToolCallCompleted.kind, data)
+
+
+def test_an_integer_is_a_number_where_a_float_is() -> None:
+    data = {**sample(InferenceRecorded).data(), "cost_usd": 0}
+    assert from_entry(InferenceRecorded.kind, data, expect=InferenceRecorded).cost_usd == 0.0
 
 
 def test_reading_an_entry_as_another_class_is_a_decode_error(ledger: Any) -> None:
     (entry,) = run(ledger.record([sample(ChannelReplied)]))
     with pytest.raises(EventDecodeError, match=r"channel\.replied entry is not a turn\.started"):
         entry.event(TurnStarted)
+
+
+def test_the_committed_schema_file_is_the_one_the_code_gives() -> None:
+    assert SCHEMA_FILE.read_text(encoding="utf-8") == json.dumps(
+        json_schema(), indent=2, ensure_ascii=False) + "\n", (
+        "docs/reference/events.schema.json is stale: regenerate it with "
+        "`overt ledger schema > docs/reference/events.schema.json`")
+
+
+def test_the_schema_has_one_branch_per_kind_with_every_data_field_and_no_columns() -> None:
+    schema = json_schema()
+    branches = {b["properties"]["kind"]["const"]: b["properties"]["data"]
+                for b in schema["oneOf"]}
+    assert sorted(branches) == sorted(EVENT_TYPES)
+    for kind, cls in EVENT_TYPES.items():
+        fields = {f.name for f in dataclasses.fields(cls)} - {"turn_id", "session_id"}
+        assert set(branches[kind]["properties"]) == fields, kind
+        assert set(branches[kind]["required"]) == {
+            f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING}, kind
+
+
+def _entry(event: Event) -> dict[str, Any]:
+    return {"kind": event.kind, "data": json.loads(json.dumps(event.data()))}
+
+
+def test_an_independent_validator_accepts_every_sample_entry_against_the_schema() -> None:
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
+    for cls in EVENT_TYPES.values():
+        validator.validate(_entry(sample(cls)))
+
+
+@pytest.mark.parametrize("change", [{"iteration": "3"}, {"escalated": 1}, {"surplus": 1}],
+                         ids=["string for integer", "integer for boolean", "unknown key"])
+def test_an_independent_validator_rejects_a_wrong_entry(change: dict[str, Any]) -> None:
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
+    entry = _entry(sample(InferenceRecorded))
+    entry["data"].update(change)
+    assert not validator.is_valid(entry)
+    assert not validator.is_valid({"kind": "turn.annotated", "data": {}})
+

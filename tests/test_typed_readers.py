@@ -1,5 +1,5 @@
 """Readers use the typed events: outside the ledger (which stores and checks an
-entry's data) and the decoding of entries into events (``overt.event_decode``), no
+entry's data) and the decoding of entries into events (``overt.events``), no
 module reads a field of an entry's ``data`` by name (``entry.data["x"]``,
 ``entry.data.get("x")``, or ``d = entry.data`` to read it later). It reads
 ``entry.event(Kind)`` and the event's typed fields instead, so a field renamed or
@@ -16,7 +16,7 @@ import pytest
 import overt
 
 SRC = Path(overt.__file__).parent
-DECODING = ("ledger/", "event_decode.py")
+DECODING = ("ledger/", "events.py")
 
 
 def _data(node: ast.AST) -> bool:

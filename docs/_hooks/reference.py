@@ -6,8 +6,9 @@ replaces with markdown made from the code itself:
 - ``cli``: every command and flag, from overt's argparse parser;
 - ``config``: every ``overt.toml`` key with its type, default and meaning, from the
   pydantic models of :mod:`overt.config.schema`;
-- ``events``: every ledger event kind and its fields, from :mod:`overt.events`, and a
-  JSON Schema of them published beside the page (``events.schema.json``);
+- ``events``: every ledger event kind and its fields, from the JSON Schema of
+  :mod:`overt.events` (``events.schema.json`` beside the page, committed: a test holds
+  it to the code);
 - ``http``: every route of the HTTP API, from its OpenAPI document
   (:mod:`overt.channels.openapi`), published beside the page (``openapi.json``).
 
@@ -276,67 +277,6 @@ def config_markdown() -> str:
 # --- ledger events ----------------------------------------------------------------
 
 
-def _field_docs(cls: type) -> dict[str, str]:
-    """Attribute docstrings (a string right below a field) of a dataclass and its bases."""
-    import ast
-    import inspect
-    import textwrap
-
-    docs: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if klass is object:
-            continue
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        except (OSError, TypeError):
-            continue
-        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-        for here, after in zip(body, body[1:], strict=False):
-            if (isinstance(here, ast.AnnAssign) and isinstance(here.target, ast.Name)
-                    and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
-                    and isinstance(after.value.value, str)):
-                docs[here.target.id] = _doc(after.value.value)
-    return docs
-
-
-def events_schema() -> dict[str, Any]:
-    """A JSON Schema of every ledger event: one ``oneOf`` branch per kind, an entry's
-    ``kind`` and its ``data`` object (the event's fields less ``turn_id`` and
-    ``session_id``, which are columns of the entry)."""
-    from pydantic import TypeAdapter
-
-    from overt.events import EVENT_TYPES
-
-    defs: dict[str, Any] = {}
-    branches = []
-    for kind, cls in sorted(EVENT_TYPES.items()):
-        schema = TypeAdapter(cls).json_schema(ref_template="#/$defs/{model}")
-        defs.update(schema.pop("$defs", {}))
-        props = {k: v for k, v in schema.get("properties", {}).items()
-                 if k not in ("turn_id", "session_id")}
-        docs = _field_docs(cls)
-        for name, prop in props.items():
-            if docs.get(name):
-                prop["description"] = docs[name]
-        data = {"type": "object", "title": cls.__name__, "properties": props,
-                "required": [r for r in schema.get("required", []) if r in props],
-                "additionalProperties": False}
-        if cls.__doc__:
-            data["description"] = _doc(cls.__doc__)
-        branches.append({"type": "object", "title": kind,
-                         "properties": {"kind": {"const": kind}, "data": data},
-                         "required": ["kind", "data"]})
-    out: dict[str, Any] = {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "overt ledger events",
-        "description": "An audit entry's kind and its data object, per kind.",
-        "oneOf": branches,
-    }
-    if defs:
-        out["$defs"] = defs
-    return out
-
-
 def _schema_type(prop: dict[str, Any]) -> str:
     if "const" in prop:
         return f"`{json.dumps(prop['const'])}`"
@@ -355,9 +295,9 @@ def _schema_type(prop: dict[str, Any]) -> str:
 
 
 def events_markdown() -> str:
-    from overt.events import EVENT_TYPES
+    from overt.events import EVENT_TYPES, json_schema
 
-    schema = events_schema()
+    schema = json_schema()
     out = ["| kind | what it records |\n| --- | --- |"]
     out.extend(f"| [`{kind}`](#{_anchor(kind)}) | {_md(_doc(cls.__doc__))} |"
                for kind, cls in sorted(EVENT_TYPES.items()))
@@ -367,7 +307,7 @@ def events_markdown() -> str:
         data = branch["properties"]["data"]
         out.append(f"## `{kind}`\n")
         if data.get("description"):
-            out.append(_md(data["description"]) + f" (`{data['title']}`)\n")
+            out.append(_md(_doc(data["description"])) + f" (`{data['title']}`)\n")
         required = set(data["required"])
         if data["properties"]:
             out.append("| field | type | | meaning |\n| --- | --- | --- | --- |")
@@ -376,7 +316,7 @@ def events_markdown() -> str:
                     f"default `{json.dumps(prop['default'])}`" if "default" in prop
                     else "optional")
                 out.append(f"| `{name}` | {_schema_type(prop)} | {need} "
-                           f"| {_md(prop.get('description', ''))} |")
+                           f"| {_md(_doc(prop.get('description')))} |")
         else:
             out.append("No fields besides the entry's columns.")
         out.append("")
@@ -459,8 +399,6 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 def on_files(files: Any, config: Any, **_: Any) -> Any:
     from mkdocs.structure.files import File
 
-    files.append(File.generated(config, "reference/events.schema.json",
-                                content=json.dumps(events_schema(), indent=2) + "\n"))
     files.append(File.generated(config, "reference/openapi.json",
                                 content=json.dumps(openapi_document(), indent=2) + "\n"))
     return files

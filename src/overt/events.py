@@ -2,8 +2,9 @@
 
 The engine emits them; the ledger records each as one audit entry (``kind`` plus
 the event's fields as ``data``); hooks, exports and the web cockpit read them.
-Readers get them back typed (:func:`overt.event_decode.from_entry`,
-``Entry.event``), so a field renamed here breaks its readers at type-check time.
+Readers get them back typed and validated (:func:`from_entry`, ``Entry.event``), so a
+field renamed here breaks its readers at type-check time; :func:`json_schema` describes
+them all for readers in other languages.
 Events hold identifiers, statuses, numbers and digests only: never message
 text, tool arguments or tool results. Content goes to the ledger's content tier
 beside the event, referenced by digest.
@@ -11,11 +12,22 @@ beside the event, referenced by digest.
 
 from __future__ import annotations
 
-import dataclasses
-import operator
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, cast, get_args, overload
+
+from pydantic import (
+    ConfigDict,
+    Discriminator,
+    GetCoreSchemaHandler,
+    GetPydanticSchema,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+)
+from pydantic_core import CoreSchema, ErrorDetails
+
+from overt.errors import EventDecodeError
 
 ToolStatus = Literal["ok", "not_allowed", "execution_error", "timeout", "unknown_tool"]
 TOOL_STATUSES: tuple[str, ...] = ("ok", "not_allowed", "execution_error", "timeout",
@@ -39,9 +51,14 @@ class Event:
     session_id: str | None = None
 
     def data(self) -> dict[str, Any]:
-        """The event's fields as the ledger's ``data`` object (ids moved to columns)."""
-        names, values = _data_getter(type(self))
-        return dict(zip(names, values(self), strict=True))
+        """The event's fields as the ledger's ``data`` object (ids moved to columns).
+
+        A field holding a value its type does not allow is written as it is, with a
+        warning: the ledger's API is not where a forged entry is stopped (``verify`` is),
+        and :func:`from_entry` refuses it on the way back in.
+        """
+        data: dict[str, Any] = _ADAPTER.dump_python(self, exclude=_COLUMNS)
+        return data
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -631,24 +648,6 @@ class ReplayCompleted(Event):
     duration_ms: float
 
 
-_GETTERS: dict[type[Event], tuple[tuple[str, ...], Callable[[Event], tuple[Any, ...]]]] = {}
-
-
-def _data_getter(cls: type[Event]) -> tuple[tuple[str, ...], Callable[[Event], tuple[Any, ...]]]:
-    """The names of an event class's data fields and a function reading their values
-    in one call (an event is recorded on every step: this is on the hot path)."""
-    getter = _GETTERS.get(cls)
-    if getter is None:
-        names = tuple(f.name for f in dataclasses.fields(cls)
-                      if f.name not in ("turn_id", "session_id"))
-        if len(names) > 1:
-            getter = (names, operator.attrgetter(*names))
-        else:  # attrgetter of one name returns the value itself, of none is an error
-            getter = (names, lambda event: tuple(getattr(event, n) for n in names))
-        _GETTERS[cls] = getter
-    return getter
-
-
 AnyEvent = (
     RuntimeStarted | TurnStarted | InferenceRecorded | ToolCallStarted | ToolCallCompleted
     | TurnCompleted | LedgerPruned | LedgerCheckpointed | HookBlocked | HookProvided
@@ -661,3 +660,102 @@ AnyEvent = (
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in get_args(AnyEvent)}
+
+
+_COLUMNS = {"turn_id", "session_id"}
+"""Event fields that are columns of an entry, not keys of its ``data``."""
+
+
+def _kind_of(value: Any) -> Any:
+    """The discriminator: an event's ``kind``, or the ``kind`` key of a dict to decode."""
+    return value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+
+
+def _from_dicts(source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+    """The event class's schema, taking a dict: pydantic's strict mode would otherwise
+    want an instance of the class itself. Its fields stay strict."""
+    schema = handler(source)
+    cast(dict[str, Any], handler.resolve_ref_schema(schema))["strict"] = False
+    return schema
+
+
+EVENT_UNION: Any = Annotated[
+    Union[tuple(Annotated[cls, GetPydanticSchema(_from_dicts), Tag(cls.kind)]  # noqa: UP007
+                for cls in get_args(AnyEvent))],
+    Discriminator(_kind_of)]
+"""Every event class, told apart by its ``kind``: what :func:`from_entry` validates
+against, and what :func:`json_schema` describes."""
+
+_ADAPTER: TypeAdapter[Event] = TypeAdapter(
+    EVENT_UNION, config=ConfigDict(strict=True, defer_build=True))
+E = TypeVar("E", bound=Event)
+
+
+@overload
+def from_entry(kind: str, data: Mapping[str, Any], *, turn_id: str | None = ...,
+               session_id: str | None = ..., expect: None = ...) -> AnyEvent: ...
+
+
+@overload
+def from_entry(kind: str, data: Mapping[str, Any], *, turn_id: str | None = ...,
+               session_id: str | None = ..., expect: type[E]) -> E: ...
+
+
+def from_entry(kind: str, data: Mapping[str, Any], *, turn_id: str | None = None,
+               session_id: str | None = None, expect: type[Event] | None = None) -> Event:
+    """The typed event an entry of ``kind`` with ``data`` recorded, validated.
+
+    Entries outlive the code that wrote them, so decoding is lenient where it can be
+    and strict where it must be: a field the class gained after the entry was written
+    takes its default, and a key of ``data`` the class does not have (written by a
+    later version) is left out; but every field there is must have its type exactly
+    (JSON's: an integer is not a string of digits, a boolean is not ``1``).
+    ``expect``: the class the caller reads, checked against ``kind``.
+
+    Raises:
+        EventDecodeError: no event class has ``kind``, ``kind`` is not ``expect``'s,
+            or ``data`` lacks a field the class requires or has one of another type.
+    """
+    if expect is not None and kind != expect.kind:
+        raise EventDecodeError(f"a {kind} entry is not a {expect.kind} event", kind=kind)
+    try:
+        return _ADAPTER.validate_python(
+            {**data, "kind": kind, "turn_id": turn_id, "session_id": session_id})
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        if errors[0]["type"] == "union_tag_invalid":
+            raise EventDecodeError(f"no event class records kind {kind!r}", kind=kind) from exc
+        raise EventDecodeError(
+            f"a {kind} entry does not fit its event class {EVENT_TYPES[kind].__name__}: "
+            + "; ".join(_problem(e) for e in errors), kind=kind) from exc
+
+
+def _problem(error: ErrorDetails) -> str:
+    """One field's problem: ``iteration: Input should be a valid integer (got str '5')``."""
+    where = ".".join(str(part) for part in error["loc"][1:])  # [0] is the kind
+    if error["type"] == "missing":
+        return f"{where}: required, missing"
+    got = error.get("input")
+    return f"{where}: {error['msg']} (got {type(got).__name__} {repr(got)[:60]})"
+
+
+def json_schema() -> dict[str, Any]:
+    """A JSON Schema (2020-12) of every ledger event, for verifiers in any language:
+    one ``oneOf`` branch per kind, holding an entry's ``kind`` and its ``data`` object
+    (the event's fields less ``turn_id`` and ``session_id``, which are columns of the
+    entry). ``overt ledger schema`` prints it."""
+    # the fields' docstrings as descriptions: read from the source, which the decoder
+    # does not need, so they make an adapter of their own
+    adapter = TypeAdapter(EVENT_UNION, config=ConfigDict(use_attribute_docstrings=True))
+    defs = adapter.json_schema()["$defs"]
+    branches = []
+    for kind, cls in sorted(EVENT_TYPES.items()):
+        data = defs.pop(cls.__name__)
+        data["properties"] = {k: v for k, v in data["properties"].items() if k not in _COLUMNS}
+        data["additionalProperties"] = False
+        branches.append({"type": "object", "title": kind, "required": ["kind", "data"],
+                         "properties": {"kind": {"const": kind}, "data": data}})
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "overt ledger events",
+            "description": "An audit entry's kind and its data object, per kind.",
+            "oneOf": branches, **({"$defs": defs} if defs else {})}

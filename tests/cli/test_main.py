@@ -100,6 +100,15 @@ def _verify_after(db: Path, capsys: pytest.CaptureFixture[str],
     return code, capsys.readouterr().out
 
 
+def test_ledger_schema_prints_the_committed_events_schema_without_opening_a_ledger(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "l.db"
+    assert main(["--db", str(db), "ledger", "schema"]) == 0
+    committed = Path(__file__).resolve().parents[2] / "docs" / "reference" / "events.schema.json"
+    assert capsys.readouterr().out == committed.read_text(encoding="utf-8")
+    assert not db.exists()
+
+
 def test_ledger_verify_exits_0_then_3_after_tampering(
     tmp_path: Path, script: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

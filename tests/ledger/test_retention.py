@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from overt.clock import now_iso
-from overt.events import Event, LedgerPruned, TurnCompleted, TurnStarted
+from overt.events import Event, LedgerPruned, TurnCompleted, TurnPaused, TurnStarted
 from overt.ledger.canonical import digest_text
 from tests.backends import Raw
 from tests.conftest import run
@@ -69,17 +69,14 @@ def test_nothing_to_prune_is_still_recorded(ledger: Any) -> None:
 
 
 def test_prune_never_touches_a_turn_still_waiting_on_something(ledger: Any) -> None:
-    from overt.events import RuntimeStarted
-
     _record_turns(ledger, "done-before")
     run(ledger.record(_turn("waiting", completed=False),  # its message stored, as a turn's is
                       {digest_text("body of waiting"): "body of waiting"}))
 
-    class TurnPaused(RuntimeStarted):
-        kind = "turn.paused"
-
-    run(ledger.record([TurnPaused(turn_id="waiting", session_id="S", overt_version="x", pid=1,
-                                  host="h", model="m")]))
+    run(ledger.record([TurnPaused(turn_id="waiting", session_id="S", request_id="r",
+                                  tool_call_id="c", tool_name="t",
+                                  checkpoint_digest=digest_text("checkpoint"))],
+                      {digest_text("checkpoint"): "checkpoint"}))
     _record_turns(ledger, "done-after")
     record = run(ledger.prune(now_iso()))
     assert record.held_back_by_turn == "waiting"

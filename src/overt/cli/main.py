@@ -56,6 +56,7 @@ from overt.errors import (
     OvertError,
     UsageError,
 )
+from overt.events import json_schema
 from overt.hooks.manager import list_plugins
 from overt.ids import new_ulid
 from overt.ledger import open_ledger, retention, sqlite_path
@@ -130,6 +131,8 @@ def _parser() -> argparse.ArgumentParser:
     proofs_cmd.add_parsers(lsub)
     export_cmd.add_parser(lsub)
     lsub.add_parser("migrate", help="create or update the ledger's schema (idempotent)")
+    lsub.add_parser("schema", help="print the JSON Schema of every ledger event (an entry's "
+                    "kind and data), for verifiers in other languages")
     prune = lsub.add_parser("prune", help="remove entries and content older than a threshold")
     prune.add_argument("--older-than", default=retention.DEFAULT_OLDER_THAN, metavar="AGE",
                        help="a duration like 30d, 12h, 2w, or an ISO 8601 time "
@@ -246,6 +249,9 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
     if command == "ledger":
         if args.ledger_command == "migrate":
             return _migrate(config)
+        if args.ledger_command == "schema":
+            print(json.dumps(json_schema(), indent=2, ensure_ascii=False))
+            return EXIT_OK
         if args.ledger_command == "export":
             return run_sync(_export(config, args))
         if args.ledger_command == "prune":

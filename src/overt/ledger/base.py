@@ -13,8 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar, overload
 
-from overt.event_decode import from_entry
-from overt.events import AnyEvent, Event, LedgerPruned
+from overt.events import AnyEvent, Event, LedgerPruned, from_entry
 from overt.ledger.notify import AppendSignal
 
 E = TypeVar("E", bound=Event)

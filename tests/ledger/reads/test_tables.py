@@ -63,7 +63,7 @@ def test_a_page_follows_its_cursor_and_the_filters(ledger: Any) -> None:
 def test_failures_come_newest_first_each_key_once_and_are_counted(ledger: Any) -> None:
     _turns(ledger)
     ledger.record_sync([started("t5", "b"), *call("t5", "b", "c1", "lookup", "{}", "no",
-                                                  status="error"),
+                                                  status="execution_error"),
                         ended("t5", "b", "tool_error_streak")])
 
     async def walk(column: Any, before: int | None = None) -> list[tuple[int, str]]:

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from overt.event_decode import from_entry
-from overt.events import TurnStarted
+from overt.events import TurnStarted, from_entry
 from overt.ledger.chain import entry_data
 from overt.ledger.reads.base import selecting
 from overt.ledger.reads.conversations import body_near
