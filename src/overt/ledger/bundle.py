@@ -30,12 +30,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from overt.errors import LedgerIntegrityError, NotFoundError, UsageError
-from overt.ledger import merkle
 from overt.ledger.canonical import canonical_json, digest_text
 from overt.ledger.chain import BODY_FIELDS, row_to_entry
 from overt.ledger.checkpoints import Checkpoint, dialect
 from overt.ledger.memory_check import Call, provenance_problem
-from overt.ledger.proofs import _entry_columns, _entry_hash, _paths, _proving_tree, _whole_turn
+from overt.ledger.proofs import (
+    _check_entries,
+    _entry_columns,
+    _paths,
+    _proving_tree,
+    _whole_turn,
+)
 from overt.ledger.signing import DASH, PublicKey
 from overt.witness.notes import WitnessKey, verify_cosignature
 from overt.witness.quorum import Quorum
@@ -50,7 +55,6 @@ MEMORY_KINDS = ("node.created", "node.superseded")
 LINK_KINDS = ("link.created", "link.retracted")
 TOP_KEYS = ("bodies", "checkpoint", "cosignatures", "entries", "format", "key", "nodes",
             "paths", "scope", "subject", "turns", "withheld")
-ENTRY_KEYS = ("at", "data", "hash", "id", "kind", "prev_hash", "seq", "session_id", "turn_id")
 TURN_KEYS = ("completed_seq", "turn_entries", "turn_id")
 COSIGNATURE_KEYS = ("line", "witness")
 _COLUMNS = "seq, id, kind, at, turn_id, session_id, data, prev_hash, hash"
@@ -317,10 +321,6 @@ def _fail(message: str) -> LedgerIntegrityError:
     return LedgerIntegrityError(message)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _node(text: Any) -> bytes:
     try:
         raw = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
@@ -410,38 +410,15 @@ def _check(text: bytes, key: PublicKey, quorum: Quorum | None) -> Summary:
     nodes = [_node(n) for n in raw_nodes]
     if len(set(nodes)) != len(nodes):
         raise _fail("a node is listed twice")
-    used: set[int] = set()
-    previous: dict[str, Any] | None = None
+    _check_entries(entries, paths, nodes, cp, "bundle")
     datas: list[dict[str, Any]] = []
-    for columns, path in zip(entries, paths, strict=True):
-        _exact(columns, ENTRY_KEYS, "an entry")
-        seq = columns["seq"]
-        if not _is_int(seq) or not 0 < seq <= cp.size:
-            raise _fail(f"entry seq {str(seq)[:40]!r} is not in the tree of {cp.size}")
-        if previous is not None and seq <= previous["seq"]:
-            raise _fail(f"entry {seq} is not after entry {previous['seq']}")
-        if previous is not None and seq == previous["seq"] + 1 \
-                and columns["prev_hash"] != previous["hash"]:
-            raise _fail(f"entry {seq}'s prev_hash is not entry {previous['seq']}'s hash")
+    for columns in entries:
         if not isinstance(columns["turn_id"], str):
-            raise _fail(f"entry {seq} is of no turn: a bundle holds whole turns")
-        computed = _entry_hash(columns)
-        if computed != columns["hash"]:
-            raise _fail(f"entry {seq}'s columns do not give its hash")
+            raise _fail(f"entry {columns['seq']} is of no turn: a bundle holds whole turns")
         data = json.loads(columns["data"])
         if not isinstance(data, dict):
-            raise _fail(f"entry {seq}'s data is not a JSON object")
-        if not isinstance(path, list) or not all(_is_int(i) and 0 <= i < len(nodes)
-                                                 for i in path):
-            raise _fail(f"entry {seq}'s path is not a list of node indexes")
-        used.update(path)
-        if not merkle.verify_inclusion(merkle.entry_leaf(computed), seq - 1, cp.size,
-                                       [nodes[i] for i in path], cp.root):
-            raise _fail(f"entry {seq} is not in the tree the checkpoint signed")
+            raise _fail(f"entry {columns['seq']}'s data is not a JSON object")
         datas.append(data)
-        previous = columns
-    if len(used) != len(nodes):
-        raise _fail("the bundle lists nodes no path uses")
     turns = bundle["turns"]
     if not isinstance(turns, list) or not turns:
         raise _fail("a bundle lists its turns")
