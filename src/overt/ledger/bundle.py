@@ -21,8 +21,6 @@ docs/spec/evidence-bundle.md specifies the format and every check, in order;
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -37,6 +35,8 @@ from overt.ledger.memory_check import Call, provenance_problem
 from overt.ledger.proofs import (
     _check_entries,
     _entry_columns,
+    _hash,
+    _keys,
     _paths,
     _proving_tree,
     _whole_turn,
@@ -321,22 +321,6 @@ def _fail(message: str) -> LedgerIntegrityError:
     return LedgerIntegrityError(message)
 
 
-def _node(text: Any) -> bytes:
-    try:
-        raw = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != 32 or base64.b64encode(raw).decode() != text:
-        raise _fail(f"a node is not a base64 SHA-256 hash: {str(text)[:60]!r}")
-    return raw
-
-
-def _exact(obj: Any, keys: Sequence[str], what: str) -> dict[str, Any]:
-    if not isinstance(obj, dict) or sorted(obj) != sorted(keys):
-        raise _fail(f"{what} must hold exactly {', '.join(sorted(keys))}")
-    return obj
-
-
 def _checkpoint(note: Any, key: PublicKey) -> Checkpoint:
     if not isinstance(note, str):
         raise _fail("the checkpoint is a signed note (text)")
@@ -367,7 +351,7 @@ def _cosigners(items: Any, body: str) -> list[WitnessKey]:
         raise _fail("cosignatures is a list")
     keys: list[WitnessKey] = []
     for item in items:
-        _exact(item, COSIGNATURE_KEYS, "a cosignature")
+        _keys(item, COSIGNATURE_KEYS, "a cosignature")
         witness, line = item["witness"], item["line"]
         try:
             if not isinstance(witness, str) or not isinstance(line, str):
@@ -395,7 +379,7 @@ def _check(text: bytes, key: PublicKey, quorum: Quorum | None) -> Summary:
     if canonical != decoded:
         raise _fail("not a bundle in its one written form (a canonical JSON object and a "
                     "newline)")
-    _exact(bundle, TOP_KEYS, "a bundle")
+    _keys(bundle, TOP_KEYS, "a bundle")
     if bundle["format"] != FORMAT:
         raise _fail(f"unknown bundle format {str(bundle['format'])[:60]!r}")
     if bundle["key"] != key.encode():
@@ -407,7 +391,7 @@ def _check(text: bytes, key: PublicKey, quorum: Quorum | None) -> Summary:
             or not isinstance(paths, list) or len(paths) != len(entries):
         raise _fail("a bundle holds its entries (at least one), a list of nodes, and a path "
                     "for each entry")
-    nodes = [_node(n) for n in raw_nodes]
+    nodes = [_hash(n) for n in raw_nodes]
     if len(set(nodes)) != len(nodes):
         raise _fail("a node is listed twice")
     _check_entries(entries, paths, nodes, cp, "bundle")
@@ -425,7 +409,7 @@ def _check(text: bytes, key: PublicKey, quorum: Quorum | None) -> Summary:
     held: dict[str, list[dict[str, Any]]] = {}
     for columns in entries:
         held.setdefault(columns["turn_id"], []).append(columns)
-    if [_exact(t, TURN_KEYS, "a turn")["turn_id"] for t in turns] != list(held):
+    if [_keys(t, TURN_KEYS, "a turn")["turn_id"] for t in turns] != list(held):
         raise _fail("the bundle's turns are not those of its entries, in the order of their "
                     "first entries")
     for record in turns:
