@@ -8,8 +8,10 @@ import pytest
 from overt.config import Config
 from overt.engine.values import EngineSettings
 from overt.errors import ConfigError
-from overt.events import ToolCallCompleted
+from overt.events import ToolCallCompleted, ToolCallStarted
 from overt.ledger.base import Ledger
+from overt.ledger.chain import body_text
+from overt.ledger.reads.conversations import conversation
 from overt.models.fake import ScriptedModel
 from overt.runtime import Runtime
 from overt.tools.base import tool
@@ -51,6 +53,21 @@ def test_a_result_over_the_limit_is_cut_for_the_model_and_kept_whole_on_the_reco
     assert result_digest is not None and run(ledger.content(result_digest)) == whole
     assert result.error is None and result.text == "done"  # type: ignore[attr-defined]
     assert run(ledger.verify()).ok
+
+
+def test_a_calls_arguments_stored_with_its_start_are_read_with_its_completion(
+        ledger: Ledger) -> None:
+    """The arguments' body is kept once, under the seq of the first entry naming it
+    (before the completion, in an earlier commit): the conversation finds it there."""
+    _turn(ledger, {"name": "dump", "arguments": {"size": 3}})
+    (start,) = run(ledger.entries(kinds=["tool_call.started"]))
+    (done,) = run(ledger.entries(kinds=["tool_call.completed"]))
+    args_digest = done.event(ToolCallCompleted).args_sha256
+    assert start.event(ToolCallStarted).args_sha256 == args_digest and start.seq < done.seq
+    (found,) = [e for e in run(conversation(ledger, done.session_id or ""))
+                if e.kind == "tool_call.completed"]
+    assert (found.seq, body_text(found.args_body)) == (done.seq, '{"size":3}')
+    assert body_text(found.body) == "012"
 
 
 def test_a_result_within_the_limit_is_read_whole_and_the_default_limit_is_50000(

@@ -25,12 +25,12 @@ yet followed by their answer; each such reply then costs one claim lookup.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from overt.channels.repeating import repeating
 from overt.engine.resume import Resumed
 from overt.errors import ChannelError, LedgerConflict, LedgerUnavailable, OvertError
 from overt.events import ChannelReplied, ChannelReplyStarted, TurnCompleted, TurnResumed
@@ -189,27 +189,12 @@ async def deliver_owed(runtime: Runtime, repliers: Mapping[str, Replier]) -> int
     return len(delivered)
 
 
-@asynccontextmanager
-async def delivering(runtime: Runtime, repliers: Mapping[str, Replier], *,
-                     every_s: float | None = DELIVER_EVERY_S) -> AsyncIterator[None]:
+def delivering(runtime: Runtime, repliers: Mapping[str, Replier], *,
+               every_s: float | None = DELIVER_EVERY_S) -> AbstractAsyncContextManager[None]:
     """While the block runs, :func:`deliver_owed` every ``every_s`` seconds (``None``,
     or no channel in ``repliers``: never)."""
-    if every_s is None or not repliers:
-        yield
-        return
-
-    async def loop() -> None:
-        while True:
-            await asyncio.sleep(every_s)
-            await deliver_owed(runtime, repliers)
-
-    task = asyncio.create_task(loop(), name="overt-deliver-owed")
-    try:
-        yield
-    finally:
-        task.cancel()
-        with suppress(asyncio.CancelledError):  # cancelled here, as the block ended
-            await task
+    return repeating(lambda: deliver_owed(runtime, repliers), every_s if repliers else None,
+                     "overt-deliver-owed")
 
 
 def with_delivery(runtime: Runtime, repliers: Mapping[str, Replier],

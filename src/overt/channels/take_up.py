@@ -13,12 +13,11 @@ they look the same as one another worker is running now (``overt approvals resum
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING
 
+from overt.channels.repeating import repeating
 from overt.errors import LedgerUnavailable, OvertError
 
 if TYPE_CHECKING:
@@ -50,24 +49,8 @@ async def take_up_once(runtime: Runtime, settled_s: float = SETTLED_S) -> int:
     return len(resumed)
 
 
-@asynccontextmanager
-async def taking_up(runtime: Runtime, *, every_s: float | None = TAKE_UP_EVERY_S,
-                    settled_s: float = SETTLED_S) -> AsyncIterator[None]:
+def taking_up(runtime: Runtime, *, every_s: float | None = TAKE_UP_EVERY_S,
+              settled_s: float = SETTLED_S) -> AbstractAsyncContextManager[None]:
     """While the block runs, :func:`take_up_once` every ``every_s`` seconds (``None``:
     never)."""
-    if every_s is None:
-        yield
-        return
-
-    async def loop() -> None:
-        while True:
-            await asyncio.sleep(every_s)
-            await take_up_once(runtime, settled_s)
-
-    task = asyncio.create_task(loop(), name="overt-take-up")
-    try:
-        yield
-    finally:
-        task.cancel()
-        with suppress(asyncio.CancelledError):  # cancelled here, as the block ended
-            await task
+    return repeating(lambda: take_up_once(runtime, settled_s), every_s, "overt-take-up")

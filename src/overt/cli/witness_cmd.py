@@ -8,12 +8,11 @@ checkpoints.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from overt.errors import UsageError
-from overt.ledger.signing import PublicKey, read_public
+from overt.ledger.signing import PublicKey, read_public, write_key_files
 from overt.witness.notes import WitnessSigner
 from overt.witness.server import make_server
 from overt.witness.state import WitnessState
@@ -57,15 +56,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _keygen(private: Path, public: Path, name: str) -> int:
-    for path in (private, public):
-        if path.exists():
-            raise UsageError(f"{path} exists: keygen never overwrites a key")
     signer = WitnessSigner.generate(name)
-    private.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write(signer.encode() + "\n")
-    public.write_text(signer.public.encode() + "\n", encoding="ascii")
+    write_key_files(private, public, signer.encode(), signer.public.encode())
     print(signer.public.encode())
     return 0
 

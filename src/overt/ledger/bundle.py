@@ -21,8 +21,6 @@ docs/spec/evidence-bundle.md specifies the format and every check, in order;
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -30,12 +28,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from overt.errors import LedgerIntegrityError, NotFoundError, UsageError
-from overt.ledger import merkle
 from overt.ledger.canonical import canonical_json, digest_text
 from overt.ledger.chain import BODY_FIELDS, row_to_entry
 from overt.ledger.checkpoints import Checkpoint, dialect
 from overt.ledger.memory_check import Call, provenance_problem
-from overt.ledger.proofs import _entry_columns, _entry_hash, _paths, _proving_tree, _whole_turn
+from overt.ledger.proofs import (
+    _check_entries,
+    _entry_columns,
+    _hash,
+    _keys,
+    _paths,
+    _proving_tree,
+    _whole_turn,
+)
 from overt.ledger.signing import DASH, PublicKey
 from overt.witness.notes import WitnessKey, verify_cosignature
 from overt.witness.quorum import Quorum
@@ -50,7 +55,6 @@ MEMORY_KINDS = ("node.created", "node.superseded")
 LINK_KINDS = ("link.created", "link.retracted")
 TOP_KEYS = ("bodies", "checkpoint", "cosignatures", "entries", "format", "key", "nodes",
             "paths", "scope", "subject", "turns", "withheld")
-ENTRY_KEYS = ("at", "data", "hash", "id", "kind", "prev_hash", "seq", "session_id", "turn_id")
 TURN_KEYS = ("completed_seq", "turn_entries", "turn_id")
 COSIGNATURE_KEYS = ("line", "witness")
 _COLUMNS = "seq, id, kind, at, turn_id, session_id, data, prev_hash, hash"
@@ -317,26 +321,6 @@ def _fail(message: str) -> LedgerIntegrityError:
     return LedgerIntegrityError(message)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _node(text: Any) -> bytes:
-    try:
-        raw = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != 32 or base64.b64encode(raw).decode() != text:
-        raise _fail(f"a node is not a base64 SHA-256 hash: {str(text)[:60]!r}")
-    return raw
-
-
-def _exact(obj: Any, keys: Sequence[str], what: str) -> dict[str, Any]:
-    if not isinstance(obj, dict) or sorted(obj) != sorted(keys):
-        raise _fail(f"{what} must hold exactly {', '.join(sorted(keys))}")
-    return obj
-
-
 def _checkpoint(note: Any, key: PublicKey) -> Checkpoint:
     if not isinstance(note, str):
         raise _fail("the checkpoint is a signed note (text)")
@@ -367,7 +351,7 @@ def _cosigners(items: Any, body: str) -> list[WitnessKey]:
         raise _fail("cosignatures is a list")
     keys: list[WitnessKey] = []
     for item in items:
-        _exact(item, COSIGNATURE_KEYS, "a cosignature")
+        _keys(item, COSIGNATURE_KEYS, "a cosignature")
         witness, line = item["witness"], item["line"]
         try:
             if not isinstance(witness, str) or not isinstance(line, str):
@@ -395,7 +379,7 @@ def _check(text: bytes, key: PublicKey, quorum: Quorum | None) -> Summary:
     if canonical != decoded:
         raise _fail("not a bundle in its one written form (a canonical JSON object and a "
                     "newline)")
-    _exact(bundle, TOP_KEYS, "a bundle")
+    _keys(bundle, TOP_KEYS, "a bundle")
     if bundle["format"] != FORMAT:
         raise _fail(f"unknown bundle format {str(bundle['format'])[:60]!r}")
     if bundle["key"] != key.encode():
@@ -407,48 +391,25 @@ def _check(text: bytes, key: PublicKey, quorum: Quorum | None) -> Summary:
             or not isinstance(paths, list) or len(paths) != len(entries):
         raise _fail("a bundle holds its entries (at least one), a list of nodes, and a path "
                     "for each entry")
-    nodes = [_node(n) for n in raw_nodes]
+    nodes = [_hash(n) for n in raw_nodes]
     if len(set(nodes)) != len(nodes):
         raise _fail("a node is listed twice")
-    used: set[int] = set()
-    previous: dict[str, Any] | None = None
+    _check_entries(entries, paths, nodes, cp, "bundle")
     datas: list[dict[str, Any]] = []
-    for columns, path in zip(entries, paths, strict=True):
-        _exact(columns, ENTRY_KEYS, "an entry")
-        seq = columns["seq"]
-        if not _is_int(seq) or not 0 < seq <= cp.size:
-            raise _fail(f"entry seq {str(seq)[:40]!r} is not in the tree of {cp.size}")
-        if previous is not None and seq <= previous["seq"]:
-            raise _fail(f"entry {seq} is not after entry {previous['seq']}")
-        if previous is not None and seq == previous["seq"] + 1 \
-                and columns["prev_hash"] != previous["hash"]:
-            raise _fail(f"entry {seq}'s prev_hash is not entry {previous['seq']}'s hash")
+    for columns in entries:
         if not isinstance(columns["turn_id"], str):
-            raise _fail(f"entry {seq} is of no turn: a bundle holds whole turns")
-        computed = _entry_hash(columns)
-        if computed != columns["hash"]:
-            raise _fail(f"entry {seq}'s columns do not give its hash")
+            raise _fail(f"entry {columns['seq']} is of no turn: a bundle holds whole turns")
         data = json.loads(columns["data"])
         if not isinstance(data, dict):
-            raise _fail(f"entry {seq}'s data is not a JSON object")
-        if not isinstance(path, list) or not all(_is_int(i) and 0 <= i < len(nodes)
-                                                 for i in path):
-            raise _fail(f"entry {seq}'s path is not a list of node indexes")
-        used.update(path)
-        if not merkle.verify_inclusion(merkle.entry_leaf(computed), seq - 1, cp.size,
-                                       [nodes[i] for i in path], cp.root):
-            raise _fail(f"entry {seq} is not in the tree the checkpoint signed")
+            raise _fail(f"entry {columns['seq']}'s data is not a JSON object")
         datas.append(data)
-        previous = columns
-    if len(used) != len(nodes):
-        raise _fail("the bundle lists nodes no path uses")
     turns = bundle["turns"]
     if not isinstance(turns, list) or not turns:
         raise _fail("a bundle lists its turns")
     held: dict[str, list[dict[str, Any]]] = {}
     for columns in entries:
         held.setdefault(columns["turn_id"], []).append(columns)
-    if [_exact(t, TURN_KEYS, "a turn")["turn_id"] for t in turns] != list(held):
+    if [_keys(t, TURN_KEYS, "a turn")["turn_id"] for t in turns] != list(held):
         raise _fail("the bundle's turns are not those of its entries, in the order of their "
                     "first entries")
     for record in turns:

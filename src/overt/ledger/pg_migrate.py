@@ -7,8 +7,8 @@ from typing import Any
 
 from overt.errors import LedgerError, MigrationError
 from overt.ledger.pg_url import safe_url
-from overt.ledger.schema import apply_pending, refuse_newer
-from overt.ledger.schema.postgres import MIGRATIONS, MIGRATIONS_TABLE
+from overt.ledger.schema import MIGRATIONS_TABLE, apply_pending, refuse_newer
+from overt.ledger.schema.postgres import MIGRATIONS
 
 try:
     import psycopg

@@ -301,32 +301,11 @@ def _check_inclusion(proof: dict[str, Any], key: PublicKey) -> Checked:
                                    "one entry), and a path of node indexes for each")
     if len(set(nodes)) != len(nodes):
         raise LedgerIntegrityError("a node is listed twice")
-    used: set[int] = set()
-    previous: dict[str, Any] | None = None
-    for columns, path in zip(entries, paths, strict=True):
-        _keys(columns, _ENTRY_KEYS, "an entry")
-        seq = columns["seq"]
-        if not isinstance(seq, int) or isinstance(seq, bool) or not 0 < seq <= cp.size:
-            raise LedgerIntegrityError(f"entry seq {seq!r} is not in the tree of {cp.size}")
-        if scope != ENTRY and columns["turn_id"] != turn_id:
-            raise LedgerIntegrityError(f"entry {seq} is not of turn {turn_id}")
-        if previous is not None and (seq <= previous["seq"] or (
-                seq == previous["seq"] + 1 and columns["prev_hash"] != previous["hash"])):
-            raise LedgerIntegrityError(f"entry {seq} does not follow entry {previous['seq']}")
-        computed = _entry_hash(columns)
-        if computed != columns["hash"]:
-            raise LedgerIntegrityError(f"entry {seq}'s columns do not give its hash")
-        if not isinstance(path, list) or not all(
-                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(nodes)
-                for i in path):
-            raise LedgerIntegrityError(f"entry {seq}'s path is not a list of node indexes")
-        used.update(path)
-        if not merkle.verify_inclusion(merkle.entry_leaf(computed), seq - 1, cp.size,
-                                       [nodes[i] for i in path], cp.root):
-            raise LedgerIntegrityError(f"entry {seq} is not in the tree the checkpoint signed")
-        previous = columns
-    if len(used) != len(nodes):
-        raise LedgerIntegrityError("the proof lists nodes no path uses")
+    _check_entries(entries, paths, nodes, cp, "proof")
+    if scope != ENTRY:
+        for columns in entries:
+            if columns["turn_id"] != turn_id:
+                raise LedgerIntegrityError(f"entry {columns['seq']} is not of turn {turn_id}")
     completed = None
     if scope == TURN:
         completed = _whole_turn(proof, entries, cp.size)
@@ -335,6 +314,46 @@ def _check_inclusion(proof: dict[str, Any], key: PublicKey) -> Checked:
                    turn_id if scope != ENTRY else first["turn_id"], len(entries), scope=scope,
                    completed_seq=completed, seq=first["seq"] if scope == ENTRY else None,
                    kind=first["kind"] if scope == ENTRY else None)
+
+
+def _check_entries(entries: list[Any], paths: list[Any], nodes: list[bytes], cp: Checkpoint,
+                   what: str) -> None:
+    """That ``entries`` (their columns) are in ``seq`` order, chained where one follows
+    another, each giving its hash and in the tree ``cp`` signed by its path of indexes
+    into ``nodes``, and that every node is on some path (``what``: the proof or the
+    bundle, as the message names it).
+
+    Raises:
+        LedgerIntegrityError: one of them is not.
+    """
+    used: set[int] = set()
+    previous: dict[str, Any] | None = None
+    for columns, path in zip(entries, paths, strict=True):
+        _keys(columns, _ENTRY_KEYS, "an entry")
+        seq = columns["seq"]
+        if not _is_int(seq) or not 0 < seq <= cp.size:
+            raise LedgerIntegrityError(f"entry seq {str(seq)[:40]!r} is not in the tree of "
+                                       f"{cp.size}")
+        if previous is not None and (seq <= previous["seq"] or (
+                seq == previous["seq"] + 1 and columns["prev_hash"] != previous["hash"])):
+            raise LedgerIntegrityError(f"entry {seq} does not follow entry {previous['seq']}")
+        computed = _entry_hash(columns)
+        if computed != columns["hash"]:
+            raise LedgerIntegrityError(f"entry {seq}'s columns do not give its hash")
+        if not isinstance(path, list) or not all(_is_int(i) and 0 <= i < len(nodes)
+                                                 for i in path):
+            raise LedgerIntegrityError(f"entry {seq}'s path is not a list of node indexes")
+        used.update(path)
+        if not merkle.verify_inclusion(merkle.entry_leaf(computed), seq - 1, cp.size,
+                                       [nodes[i] for i in path], cp.root):
+            raise LedgerIntegrityError(f"entry {seq} is not in the tree the checkpoint signed")
+        previous = columns
+    if len(used) != len(nodes):
+        raise LedgerIntegrityError(f"the {what} lists nodes no path uses")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _whole_turn(proof: dict[str, Any], entries: list[dict[str, Any]], size: int) -> int | None:

@@ -160,17 +160,27 @@ def write_keys(private_path: Path, public_path: Path, name: str) -> PrivateKey:
     Raises:
         UsageError: a file is already there.
     """
+    key = PrivateKey.generate(name)
+    write_key_files(private_path, public_path, key.encode(), key.public.encode())
+    return key
+
+
+def write_key_files(private_path: Path, public_path: Path, private: str, public: str) -> None:
+    """Write a key pair's encoded halves: the private one at ``private_path`` (mode 0600),
+    the public one at ``public_path``; neither file is ever overwritten.
+
+    Raises:
+        UsageError: a file is already there.
+    """
     for path in (private_path, public_path):
         if path.exists():
             raise UsageError(f"{path} exists: keygen never overwrites a key")
-    key = PrivateKey.generate(name)
     private_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write(key.encode() + "\n")
+        f.write(private + "\n")
     public_path.parent.mkdir(parents=True, exist_ok=True)
-    public_path.write_text(key.public.encode() + "\n", encoding="ascii")
-    return key
+    public_path.write_text(public + "\n", encoding="ascii")
 
 
 def read_private(path: Path) -> PrivateKey:

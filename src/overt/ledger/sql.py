@@ -316,8 +316,8 @@ def reasoning_steps_view(d: Dialect) -> str:
 _TRAIL_KINDS = ", ".join(f"'{k}'" for k in trail_index.TRAIL_KINDS)
 
 BODY_WINDOW = 4096
-"""How far back (in entries) a trail looks for the body an entry names: more than
-any one transaction of a turn holds."""
+"""How far back (in entries) a read looks for a body stored before the entry that
+names it (:func:`body_of`): more than any one transaction of a turn holds."""
 
 
 def body_of(d: Dialect, column: str) -> str:
@@ -325,10 +325,14 @@ def body_of(d: Dialect, column: str) -> str:
     ``a`` of a kind in :data:`~overt.ledger.trail_index.BODY_FIELDS` names; NULL for
     other kinds, and where the body is not stored.
 
-    A body is keyed by the seq of the entry naming it (ledgers written before that
-    keyed it by the first seq of its transaction: for those, the search back stops
-    after :data:`BODY_WINDOW` entries, so a body that is not there, never stored or
-    pruned, costs a bounded walk, not one through the whole content tier)."""
+    A body is keyed by the seq of the first entry of its commit that names it
+    (:func:`~overt.ledger.chain.content_rows`), so most entries find theirs at their
+    own seq. Some find it earlier: the second of two steps with the same text in one
+    commit, and a body stored once and named again by a later commit (a tool call's
+    arguments, stored with its ``tool_call.started`` and named by its
+    ``tool_call.completed``). For those the search goes back at most
+    :data:`BODY_WINDOW` entries, so a body that is not there, never stored or
+    pruned, costs a bounded walk, not one through the whole content tier."""
     # one JSON field read per row, not two: a step names content_digest, a turn
     # its message_digest
     digest = (f"CASE a.kind WHEN 'reasoning.step' THEN {d.text('content_digest', 'a.data')} "

@@ -11,8 +11,8 @@ from overt.events import MemoryOrigin
 @dataclass(frozen=True, slots=True)
 class Node:
     """One revision of a memory node, and what wrote it: ``origin`` (``tool``,
-    ``api``, ``cli``; ``None`` when it was written before origins were recorded),
-    the tool call (``tool_call_id``) and the turn and session it ran in."""
+    ``api``, ``cli``), the tool call (``tool_call_id``) and the turn and session it
+    ran in."""
 
     id: str
     kind: str
@@ -26,7 +26,7 @@ class Node:
     turn_id: str | None = None
     session_id: str | None = None
     tool_call_id: str | None = None
-    origin: MemoryOrigin | None = None
+    origin: MemoryOrigin = "api"
 
     def to_dict(self, *, body_limit: int | None = None) -> dict[str, Any]:
         """As JSON for a tool result; ``body_limit`` shortens long bodies (and says so)."""
@@ -56,7 +56,7 @@ class Link:
     turn_id: str | None = None
     session_id: str | None = None
     tool_call_id: str | None = None
-    origin: MemoryOrigin | None = None
+    origin: MemoryOrigin = "api"
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "from_id": self.from_id, "to_id": self.to_id,

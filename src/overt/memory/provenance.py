@@ -40,11 +40,9 @@ class Revision:
 
     @property
     def origin(self) -> str:
-        """``tool``, ``api`` or ``cli``; ``tool`` for a revision recorded before
-        origins were that names a tool call, ``unrecorded`` for one that names none."""
-        if self.node.origin is not None:
-            return self.node.origin
-        return "tool" if self.node.tool_call_id is not None else "unrecorded"
+        """``tool``, ``api`` or ``cli``: where the write came from (its
+        :class:`~overt.memory.store.Writer`'s origin, stamped on every row)."""
+        return self.node.origin
 
     def provenance(self) -> dict[str, Any]:
         """What wrote it, as JSON."""
@@ -63,8 +61,6 @@ class Revision:
                 call += f" ({self.tool_name})"
             where = (f"in turn {n.turn_id}" if n.turn_id else "outside any turn")
             text = f"written by {n.actor} through {call} {where}"
-        elif self.origin == "unrecorded":
-            text = f"written by {n.actor}, from where not recorded (before provenance was)"
         else:
             text = f"written by {n.actor} through the {self.origin}, in no turn"
         if n.session_id:

@@ -142,20 +142,10 @@ class Timeline:
     def verdict(self, refused: Iterable[str] = ()) -> tuple[Tone, str]:
         """The turn's badge: its tone and what it says. ``refused``: anchors of calls
         whose result (a body) says they failed though the tool answered."""
-        worst: Tone = "ok" if self.status == "completed" else "running"
-        said = self.status.replace("_", " ")
-        if self.status not in ("completed", "running", "awaiting_approval"):
-            return "bad", said
-        if self.status == "awaiting_approval":
-            worst, said = "held", "awaiting approval"
         refused = set(refused)
-        for s in self.spans:
-            tone: Tone = "bad" if s.anchor in refused else s.tone
-            if RANK[tone] > RANK[worst]:
-                worst = tone
-                said = f"{said} · {s.status.replace('_', ' ')}" if s.anchor not in refused \
-                    else f"{said} · {s.title} found nothing"
-        return worst, said
+        return verdict(self.status, (
+            ("bad", f"{s.title} found nothing") if s.anchor in refused
+            else (s.tone, s.status.replace("_", " ")) for s in self.spans))
 
 
 def lay_out(entries: Iterable[Entry]) -> Timeline | None:
@@ -278,19 +268,27 @@ def _call(line: Timeline, calls: dict[str, Span], tool_call_id: str, tool_name: 
     return span
 
 
+def verdict(status: str, calls: Iterable[tuple[Tone, str]]) -> tuple[Tone, str]:
+    """A turn's badge, its tone and words, from its ``status`` and each call's (tone,
+    words) in order: the turn's own ending when it failed, else the worst call's tone,
+    naming each call that made it worse. The turn's page, a session's and Live all
+    say it this way."""
+    said = status.replace("_", " ")
+    if status not in ("completed", "running", "awaiting_approval"):
+        return "bad", said
+    worst: Tone = {"completed": "ok", "running": "running"}.get(status, "held")  # type: ignore[assignment]
+    for tone, words in calls:
+        if RANK[tone] > RANK[worst]:
+            worst, said = tone, f"{said} · {words}"
+    return worst, said
+
+
 def trail_verdict(turn: TurnTrail) -> tuple[Tone, str]:
     """A session page's badge for ``turn`` (from its trail): as :meth:`Timeline.verdict`
     says it, from the records the trail holds."""
     status = turn.status or ("awaiting_approval" if turn.paused_on else "running")
-    if status not in ("completed", "running", "awaiting_approval"):
-        return "bad", status.replace("_", " ")
-    worst: Tone = {"completed": "ok", "running": "running"}.get(status, "held")  # type: ignore[assignment]
-    said = status.replace("_", " ")
-    for call in turn.tool_calls:
-        tone = TOOL_TONES.get(call.status, "bad")
-        if RANK[tone] > RANK[worst]:
-            worst, said = tone, f"{said} · {call.status.replace('_', ' ')}"
-    for d in turn.decisions:
-        if d.effect == "deny" and RANK["held"] > RANK[worst]:
-            worst, said = "held", f"{said} · denied"
-    return worst, said
+    calls = [(TOOL_TONES.get(c.status, "bad"), c.status.replace("_", " "))
+             for c in turn.tool_calls]
+    denials: list[tuple[Tone, str]] = [("held", "denied") for d in turn.decisions
+                                        if d.effect == "deny"]
+    return verdict(status, calls + denials)

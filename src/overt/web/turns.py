@@ -26,7 +26,7 @@ from overt.events import (
     TurnStarted,
 )
 from overt.ledger.base import Entry
-from overt.web.timeline import RANK, TOOL_TONES
+from overt.web.timeline import TOOL_TONES, Tone, verdict
 
 
 @dataclass(slots=True)
@@ -84,23 +84,17 @@ class TurnView:
         return self.status not in ("running", "awaiting_approval")
 
     @property
-    def tone(self) -> str:
+    def tone(self) -> Tone:
         """The verdict's tone alone: ``ok``, ``bad``, ``held`` or ``running``."""
         return self.verdict[0]
 
     @property
-    def verdict(self) -> tuple[str, str]:
+    def verdict(self) -> tuple[Tone, str]:
         """The badge's tone and words: the worst thing in the turn so far, as the
-        turn's page says it (:meth:`overt.web.timeline.Timeline.verdict`)."""
-        if self.status not in ("completed", "running", "awaiting_approval"):
-            return "bad", self.status.replace("_", " ")
-        worst = {"completed": "ok", "running": "running"}.get(self.status, "held")
-        said = self.status.replace("_", " ")
-        for call in self.calls.values():
-            tone = "held" if call.effect == "deny" else TOOL_TONES.get(call.status, "bad")
-            if RANK[tone] > RANK[worst]:  # type: ignore[index]
-                worst, said = tone, f"{said} · {call.status.replace('_', ' ')}"
-        return worst, said
+        turn's page says it (:func:`overt.web.timeline.verdict`)."""
+        return verdict(self.status, (
+            ("held" if c.effect == "deny" else TOOL_TONES.get(c.status, "bad"),
+             c.status.replace("_", " ")) for c in self.calls.values()))
 
 
 def fold(entries: Iterable[Entry]) -> TurnView | None:

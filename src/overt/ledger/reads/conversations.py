@@ -45,8 +45,10 @@ class ConversationEntry(NamedTuple):
 
 
 def body_near(d: Dialect, digest: str) -> str:
-    """The body the SQL expression ``digest`` names, stored with entry ``a`` or (for
-    ledgers that keyed bodies by their transaction's first seq) a little before it."""
+    """The body the SQL expression ``digest`` names, stored with entry ``a`` or a little
+    before it: with an earlier entry of its commit naming the same digest, or with an
+    earlier commit (a tool call's arguments, stored with its ``tool_call.started``;
+    :func:`overt.ledger.sql.body_of`)."""
     return (f"coalesce((SELECT c.body FROM content_blobs c "
             f"WHERE {content_seq(d, '=', 'a.seq', 'c')} AND c.digest = {digest}), "
             f"(SELECT c.body FROM content_blobs c WHERE {content_seq(d, '<', 'a.seq', 'c')} "

@@ -37,6 +37,16 @@ migration it shipped is edited (tests/ledger/test_baseline.py holds the digest o
 each migration's statements on each backend)."""
 
 
+MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS overt_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+);
+"""
+"""Where each backend keeps the versions applied (SQLite also guards it append-only)."""
+
+
 def refuse_newer(applied: Iterable[int], ledger: str) -> None:
     """Refuse a ledger whose schema a later overt brought past the versions this one
     knows: its rows may mean what this code cannot tell, so nothing is read or written.

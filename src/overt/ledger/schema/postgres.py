@@ -49,14 +49,6 @@ CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}
 """
 
 
-MIGRATIONS_TABLE = """
-CREATE TABLE IF NOT EXISTS overt_migrations (
-    version    INTEGER PRIMARY KEY,
-    name       TEXT NOT NULL,
-    applied_at TEXT NOT NULL
-);
-"""
-
 _CONTENT = """
 CREATE TABLE content_blobs (
     seq        BIGINT NOT NULL,

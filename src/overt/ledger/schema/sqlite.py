@@ -38,13 +38,7 @@ def _append_only(table: str) -> str:
     return _no_update(table) + _no_delete(table)
 
 
-MIGRATIONS_TABLE = """
-CREATE TABLE IF NOT EXISTS overt_migrations (
-    version    INTEGER PRIMARY KEY,
-    name       TEXT NOT NULL,
-    applied_at TEXT NOT NULL
-);
-""" + _append_only("overt_migrations")
+MIGRATIONS_TABLE = schema.MIGRATIONS_TABLE + _append_only("overt_migrations")
 
 # The content tier. seq is the entry that names the body, so pruning the chain
 # through N removes exactly the content of 1..N. A rowid table keyed seq << 20 | n
