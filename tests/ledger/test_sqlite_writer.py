@@ -26,7 +26,8 @@ from tests.conftest import run
 def _started(n: int, session: str = "s") -> TurnStarted:
     return TurnStarted(turn_id=f"t{n}", session_id=session, source="cli",
                        caller_session_id="cli:s", model="scripted", route="default",
-                       max_tool_calls=5, message_digest=digest_text(f"m{n}"))
+                       max_tool_calls=5,
+                       actor="operator:default", message_digest=digest_text(f"m{n}"))
 
 
 def _decided(request: str) -> ApprovalDecided:

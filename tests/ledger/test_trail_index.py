@@ -251,11 +251,13 @@ def test_a_worker_of_an_earlier_overt_still_sending_index_rows_goes_on(
 
     run(ledger.record([TurnStarted(turn_id="T0", session_id="S", source="cli",
                                    caller_session_id="cli:S", message_digest="sha256:00",
-                                   model="m", route="r", max_tool_calls=1)]))
+                                   model="m", route="r", max_tool_calls=1,
+                                   actor="operator:default")]))
     head = raw.query(sql.HEAD)[0]
     rows, entries, _ = chain((int(head[0]), head[1]), now_iso(), drafts([TurnStarted(
         turn_id="T1", session_id="S", source="cli", caller_session_id="cli:S",
-        message_digest="sha256:01", model="m", route="r", max_tool_calls=1)]))
+        message_digest="sha256:01", model="m", route="r", max_tool_calls=1,
+        actor="operator:default")]))
     raw.execute("BEGIN")
     raw.execute(sql.insert_entries(sql.SQLITE), rows[0])
     for indexed in trail_index.index_rows(entries, {}):  # as the earlier writer did

@@ -55,13 +55,6 @@ def _summary(row: Sequence[Any]) -> SessionSummary:
     return SessionSummary(row[0], int(row[1]), row[2], row[3], int(row[4]), first)
 
 
-def _owner(d: Dialect) -> str:
-    """The owner of a summary row: the actor its first turn recorded, or the legacy
-    owner (the first parameter) for turns recorded before owners were."""
-    actor = d.text("actor", "f.data")
-    return f"coalesce(nullif({actor}, ''), {d.ph})"
-
-
 def _contains(d: Dialect, body: str) -> str:
     """Whether the body the SQL expression ``body`` holds contains the next parameter,
     ignoring case (ASCII letters on SQLite, whose ``lower`` folds no others). The
@@ -131,15 +124,15 @@ async def session_opening(ledger: object, session_id: str) -> TurnStarted | None
                       expect=TurnStarted)
 
 
-async def session_summaries(ledger: object, *, legacy_owner: str, owner: str | None = None,
+async def session_summaries(ledger: object, *, owner: str | None = None,
                             source: str | None = None, since: str | None = None,
                             until: str | None = None, text: str | None = None,
                             limit: int = 50) -> list[SessionSummary]:
     """Summaries, the most recently active first, at most ``limit``; when given, only
-    ``owner``'s (a session whose first turn named no actor is ``legacy_owner``'s),
-    ``source``'s, those active at or after ``since``, those started before ``until``,
-    and those with a message or an answer containing ``text`` (case aside; the bodies
-    are searched by the database in the content tier). No value may hold NUL.
+    ``owner``'s (its first turn's actor's), ``source``'s, those active at or after
+    ``since``, those started before ``until``, and those with a message or an answer
+    containing ``text`` (case aside; the bodies are searched by the database in the
+    content tier). No value may hold NUL.
 
     Raises:
         UsageError: ``ledger`` offers no reads of its tables.
@@ -149,8 +142,8 @@ async def session_summaries(ledger: object, *, legacy_owner: str, owner: str | N
     params: list[Any] = []
     filters = []
     if owner is not None:
-        filters.append(f"{_owner(d)} = {d.ph}")
-        params += [legacy_owner, owner]
+        filters.append(f"{d.text('actor', 'f.data')} = {d.ph}")
+        params.append(owner)
     if source is not None:
         filters.append(f"{d.text('source', 'f.data')} = {d.ph}")
         params.append(source)
