@@ -10,7 +10,7 @@ from typing import Any, Literal, NamedTuple
 
 from overt.ledger.chain import entry_data
 from overt.ledger.reads.base import selecting
-from overt.ledger.reads.starts import start_filters
+from overt.ledger.reads.filters import start_filters
 
 
 class SessionStart(NamedTuple):

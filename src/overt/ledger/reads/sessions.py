@@ -13,6 +13,7 @@ from overt.events import TurnStarted
 from overt.ledger.chain import entry_data
 from overt.ledger.reads.base import selecting
 from overt.ledger.reads.conversations import body_near
+from overt.ledger.reads.filters import given
 from overt.ledger.sql import Dialect, chunks, of_kinds
 
 
@@ -139,28 +140,15 @@ async def session_summaries(ledger: object, *, owner: str | None = None,
         LedgerError: the ledger could not be read, or a first entry is malformed.
     """
     reader, d = selecting(ledger)
-    params: list[Any] = []
-    filters = []
-    if owner is not None:
-        filters.append(f"{d.text('actor', 'f.data')} = {d.ph}")
-        params.append(owner)
-    if source is not None:
-        filters.append(f"{d.text('source', 'f.data')} = {d.ph}")
-        params.append(source)
-    if since is not None:
-        filters.append(f"g.last_at >= {d.ph}")
-        params.append(since)
-    if until is not None:
-        filters.append(f"g.started_at < {d.ph}")
-        params.append(until)
-    if text is not None:
-        filters.append(_says(d, "g.session_id"))
-        params.append(text)
-    params.append(int(limit))
+    filters, params = given((f"{d.text('actor', 'f.data')} = {d.ph}", owner),
+                            (f"{d.text('source', 'f.data')} = {d.ph}", source),
+                            (f"g.last_at >= {d.ph}", since),
+                            (f"g.started_at < {d.ph}", until),
+                            (_says(d, "g.session_id"), text))
     where = f" WHERE {' AND '.join(filters)}" if filters else ""
     rows = await reader.select(f"SELECT x.* FROM ({_summaries(d, '')}{where}) x "
                                f"ORDER BY x.last_at DESC, x.session_id DESC LIMIT {d.ph}",
-                               tuple(params))
+                               (*params, int(limit)))
     return [_summary(row) for row in rows]
 
 

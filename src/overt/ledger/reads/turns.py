@@ -9,7 +9,7 @@ from typing import Any, Literal, NamedTuple
 
 from overt.ledger.chain import entry_data
 from overt.ledger.reads.base import selecting
-from overt.ledger.reads.starts import start_filters
+from overt.ledger.reads.filters import start_filters
 from overt.ledger.sql import turn_value
 
 WalkOrder = Literal["newest", "oldest", "cost", "duration"]
