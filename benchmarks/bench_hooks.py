@@ -27,6 +27,7 @@ from overt.events import Event
 from overt.hooks import PluginHost, hookimpl
 from overt.ledger.base import Entry, Ledger
 from overt.models.fake import FunctionModel
+from overt.policy.actors import Actor
 from overt.tools.base import tool
 from overt.tools.registry import ToolRegistry
 from overt.types import IncomingMessage, ModelResponse, ToolCall, Usage
@@ -130,7 +131,7 @@ async def _turns(host: PluginHost, calls: int, turns: int) -> list[float]:
     samples = []
     for _ in range(turns):
         start = time.thread_time_ns()
-        outcome = await engine.run_turn(message)
+        outcome = await engine.run_turn(message, actor=Actor.operator())
         samples.append((time.thread_time_ns() - start) / 1000)
         model.requests.clear()
         assert outcome.result.tools_used == ["lookup"] * calls, outcome.result

@@ -93,7 +93,7 @@ def _turn(ledger: Any, rec: Recorder, session: str, n: int) -> int:
     rec.add(TurnStarted(
         turn_id=turn_id, session_id=session, source="cli", caller_session_id=session,
         message_digest=rec.content(f"question {n}: how are my credits?"), model="local",
-        route="default", max_tool_calls=5))
+        route="default", max_tool_calls=5, actor="operator:default"))
     commit()  # before the first model call
     rec.add(_inference(turn_id, session, rec, 0, 1, n))
     steps = TurnSteps(rec, turn_id, session)

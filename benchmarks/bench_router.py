@@ -31,6 +31,7 @@ from overt.hooks.router import RouterPlugin
 from overt.ledger.base import Entry, Ledger
 from overt.models.fake import FunctionModel
 from overt.models.router import EscalationRule
+from overt.policy.actors import Actor
 from overt.tools.registry import ToolRegistry
 from overt.types import IncomingMessage, Message, ModelRequest, ModelResponse, Usage
 
@@ -90,7 +91,7 @@ async def _turns(engine: Engine, turns: int) -> list[float]:
     samples = []
     for _ in range(turns):
         start = time.thread_time_ns()
-        outcome = await engine.run_turn(message)
+        outcome = await engine.run_turn(message, actor=Actor.operator())
         samples.append((time.thread_time_ns() - start) / 1000)
         assert outcome.result.error is None, outcome.result
     return samples

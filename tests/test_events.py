@@ -89,10 +89,17 @@ def test_every_event_class_decodes_from_its_data_as_stored_to_an_equal_event(
 
 
 def test_a_field_added_after_an_entry_was_written_takes_its_default() -> None:
+    data = sample(InferenceRecorded).data()
+    del data["adapter_decisions"]
+    inference = from_entry(InferenceRecorded.kind, data, expect=InferenceRecorded)
+    assert inference.adapter_decisions == [] and inference.model == "model-x"
+
+
+def test_a_turn_start_that_names_no_sender_is_a_decode_error() -> None:
     data = sample(TurnStarted).data()
-    del data["actor"]  # recorded before turns named their actor
-    started = from_entry(TurnStarted.kind, data, expect=TurnStarted)
-    assert started.actor == "" and started.source == "source-x"
+    del data["actor"]
+    with pytest.raises(EventDecodeError, match=r"\['actor'\]"):
+        from_entry(TurnStarted.kind, data, expect=TurnStarted)
 
 
 def test_a_key_the_class_does_not_have_is_left_out() -> None:

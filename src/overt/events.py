@@ -83,9 +83,10 @@ class TurnStarted(Event):
     model: str
     route: str
     max_tool_calls: int
-    actor: str = ""
-    """Who sent the message (``operator:alice``, ``mcp_client:claude``); the actor of
-    a session's first turn owns the session. Empty on turns recorded before this field."""
+    actor: str
+    """Who sent the message (``operator:alice``, ``mcp_client:claude``; the runtime's
+    operator when the caller named nobody); the actor of a session's first turn owns
+    the session."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -288,7 +288,7 @@ class Runtime:
                 session, tokens=window_of(model), count=counter_for(model))
             outcome = await self.engine.run_turn(message, session_id=session,
                                                  history=history or (), earlier=earlier,
-                                                 actor=str(sender), on_answer=on_answer)
+                                                 actor=sender, on_answer=on_answer)
         result = outcome.result
         if self.transcript is not None:
             self._transcribe(result, message.source, message.caller_session_id, channel_ids)

@@ -103,7 +103,7 @@ def test_a_turn_completed_written_before_error_kind_is_read_by_its_status(
     data as an older overt wrote it): the status is the kind, the type its message."""
     started = TurnStarted(turn_id="T1", session_id="S1", source="cli",
                           caller_session_id="cli:S1", message_digest="0" * 64, model="m",
-                          route="default", max_tool_calls=5)
+                          route="default", max_tool_calls=5, actor="operator:default")
     old = TurnCompleted(turn_id="T1", session_id="S1", status="model_error",
                         reply_digest=None, tools_used=None, tool_calls=0, model_calls=1,
                         input_tokens=0, output_tokens=0, cost_usd=0.0, duration_ms=1.0,

@@ -40,7 +40,8 @@ def _turn(ledger: Any, turn_id: str, *calls: str) -> None:
     """``turn_id`` of the session begins and starts ``calls`` (left running)."""
     run(ledger.record([TurnStarted(
         turn_id=turn_id, session_id=SESSION, source="cli", caller_session_id="cli:s1",
-        message_digest=digest_text("hi"), model="m", route="r", max_tool_calls=8)],
+        message_digest=digest_text("hi"), model="m", route="r", max_tool_calls=8,
+        actor="operator:default")],
         {digest_text("hi"): "hi"}))
     for call in calls:
         run(ledger.record([ToolCallStarted(

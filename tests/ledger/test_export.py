@@ -421,7 +421,7 @@ def _turn_events(turn_id: str) -> list[Any]:
     return [
         TurnStarted(turn_id=turn_id, session_id="S", source="cli", caller_session_id="cli:S",
                     message_digest="sha256:" + "0" * 64, model="scripted", route="default",
-                    max_tool_calls=5),
+                    max_tool_calls=5, actor="operator:default"),
         TurnCompleted(turn_id=turn_id, session_id="S", status="completed", reply_digest=None,
                       tools_used=[], tool_calls=0, model_calls=1, input_tokens=1,
                       output_tokens=1, cost_usd=0.0, duration_ms=1.0),

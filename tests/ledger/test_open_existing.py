@@ -29,7 +29,7 @@ def _schema(url: str) -> str:
 def _event(n: int) -> TurnStarted:
     return TurnStarted(turn_id=f"T{n}", session_id="S-1", source="cli",
                        caller_session_id="cli:S-1", message_digest=digest_text(f"m{n}"),
-                       model="m", route="default", max_tool_calls=5)
+                       model="m", route="default", max_tool_calls=5, actor="operator:default")
 
 
 @pytest.mark.parametrize("read_only", [False, True])

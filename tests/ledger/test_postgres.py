@@ -134,4 +134,5 @@ def _event() -> Any:
     from overt.events import TurnStarted
 
     return TurnStarted(turn_id="T1", session_id="S-1", source="cli", caller_session_id="cli:S-1",
-                       message_digest="0" * 64, model="m", route="default", max_tool_calls=5)
+                       message_digest="0" * 64, model="m", route="default", max_tool_calls=5,
+                       actor="operator:default")

@@ -20,7 +20,7 @@ from tests.conftest import run
 def _event(n: int) -> TurnStarted:
     return TurnStarted(turn_id=f"T{n}", session_id="S-1", source="cli",
                        caller_session_id="cli:S-1", message_digest=digest_text(f"m{n}"),
-                       model="m", route="default", max_tool_calls=5)
+                       model="m", route="default", max_tool_calls=5, actor="operator:default")
 
 
 def test_a_ledger_opened_read_only_reads_and_refuses_every_write(ledger: Any,

@@ -17,7 +17,7 @@ from overt.ledger.canonical import digest_text
 def _started(turn: str, session: str | None) -> TurnStarted:
     return TurnStarted(turn_id=turn, session_id=session, source="cli",
                        caller_session_id="cli:s", model="scripted", route="default",
-                       max_tool_calls=5, message_digest=digest_text(turn))
+                       max_tool_calls=5, actor="operator:default", message_digest=digest_text(turn))
 
 
 def _ended(turn: str, session: str | None, status: str = "completed") -> TurnCompleted:

@@ -232,7 +232,7 @@ def _forged_turn(name: str, request: str) -> tuple[list[Any], dict[str, str]]:
     events = [
         TurnStarted(turn_id=name, session_id="S", source="cli", caller_session_id="cli:S",
                     message_digest=digest_text(message), model="m", route="default",
-                    max_tool_calls=5),
+                    max_tool_calls=5, actor="operator:default"),
         InferenceRecorded(turn_id=name, session_id="S", inference_id=f"{name}-1", iteration=0,
                           model="m", route="default", input_tokens=1, output_tokens=1,
                           cost_usd=0.0, duration_ms=1.0, tools_offered=[],

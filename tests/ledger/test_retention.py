@@ -15,7 +15,7 @@ def _turn(turn_id: str, *, completed: bool = True) -> list[Event]:
     started = TurnStarted(turn_id=turn_id, session_id="S", source="cli",
                           caller_session_id="cli:S",
                           message_digest=digest_text(f"body of {turn_id}"),
-                          model="m", route="default", max_tool_calls=5)
+                          model="m", route="default", max_tool_calls=5, actor="operator:default")
     if not completed:
         return [started]
     return [started, TurnCompleted(

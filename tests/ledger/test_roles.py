@@ -38,7 +38,7 @@ def _turn(name: str) -> tuple[list[Any], dict[str, str]]:
     body = f"body of {name}"
     return [TurnStarted(turn_id=name, session_id="S", source="cli", caller_session_id="cli:S",
                         message_digest=digest_text(body), model="m", route="default",
-                        max_tool_calls=5),
+                        max_tool_calls=5, actor="operator:default"),
             TurnCompleted(turn_id=name, session_id="S", status="completed", reply_digest=None,
                           tools_used=[], tool_calls=0, model_calls=1, input_tokens=0,
                           output_tokens=0, cost_usd=0.0, duration_ms=1.0),

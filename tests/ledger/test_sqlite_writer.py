@@ -26,7 +26,8 @@ from tests.conftest import run
 def _started(n: int, session: str = "s") -> TurnStarted:
     return TurnStarted(turn_id=f"t{n}", session_id=session, source="cli",
                        caller_session_id="cli:s", model="scripted", route="default",
-                       max_tool_calls=5, message_digest=digest_text(f"m{n}"))
+                       max_tool_calls=5,
+                       actor="operator:default", message_digest=digest_text(f"m{n}"))
 
 
 def _decided(request: str) -> ApprovalDecided:
@@ -158,7 +159,8 @@ APPENDER = textwrap.dedent("""
     while True:
         events = [TurnStarted(turn_id=f"{sys.argv[2]}-{n}-{k}", session_id="s", source="cli",
                               caller_session_id="c", model="m", route="r", max_tool_calls=5,
-                              message_digest="sha256:" + "0" * 64) for k in range(3)]
+                              message_digest="sha256:" + "0" * 64, actor="operator:default")
+                  for k in range(3)]
         body = "body " * (n % 50)
         entries = ledger.record_sync(events, {digest_text(body): body})
         print(entries[-1].seq, flush=True)

@@ -22,7 +22,7 @@ TABLES = ["audit_log", "content_blobs", "overt_migrations"]
 def _event(n: int) -> TurnStarted:
     return TurnStarted(turn_id=f"T{n}", session_id="S-1", source="cli",
                        caller_session_id="cli:S-1", message_digest=digest_text(f"m{n}"),
-                       model="m", route="default", max_tool_calls=5)
+                       model="m", route="default", max_tool_calls=5, actor="operator:default")
 
 
 def _fill(ledger: Any, n: int = 6) -> None:
@@ -300,5 +300,5 @@ def test_callers_on_several_event_loops_and_threads_each_hear_of_their_own_batch
 
 def _started_event(turn_id: str) -> TurnStarted:
     return TurnStarted(turn_id=turn_id, session_id="s", source="cli", caller_session_id="c",
-                       model="m", route="r", max_tool_calls=5,
+                       model="m", route="r", max_tool_calls=5, actor="operator:default",
                        message_digest="sha256:" + "0" * 64)

@@ -172,7 +172,8 @@ def test_a_body_of_a_turn_a_prune_cut_in_two_may_have_gone_with_it(ledger: Any) 
     message, args, result = "hello", "{}", "the result"
     common = {"turn_id": "t1", "session_id": "s1", "caller_session_id": "s1"}
     run(ledger.record([TurnStarted(source="cli", message_digest=digest_text(message),
-                                   model="m", route="r", max_tool_calls=5, **common),
+                                   model="m", route="r", max_tool_calls=5,
+                                   actor="operator:default", **common),
                        ToolCallStarted(tool_call_id="c1", tool_name="lookup", triggered_by="cli",
                                        args_sha256=digest_text(args), **common)],
                       {digest_text(message): message, digest_text(args): args}))

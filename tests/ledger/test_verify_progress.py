@@ -14,7 +14,7 @@ def _fill(ledger: Any, n: int) -> None:
     for i in range(n):
         event = TurnStarted(turn_id=f"T{i}", session_id="S-1", source="cli",
                             caller_session_id="cli:S-1", message_digest=digest_text(f"m{i}"),
-                            model="m", route="default", max_tool_calls=5)
+                            model="m", route="default", max_tool_calls=5, actor="operator:default")
         run(ledger.record([event], {digest_text(f"m{i}"): f"m{i}"}))
 
 

@@ -40,7 +40,8 @@ commit takes milliseconds; a busy machine may make it a second)."""
 def _started(n: int, session: str = "s") -> TurnStarted:
     return TurnStarted(turn_id=f"t{n}", session_id=session, source="cli",
                        caller_session_id="cli:s", model="scripted", route="default",
-                       max_tool_calls=5, message_digest=digest_text(f"m{n}"))
+                       max_tool_calls=5,
+                       actor="operator:default", message_digest=digest_text(f"m{n}"))
 
 
 @pytest.fixture

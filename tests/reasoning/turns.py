@@ -35,7 +35,8 @@ class Recorded:
 def started(rec: Recorder, turn_id: str, session_id: str, text: str) -> TurnStarted:
     return TurnStarted(turn_id=turn_id, session_id=session_id, source="cli",
                        caller_session_id=session_id, message_digest=rec.content(text),
-                       model="scripted", route="default", max_tool_calls=5)
+                       model="scripted", route="default", max_tool_calls=5,
+                       actor="operator:default")
 
 
 def completed(rec: Recorder, turn_id: str, session_id: str, status: Any = "completed",

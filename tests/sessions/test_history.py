@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from overt.events import TurnStarted
 from overt.ledger import open_ledger
 from overt.models.fake import FunctionModel, ScriptedModel
+from overt.policy.actors import Actor
 from overt.runtime import Runtime
 from overt.sessions import list_sessions, session_history, session_info, title
+from overt.sessions.book import session_owner
 from overt.tools.base import tool
 from overt.types import Message, ModelRequest
 from tests.conftest import ALLOW_ALL, RuntimeFactory, cli_message, run
@@ -136,6 +139,19 @@ def test_sessions_are_listed_with_owner_turns_and_title(make_runtime: RuntimeFac
     assert run(session_info(ledger, "nope")) is None
     assert run(list_sessions(ledger, owner="mcp_client:x")) == []
     assert len(run(list_sessions(ledger, owner="operator:default", limit=1))) == 1
+
+
+def test_a_turn_whose_caller_names_no_sender_is_the_runtime_operators(ledger: Any) -> None:
+    runtime = Runtime(model=ScriptedModel(["hi", "again"]), ledger=ledger, tools=[],
+                      gate=ALLOW_ALL, operator=Actor.operator("alice"))
+    run(runtime.respond(cli_message("Hello", session="s1")))
+    run(runtime.respond(cli_message("Again", session="s1"), actor=Actor.parse("mcp_client:x")))
+    started = [e.event(TurnStarted) for e in run(ledger.entries(kinds=[TurnStarted.kind]))]
+    assert [t.actor for t in started] == ["operator:alice", "mcp_client:x"]
+    assert run(session_owner(ledger, "cli:s1")) == "operator:alice"  # its first turn's
+    assert [s.session_id for s in run(list_sessions(ledger, owner="operator:alice"))] == [
+        "cli:s1"]
+    assert run(list_sessions(ledger, owner="operator:default")) == []
 
 
 def test_a_history_reader_sees_turns_another_process_appended(ledger_url: str) -> None:

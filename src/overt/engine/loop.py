@@ -151,17 +151,21 @@ class Engine:
                 self.tools.specs(), source)
         return prompt
 
-    async def run_turn(self, message: IncomingMessage, *, session_id: str | None = None,
-                       history: Sequence[Message] = (), earlier: Sequence[HistoryTurn] = (),
-                       actor: str = "", on_answer: AnswerSink | None = None) -> TurnOutcome:
-        """Answer ``message``; never raises for a model, tool or ledger failure.
+    async def run_turn(self, message: IncomingMessage, *, actor: Actor,
+                       session_id: str | None = None, history: Sequence[Message] = (),
+                       earlier: Sequence[HistoryTurn] = (),
+                       on_answer: AnswerSink | None = None) -> TurnOutcome:
+        """Answer ``message`` from ``actor``; never raises for a model, tool or ledger
+        failure.
 
-        ``history``: messages always sent before the new one. ``earlier``: the
-        session's answered turns (:func:`overt.sessions.session_history`), of which
-        the newest that fit the model's window are sent, whole; those left out are
-        recorded on each inference. ``actor``: who sent the message (recorded on
-        ``turn.started``: the first turn's actor owns the session). ``on_answer``:
-        gets the answer as it is generated (:mod:`overt.engine.answer_stream`).
+        ``actor``: who sent the message (recorded on ``turn.started``: the first
+        turn's actor owns the session; :meth:`overt.Runtime.respond` names the
+        runtime's operator when its caller names nobody). ``history``: messages always
+        sent before the new one. ``earlier``: the session's answered turns
+        (:func:`overt.sessions.session_history`), of which the newest that fit the
+        model's window are sent, whole; those left out are recorded on each
+        inference. ``on_answer``: gets the answer as it is generated
+        (:mod:`overt.engine.answer_stream`).
 
         A model failure ends the turn with ``error`` set and ``tools_used`` None;
         so does a ledger failure (overt does not act off the record).
@@ -172,7 +176,7 @@ class Engine:
             turn.stream = AnswerStream(on_answer,
                                        live=not self.hooks.transform_llm_output)
         try:
-            return await turn.run(message.text, history, earlier, actor)
+            return await turn.run(message.text, history, earlier, actor=actor)
         except LedgerError as exc:
             return turn.ledger_failed(exc)
 
@@ -292,14 +296,14 @@ class Turn:
             text, None, TurnError("ledger_error", str(exc), type(exc).__name__)))
 
     async def run(self, text: str, history: Sequence[Message],
-                  earlier: Sequence[HistoryTurn] = (), actor: str = "") -> TurnOutcome:
+                  earlier: Sequence[HistoryTurn] = (), *, actor: Actor) -> TurnOutcome:
         engine, settings = self.engine, self.engine.settings
         rec, hooks = self.recorder, self.hooks
         rec.add(TurnStarted(
             turn_id=self.turn_id, session_id=self.session_id, source=self.source,
             caller_session_id=self.caller_session_id,
             message_digest=rec.content(text), model=self.model.name,
-            route=self.route, max_tool_calls=settings.max_tool_calls, actor=actor))
+            route=self.route, max_tool_calls=settings.max_tool_calls, actor=str(actor)))
         specs = engine.tools.specs()
         system_prompt = engine.prompt_for(self.source)
         if hooks is not None and hooks.has.pre_tool_list_finalized:

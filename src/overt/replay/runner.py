@@ -28,6 +28,7 @@ from overt.events import (
 )
 from overt.ledger.base import Entry, Ledger
 from overt.models.base import Model
+from overt.policy.actors import Actor
 from overt.replay.answers import IdMap, RecordedModel, RecordedResults
 from overt.replay.record import RecordedTurn, read_turn
 from overt.replay.source import Bodies, first_turns, scratch, turn_entries
@@ -147,7 +148,8 @@ class Replayer:
         if firsts is None or firsts.get(session) != recorded.seq:
             earlier = await session_history(self.ledger, session, before_turn=turn_id)
         outcome = await engine.run_turn(message, session_id=recorded.started.session_id,
-                                        earlier=earlier, actor=recorded.started.actor)
+                                        earlier=earlier,
+                                        actor=Actor.parse(recorded.started.actor))
         for resumed in recorded.resumed:
             waiting = outcome.result.awaiting_approval
             if waiting is None:

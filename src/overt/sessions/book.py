@@ -26,10 +26,6 @@ from overt.ledger.reads.sessions import SessionSummary
 from overt.sessions.window import Counter, EarlierTurns, HistoryTurn, estimate_tokens, turn_tokens
 from overt.types import Message, ToolCall
 
-LEGACY_OWNER = "operator:default"
-"""The owner of a session whose first turn was recorded before turns named their
-actor: the operator, who could read every session then."""
-
 ANSWERED = frozenset({"completed", "tool_error_streak", "budget_exceeded"})
 """Turn statuses whose exchange joins the history (a turn the model or the ledger
 failed has no answer of the agent's to remember)."""
@@ -70,27 +66,25 @@ def _checked(body: Any, digest: Any, seq: Any) -> str | None:
     return text
 
 
-def _info(summary: SessionSummary, legacy_owner: str) -> SessionInfo:
+def _info(summary: SessionSummary) -> SessionInfo:
     first = summary.first
     return SessionInfo(session_id=summary.session_id, source=first.source,
-                       owner=first.actor or legacy_owner, turns=summary.turns,
+                       owner=first.actor, turns=summary.turns,
                        started_at=summary.started_at, last_at=summary.last_at,
                        title_digest=first.message_digest, first_seq=summary.first_seq)
 
 
-async def session_info(ledger: object, session_id: str, *,
-                       legacy_owner: str = LEGACY_OWNER) -> SessionInfo | None:
+async def session_info(ledger: object, session_id: str) -> SessionInfo | None:
     """The session ``session_id``, or ``None`` when no turn was recorded under it.
 
     Raises:
         LedgerError: the ledger could not be read.
     """
     summary = await sessions.session_summary(ledger, session_id)
-    return _info(summary, legacy_owner) if summary is not None else None
+    return _info(summary) if summary is not None else None
 
 
-async def session_owner(ledger: object, session_id: str, *,
-                        legacy_owner: str = LEGACY_OWNER) -> str | None:
+async def session_owner(ledger: object, session_id: str) -> str | None:
     """The owner of ``session_id`` (as :func:`session_info` gives it), or ``None`` when
     no turn was recorded under it: one entry read, however long the session is.
 
@@ -98,14 +92,13 @@ async def session_owner(ledger: object, session_id: str, *,
         LedgerError: the ledger could not be read.
     """
     first = await sessions.session_opening(ledger, session_id)
-    return None if first is None else first.actor or legacy_owner
+    return None if first is None else first.actor
 
 
 async def list_sessions(ledger: object, *, owner: str | None = None,
                         source: str | None = None, since: str | None = None,
                         until: str | None = None, text: str | None = None,
-                        limit: int = 50,
-                        legacy_owner: str = LEGACY_OWNER) -> list[SessionInfo]:
+                        limit: int = 50) -> list[SessionInfo]:
     """Sessions, the most recently active first, at most ``limit``; when given, only
     ``owner``'s, ``source``'s, those active at or after ``since``, those started
     before ``until`` (ISO times or dates), and those with a message or an answer
@@ -120,14 +113,14 @@ async def list_sessions(ledger: object, *, owner: str | None = None,
     Raises:
         LedgerError: the ledger could not be read.
     """
-    if any("\x00" in v for v in (owner, source, since, until, legacy_owner) if v):
+    if any("\x00" in v for v in (owner, source, since, until) if v):
         return []
     if text is not None:
         text = text.replace("\x00", "")
-    found = await sessions.session_summaries(ledger, legacy_owner=legacy_owner, owner=owner,
-                                             source=source, since=since, until=until,
-                                             text=text, limit=limit)
-    return [_info(summary, legacy_owner) for summary in found]
+    found = await sessions.session_summaries(ledger, owner=owner, source=source,
+                                             since=since, until=until, text=text,
+                                             limit=limit)
+    return [_info(summary) for summary in found]
 
 
 Row = ConversationEntry

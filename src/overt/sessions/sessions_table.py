@@ -21,7 +21,7 @@ from overt.errors import UsageError
 from overt.ledger.reads import session_rows
 from overt.ledger.reads.failures import failure_counts, newest_failures
 from overt.ledger.reads.session_rows import SessionStart, SessionSums
-from overt.sessions.book import LEGACY_OWNER, SessionInfo
+from overt.sessions.book import SessionInfo
 
 SessionOrder = Literal["newest", "oldest", "errors"]
 SESSION_ORDERS: tuple[SessionOrder, ...] = ("newest", "oldest", "errors")
@@ -58,8 +58,7 @@ class SessionRow:
 async def list_session_rows(ledger: object, *, order: SessionOrder = "newest",
                             after: int | None = None, source: str | None = None,
                             owner: str | None = None, sessions: Collection[str] | None = None,
-                            since: str | None = None, limit: int = 50,
-                            legacy_owner: str = LEGACY_OWNER) -> list[SessionRow]:
+                            since: str | None = None, limit: int = 50) -> list[SessionRow]:
     """At most ``limit`` sessions in ``order`` after the row whose ``key`` is
     ``after`` (``None``: the first page); when given, only ``source``'s, ``owner``'s,
     those of ``sessions`` and those started at or after ``since``.
@@ -75,33 +74,32 @@ async def list_session_rows(ledger: object, *, order: SessionOrder = "newest",
     if any("\x00" in v for v in (source, owner, since) if v):
         return []
     if order == "errors":
-        rows = await _errors(ledger, after, source, owner, sessions, since, limit,
-                             legacy_owner)
+        rows = await _errors(ledger, after, source, owner, sessions, since, limit)
     else:
         found = await session_rows.session_starts(
-            ledger, order=order, after=after, legacy_owner=legacy_owner, source=source,
-            owner=owner, sessions=sessions, since=since, limit=limit)
-        rows = [_row(start, legacy_owner, start.seq) for start in found]
+            ledger, order=order, after=after, source=source, owner=owner,
+            sessions=sessions, since=since, limit=limit)
+        rows = [_row(start, start.seq) for start in found]
     return await summed(ledger, rows)
 
 
 async def _errors(ledger: object, after: int | None, source: str | None,
                   owner: str | None, sessions: Collection[str] | None, since: str | None,
-                  limit: int, legacy_owner: str) -> list[SessionRow]:
+                  limit: int) -> list[SessionRow]:
     rows: list[SessionRow] = []
     async for seq, session_id in newest_failures(ledger, "session_id", after, limit):
         picked = await session_rows.session_start(
-            ledger, session_id, legacy_owner=legacy_owner, source=source, owner=owner,
-            sessions=sessions, since=since)
+            ledger, session_id, source=source, owner=owner, sessions=sessions,
+            since=since)
         if picked is not None:
-            rows.append(_row(picked, legacy_owner, seq))
+            rows.append(_row(picked, seq))
             if len(rows) == limit:
                 break
     return rows
 
 
-def _row(start: SessionStart, legacy_owner: str, key: int) -> SessionRow:
-    return SessionRow(start.session_id, start.source, start.actor or legacy_owner,
+def _row(start: SessionStart, key: int) -> SessionRow:
+    return SessionRow(start.session_id, start.source, start.actor,
                       start.started_at, start.seq, start.message_digest, key=key)
 
 

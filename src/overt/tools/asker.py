@@ -22,7 +22,6 @@ from overt.ledger import reads
 from overt.ledger.base import Entry
 from overt.policy.actors import Actor
 from overt.sessions.access import SessionAccess
-from overt.sessions.book import LEGACY_OWNER
 
 if TYPE_CHECKING:
     from overt.policy.approvals import ApprovalRequest
@@ -42,7 +41,7 @@ async def asker_of(ctx: ToolContext) -> Actor | None:
     if not started:
         return None
     try:
-        return Actor.parse(started[0].event(TurnStarted).actor or LEGACY_OWNER)
+        return Actor.parse(started[0].event(TurnStarted).actor)
     except UsageError:
         return None
 

@@ -8,9 +8,12 @@ from typing import Any
 from overt.events import Event, ToolCallCompleted, ToolCallStarted, TurnCompleted, TurnStarted
 from overt.ledger.canonical import digest_text
 
+OPERATOR = "operator:default"
+"""Who sends a message when a test names nobody: a runtime's default operator."""
 
-def started(turn: str, session: str | None, *, message: str = "", actor: str = "",
-            source: str = "cli") -> TurnStarted:
+
+def started(turn: str, session: str | None, *, message: str = "",
+            actor: str = OPERATOR, source: str = "cli") -> TurnStarted:
     return TurnStarted(turn_id=turn, session_id=session, source=source,
                        caller_session_id="cli:s", model="scripted", route="default",
                        max_tool_calls=5, message_digest=digest_text(message or turn),
@@ -41,7 +44,7 @@ def call(turn: str, session: str | None, call_id: str, name: str, args: str,
 
 
 def turn(ledger: Any, turn_id: str, session: str | None, *, message: str, reply: str,
-         actor: str = "", status: str = "completed", cost: float = 0.0,
+         actor: str = OPERATOR, status: str = "completed", cost: float = 0.0,
          duration: float = 1.0) -> None:
     """A turn with its message and answer recorded, bodies and all (one commit)."""
     ledger.record_sync([started(turn_id, session, message=message, actor=actor),

@@ -12,13 +12,11 @@ from overt.ledger.reads import sessions
 from tests.conftest import run
 from tests.ledger.reads.records import ended, started, turn
 
-LEGACY = "operator:default"
-
 
 def _three(ledger: Any) -> None:
     turn(ledger, "a1", "a", message="Where is the Isokron host?", reply="Rack 4.",
          actor="operator:alice")
-    turn(ledger, "b1", "b", message="hello", reply="hi", actor="")  # before owners
+    turn(ledger, "b1", "b", message="hello", reply="hi", actor="mcp_client:x")
     turn(ledger, "a2", "a", message="and the backup?", reply="Rack 5.",
          actor="operator:alice")
 
@@ -49,13 +47,13 @@ def test_summaries_come_newest_activity_first_and_filter_as_asked(ledger: Any) -
     _three(ledger)
 
     def listed(**filters: Any) -> list[str]:
-        found = run(sessions.session_summaries(ledger, legacy_owner=LEGACY, **filters))
+        found = run(sessions.session_summaries(ledger, **filters))
         return [s.session_id for s in found]
 
     assert listed() == ["a", "b"]
     assert listed(limit=1) == ["a"]
     assert listed(owner="operator:alice") == ["a"]
-    assert listed(owner=LEGACY) == ["b"]  # its first turn named no actor
+    assert listed(owner="mcp_client:x") == ["b"] and listed(owner="operator:bob") == []
     assert listed(source="cli") == ["a", "b"] and listed(source="slack_dm") == []
     assert listed(since="9999-01-01") == [] and listed(until="2000-01-01") == []
     assert listed(text="ISOKRON") == ["a"]  # in a message, case aside

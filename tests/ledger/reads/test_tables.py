@@ -9,9 +9,7 @@ from typing import Any
 from overt.ledger.reads import session_rows, turns
 from overt.ledger.reads.failures import failure_counts, newest_failures
 from tests.conftest import run
-from tests.ledger.reads.records import call, ended, started, turn
-
-LEGACY = "operator:default"
+from tests.ledger.reads.records import OPERATOR, call, ended, started, turn
 
 
 def _turns(ledger: Any) -> None:
@@ -82,23 +80,21 @@ def test_sessions_start_at_their_first_turn_and_add_up_their_turns(ledger: Any) 
     _turns(ledger)
 
     def walk(order: Any, after: int | None = None, **more: Any) -> list[str]:
-        found = run(session_rows.session_starts(ledger, order=order, after=after,
-                                                legacy_owner=LEGACY, **more))
+        found = run(session_rows.session_starts(ledger, order=order, after=after, **more))
         return [s.session_id for s in found]
 
     assert walk("newest") == ["c", "b", "a"]  # t3 is not the first of a
     assert walk("oldest") == ["a", "b", "c"]
     assert walk("newest", after=3) == ["a"]
     assert walk("oldest", owner="operator:bob") == ["c"]
-    assert walk("oldest", owner=LEGACY) == ["b"]  # its first turn named no actor
+    assert walk("oldest", owner=OPERATOR) == ["b"]
     assert walk("oldest", sessions=["b"]) == ["b"]
-    start = run(session_rows.session_start(ledger, "a", legacy_owner=LEGACY))
+    start = run(session_rows.session_start(ledger, "a"))
     assert start is not None
     assert (start.seq, start.actor, start.source) == (1, "operator:alice", "cli")
-    b = run(session_rows.session_start(ledger, "b", legacy_owner=LEGACY))
-    assert b is not None and b.actor is None
-    assert run(session_rows.session_start(ledger, "a", legacy_owner=LEGACY,
-                                          owner="operator:bob")) is None
+    b = run(session_rows.session_start(ledger, "b"))
+    assert b is not None and b.actor == OPERATOR
+    assert run(session_rows.session_start(ledger, "a", owner="operator:bob")) is None
     sums = run(session_rows.session_sums(ledger, ["a", "c", "nowhere"]))
     assert set(sums) == {"a", "c"}
     assert (sums["a"].turns, sums["a"].cost_usd, sums["a"].duration_ms) == (2, 2.5, 40.0)

@@ -16,6 +16,8 @@ backends apart itself. One module per reader:
 - :mod:`.threads`: the entries a channel's message is threaded by;
 - :mod:`.proofs`: what a prune checks first (seals no prune wrote, the origin).
 
+:mod:`.filters` builds the optional filters several of them share.
+
 Each read takes the ledger and raises :class:`~overt.errors.UsageError` for one that
 offers no reads of its tables (:func:`.base.selecting`); :func:`.base.readable`
 says so beforehand, for a caller with something else to do then.

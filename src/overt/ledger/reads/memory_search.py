@@ -41,6 +41,7 @@ import re
 from collections.abc import Collection
 from typing import Any
 
+from overt.ledger.reads.filters import given
 from overt.ledger.schema.memory_search import SEQ_MASK, SLOT_SHIFT
 from overt.ledger.schema.memory_trigrams import TEXT
 from overt.ledger.sql import Dialect
@@ -241,12 +242,7 @@ def search(d: Dialect, terms: list[str], *, kind: str | None, actor: str | None,
     ``prefixes`` the terms SQLite matches as prefixes (:func:`sqlite_found_whole`);
     PostgreSQL decides that inside the statement.
     """
-    filters: list[str] = []
-    params: list[Any] = []
-    for column, value in (("kind", kind), ("actor", actor)):
-        if value is not None:
-            filters.append(f"n.{column} = {d.ph}")
-            params.append(value)
+    filters, params = given((f"n.kind = {d.ph}", kind), (f"n.actor = {d.ph}", actor))
     cols = ", ".join(f"n.{c.strip()}" for c in columns.split(","))
     where = "".join(f" AND {f}" for f in filters)
     if not terms:
@@ -328,12 +324,7 @@ def fragments(d: Dialect, terms: list[str], *, kind: str | None, actor: str | No
     body, over the rows the trigram index of the actor's partition of
     ``memory_trigrams`` finds.
     """
-    filters: list[str] = []
-    params: list[Any] = []
-    for column, value in (("kind", kind), ("actor", actor)):
-        if value is not None:
-            filters.append(f"n.{column} = {d.ph}")
-            params.append(value)
+    filters, params = given((f"n.kind = {d.ph}", kind), (f"n.actor = {d.ph}", actor))
     cols = ", ".join(f"n.{c.strip()}" for c in columns.split(","))
     ranked: list[str] = []
     rank_params: list[Any] = []

@@ -10,18 +10,18 @@ from typing import Any, Literal, NamedTuple
 
 from overt.ledger.chain import entry_data
 from overt.ledger.reads.base import selecting
-from overt.ledger.sql import Dialect
+from overt.ledger.reads.filters import start_filters
 
 
 class SessionStart(NamedTuple):
     """A session's first entry, its first turn's ``turn.started`` (entry ``seq``):
-    what it says of the session (``actor``: ``None`` when the turn named none)."""
+    what it says of the session (``actor``: its owner)."""
 
     seq: int
     session_id: str
     started_at: str
     source: str
-    actor: str | None
+    actor: str
     message_digest: str | None
 
 
@@ -41,50 +41,29 @@ def _first(alias: str) -> str:
             f"WHERE p.session_id = {alias}.session_id)")
 
 
-def _filters(d: Dialect, source: str | None, owner: str | None,
-             sessions: Collection[str] | None, since: str | None, legacy_owner: str,
-             params: list[Any]) -> str:
-    where = ""
-    if source is not None:
-        where += f" AND {d.text('source', 's.data')} = {d.ph}"
-        params.append(source)
-    if owner is not None:
-        where += f" AND coalesce(nullif({d.text('actor', 's.data')}, ''), {d.ph}) = {d.ph}"
-        params.extend([legacy_owner, owner])
-    if sessions is not None:
-        listed = sorted(sessions) or [""]
-        where += f" AND s.session_id IN ({d.phs(len(listed))})"
-        params.extend(listed)
-    if since is not None:
-        where += f" AND s.at >= {d.ph}"
-        params.append(since)
-    return where
-
-
 def _start(r: Sequence[Any]) -> SessionStart:
     seq, session_id, at, data = r
     started = entry_data(data, int(seq))
-    actor = started.get("actor")
     return SessionStart(int(seq), session_id, at, str(started.get("source", "")),
-                        str(actor) if actor else None, started.get("message_digest"))
+                        str(started.get("actor", "")), started.get("message_digest"))
 
 
 async def session_starts(ledger: object, *, order: Literal["newest", "oldest"],
-                         after: int | None, legacy_owner: str, source: str | None = None,
+                         after: int | None, source: str | None = None,
                          owner: str | None = None, sessions: Collection[str] | None = None,
                          since: str | None = None, limit: int = 50) -> list[SessionStart]:
     """At most ``limit`` sessions' starts, newest or oldest first, after entry
     ``after`` (``None``: from the first); when given, only ``source``'s, ``owner``'s
-    (a start naming no actor is ``legacy_owner``'s), those of ``sessions`` and those
-    started at or after ``since``.
+    (its first turn's actor's), those of ``sessions`` and those started at or after
+    ``since``.
 
     Raises:
         UsageError: ``ledger`` offers no reads of its tables.
         LedgerError: the ledger could not be read, or an entry is malformed.
     """
     reader, d = selecting(ledger)
-    params: list[Any] = []
-    where = _filters(d, source, owner, sessions, since, legacy_owner, params)
+    where, params = start_filters(d, source=source, actor=owner, sessions=sessions,
+                                  since=since)
     if after is not None:
         where += f" AND s.seq {'<' if order == 'newest' else '>'} {d.ph}"
         params.append(after)
@@ -97,7 +76,7 @@ async def session_starts(ledger: object, *, order: Literal["newest", "oldest"],
     return [_start(r) for r in found]
 
 
-async def session_start(ledger: object, session_id: str, *, legacy_owner: str,
+async def session_start(ledger: object, session_id: str, *,
                         source: str | None = None, owner: str | None = None,
                         sessions: Collection[str] | None = None,
                         since: str | None = None) -> SessionStart | None:
@@ -109,8 +88,8 @@ async def session_start(ledger: object, session_id: str, *, legacy_owner: str,
         LedgerError: the ledger could not be read, or the entry is malformed.
     """
     reader, d = selecting(ledger)
-    params: list[Any] = []
-    where = _filters(d, source, owner, sessions, since, legacy_owner, params)
+    where, params = start_filters(d, source=source, actor=owner, sessions=sessions,
+                                  since=since)
     picked = await reader.select(
         f"SELECT s.seq, s.session_id, s.at, s.data FROM audit_log s WHERE "
         f"s.session_id = {d.ph} AND s.kind = 'turn.started'{where} "

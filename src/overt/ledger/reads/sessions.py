@@ -12,6 +12,7 @@ from overt.events import TurnStarted, from_entry
 from overt.ledger.chain import entry_data
 from overt.ledger.reads.base import selecting
 from overt.ledger.reads.conversations import body_near
+from overt.ledger.reads.filters import given
 from overt.ledger.sql import Dialect, chunks, of_kinds
 
 
@@ -52,13 +53,6 @@ def _summary(row: Sequence[Any]) -> SessionSummary:
     first = from_entry(TurnStarted.kind, entry_data(row[5], row[4]), session_id=row[0],
                        expect=TurnStarted)
     return SessionSummary(row[0], int(row[1]), row[2], row[3], int(row[4]), first)
-
-
-def _owner(d: Dialect) -> str:
-    """The owner of a summary row: the actor its first turn recorded, or the legacy
-    owner (the first parameter) for turns recorded before owners were."""
-    actor = d.text("actor", "f.data")
-    return f"coalesce(nullif({actor}, ''), {d.ph})"
 
 
 def _contains(d: Dialect, body: str) -> str:
@@ -130,43 +124,30 @@ async def session_opening(ledger: object, session_id: str) -> TurnStarted | None
                       expect=TurnStarted)
 
 
-async def session_summaries(ledger: object, *, legacy_owner: str, owner: str | None = None,
+async def session_summaries(ledger: object, *, owner: str | None = None,
                             source: str | None = None, since: str | None = None,
                             until: str | None = None, text: str | None = None,
                             limit: int = 50) -> list[SessionSummary]:
     """Summaries, the most recently active first, at most ``limit``; when given, only
-    ``owner``'s (a session whose first turn named no actor is ``legacy_owner``'s),
-    ``source``'s, those active at or after ``since``, those started before ``until``,
-    and those with a message or an answer containing ``text`` (case aside; the bodies
-    are searched by the database in the content tier). No value may hold NUL.
+    ``owner``'s (its first turn's actor's), ``source``'s, those active at or after
+    ``since``, those started before ``until``, and those with a message or an answer
+    containing ``text`` (case aside; the bodies are searched by the database in the
+    content tier). No value may hold NUL.
 
     Raises:
         UsageError: ``ledger`` offers no reads of its tables.
         LedgerError: the ledger could not be read, or a first entry is malformed.
     """
     reader, d = selecting(ledger)
-    params: list[Any] = []
-    filters = []
-    if owner is not None:
-        filters.append(f"{_owner(d)} = {d.ph}")
-        params += [legacy_owner, owner]
-    if source is not None:
-        filters.append(f"{d.text('source', 'f.data')} = {d.ph}")
-        params.append(source)
-    if since is not None:
-        filters.append(f"g.last_at >= {d.ph}")
-        params.append(since)
-    if until is not None:
-        filters.append(f"g.started_at < {d.ph}")
-        params.append(until)
-    if text is not None:
-        filters.append(_says(d, "g.session_id"))
-        params.append(text)
-    params.append(int(limit))
+    filters, params = given((f"{d.text('actor', 'f.data')} = {d.ph}", owner),
+                            (f"{d.text('source', 'f.data')} = {d.ph}", source),
+                            (f"g.last_at >= {d.ph}", since),
+                            (f"g.started_at < {d.ph}", until),
+                            (_says(d, "g.session_id"), text))
     where = f" WHERE {' AND '.join(filters)}" if filters else ""
     rows = await reader.select(f"SELECT x.* FROM ({_summaries(d, '')}{where}) x "
                                f"ORDER BY x.last_at DESC, x.session_id DESC LIMIT {d.ph}",
-                               tuple(params))
+                               (*params, int(limit)))
     return [_summary(row) for row in rows]
 
 

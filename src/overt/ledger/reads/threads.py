@@ -27,6 +27,13 @@ def _field(d: Dialect, *path: str) -> str:
     return f"(data::json{steps} ->> '{last}')"
 
 
+def _slack_received(d: Dialect) -> str:
+    """Whether an entry is a Slack DM message overt received in a channel (the next
+    parameter) at or after a time (the one after)."""
+    return (f"kind = 'channel.received' AND {_field(d, 'source')} = 'slack_dm' "
+            f"AND {_field(d, 'channel_ids', 'channel_id')} = {d.ph} AND at >= {d.ph}")
+
+
 async def _first(reader: Selecting, statement: str, params: Sequence[Any]) -> Any:
     rows = await reader.select(statement, tuple(params))
     return rows[0] if rows else None
@@ -61,12 +68,10 @@ async def slack_last_main_pane(ledger: object, *, channel: str, user: str,
     reader, d = selecting(ledger)
     row = await _first(reader, (
         f"SELECT session_id, {_field(d, 'channel_ids', 'ts')} FROM audit_log "
-        f"WHERE kind = 'channel.received' AND at >= {d.ph} "
-        f"AND {_field(d, 'source')} = 'slack_dm' AND {_field(d, 'sender')} = {d.ph} "
-        f"AND {_field(d, 'channel_ids', 'channel_id')} = {d.ph} "
+        f"WHERE {_slack_received(d)} AND {_field(d, 'sender')} = {d.ph} "
         f"AND {_field(d, 'channel_ids', 'ts')} = {_field(d, 'channel_ids', 'thread_ts')} "
         f"AND {_field(d, 'filtered')} IS NULL ORDER BY seq DESC LIMIT 1"),
-        (since, user, channel))
+        (channel, since, user))
     return SlackMessage(row[0], row[1]) if row is not None else None
 
 
@@ -81,9 +86,7 @@ async def slack_message_session(ledger: object, *, channel: str, ts: str, since:
     """
     reader, d = selecting(ledger)
     row = await _first(reader, (
-        f"SELECT session_id FROM audit_log WHERE kind = 'channel.received' "
-        f"AND at >= {d.ph} AND at <= {d.ph} AND {_field(d, 'source')} = 'slack_dm' "
-        f"AND {_field(d, 'channel_ids', 'channel_id')} = {d.ph} "
+        f"SELECT session_id FROM audit_log WHERE {_slack_received(d)} AND at <= {d.ph} "
         f"AND {_field(d, 'channel_ids', 'ts')} = {d.ph} ORDER BY seq LIMIT 1"),
-        (since, until, channel, ts))
+        (channel, since, until, ts))
     return str(row[0]) if row is not None and row[0] else None

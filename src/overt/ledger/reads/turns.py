@@ -9,7 +9,8 @@ from typing import Any, Literal, NamedTuple
 
 from overt.ledger.chain import entry_data
 from overt.ledger.reads.base import selecting
-from overt.ledger.sql import Dialect, turn_value
+from overt.ledger.reads.filters import start_filters
+from overt.ledger.sql import turn_value
 
 WalkOrder = Literal["newest", "oldest", "cost", "duration"]
 
@@ -39,26 +40,6 @@ class TurnRecord(NamedTuple):
 _COLUMNS = "s.seq, s.turn_id, s.session_id, s.at, s.data, c.seq, c.data"
 _COMPLETED = ("LEFT JOIN audit_log c ON c.turn_id = s.turn_id AND c.kind = 'turn.completed' "
               "AND c.seq > s.seq")
-
-
-def _filters(d: Dialect, source: str | None, actor: str | None,
-             sessions: Collection[str] | None, since: str | None,
-             params: list[Any]) -> str:
-    where = ""
-    if source is not None:
-        where += f" AND {d.text('source', 's.data')} = {d.ph}"
-        params.append(source)
-    if actor is not None:
-        where += f" AND {d.text('actor', 's.data')} = {d.ph}"
-        params.append(actor)
-    if sessions is not None:
-        listed = sorted(sessions) or [""]
-        where += f" AND s.session_id IN ({d.phs(len(listed))})"
-        params.extend(listed)
-    if since is not None:
-        where += f" AND s.at >= {d.ph}"
-        params.append(since)
-    return where
 
 
 def _record(r: Sequence[Any]) -> TurnRecord:
@@ -91,8 +72,8 @@ async def turn_records(ledger: object, *, order: WalkOrder, after: tuple[float, 
         LedgerError: the ledger could not be read, or an entry is malformed.
     """
     reader, d = selecting(ledger)
-    params: list[Any] = []
-    where = _filters(d, source, actor, sessions, since, params)
+    where, params = start_filters(d, source=source, actor=actor, sessions=sessions,
+                                  since=since)
     if order in ("newest", "oldest"):
         if after is not None:
             where += f" AND s.seq {'<' if order == 'newest' else '>'} {d.ph}"
@@ -128,8 +109,8 @@ async def turn_record(ledger: object, turn_id: str, *, source: str | None = None
         LedgerError: the ledger could not be read, or an entry is malformed.
     """
     reader, d = selecting(ledger)
-    params: list[Any] = []
-    where = _filters(d, source, actor, sessions, since, params)
+    where, params = start_filters(d, source=source, actor=actor, sessions=sessions,
+                                  since=since)
     picked = await reader.select(
         f"SELECT {_COLUMNS} FROM audit_log s {_COMPLETED} WHERE s.turn_id = "
         f"{d.ph} AND s.kind = 'turn.started'{where} ORDER BY s.seq LIMIT 1",
