@@ -260,6 +260,20 @@ def test_an_approval_card_says_who_asked_what_under_which_rule_and_how_long_it_w
     audit.context.close()
 
 
+def scroll_to(card: Any) -> None:
+    """Scroll ``card`` into view; the page's live list may swap it in for a new copy
+    meanwhile (a card detached mid-scroll is found again, a few times at most)."""
+    from playwright.sync_api import Error
+
+    for attempt in range(3):
+        try:
+            card.scroll_into_view_if_needed()
+            return
+        except Error as exc:
+            if "not attached" not in str(exc) or attempt == 2:
+                raise
+
+
 def test_approve_on_a_phone_answers_at_once_and_the_turn_answers_on_live_after(
         chromium: Any, cockpit: Cockpit, shots: Any) -> None:
     answer = held(cockpit, "usage for the phone, please")
@@ -272,7 +286,7 @@ def test_approve_on_a_phone_answers_at_once_and_the_turn_answers_on_live_after(
     phone.goto("/approvals")
     card = phone.locator(f"#req-{request_id}")
     expect(card).to_be_visible()
-    card.scroll_into_view_if_needed()
+    scroll_to(card)
     shots(phone, "cockpit-phone-approval")
     RELEASE.clear()  # the model now waits: a blocking Approve would never answer
     try:
