@@ -53,10 +53,12 @@ def read_back(ledger: Any, event: InferenceRecorded, seq: int) -> dict[str, Any]
     return run(go())
 
 
-def session_across_a_cutoff(make_runtime: RuntimeFactory) -> tuple[Any, FunctionModel, str]:
-    """Two turns of one session in one process, a cutoff between them: the second
-    turn's request names the system prompt, the tool schemas and the first turn's
-    messages, all stored with the first turn."""
+def session_across_a_cutoff(make_runtime: RuntimeFactory, later: str = "s"
+                            ) -> tuple[Any, FunctionModel, str]:
+    """Two turns in one process, a cutoff between them, the first of session ``s``, the
+    second of session ``later``: the second turn's request names the system prompt and
+    the tool schemas (and, in the same session, the first turn's messages), all stored
+    with the first turn."""
     model = FunctionModel(answers)
     runtime = make_runtime(model, tools=[lookup])
     first = "the first question, long enough to be stored apart from its chain part " * 2
@@ -64,7 +66,7 @@ def session_across_a_cutoff(make_runtime: RuntimeFactory) -> tuple[Any, Function
     time.sleep(0.01)
     cutoff = now_iso()
     time.sleep(0.01)
-    assert run(runtime.respond(cli_message("the second question", session="s"))).error is None
+    assert run(runtime.respond(cli_message("the second question", session=later))).error is None
     return runtime, model, cutoff
 
 
@@ -157,14 +159,7 @@ def test_a_request_committed_while_the_prune_searched_has_its_parts_carried(
     whose turns all lie before the cutoff, names parts no kept request named when
     the snapshot was taken (that session's chain): the prune carries them too, and
     the request reads back whole."""
-    model = FunctionModel(answers)
-    runtime = make_runtime(model, tools=[lookup])
-    old = "a question of a session the prune removes, long enough to be stored apart " * 2
-    assert run(runtime.respond(cli_message(old, session="old"))).error is None
-    time.sleep(0.01)
-    cutoff = now_iso()
-    time.sleep(0.01)
-    assert run(runtime.respond(cli_message("a kept question", session="new"))).error is None
+    runtime, model, cutoff = session_across_a_cutoff(make_runtime, later="new")
     searched = retention.search_carry
 
     async def prune() -> Any:
@@ -173,7 +168,7 @@ def test_a_request_committed_while_the_prune_searched_has_its_parts_carried(
         def search_then_a_turn(*args: Any) -> Any:
             found = searched(*args)
             asyncio.run_coroutine_threadsafe(runtime.respond(cli_message(
-                "the old session goes on", session="old")), loop).result(timeout=60)
+                "the old session goes on", session="s")), loop).result(timeout=60)
             return found
 
         monkeypatch.setattr(retention, "search_carry", search_then_a_turn)
