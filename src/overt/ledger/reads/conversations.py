@@ -6,6 +6,7 @@ digest: :mod:`overt.sessions.book`)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 from overt.ledger.reads.base import selecting
@@ -56,6 +57,7 @@ def body_near(d: Dialect, digest: str) -> str:
             f"ORDER BY {content_order(d, 'c')} DESC LIMIT 1))")
 
 
+@functools.cache  # a few statements per dialect, read on every turn: built once each
 def _conversation(d: Dialect, where: str) -> str:
     """The conversation entries of a session (the first parameter) for which the SQL
     condition ``where`` holds, unordered, as :class:`ConversationEntry` columns."""
