@@ -6,6 +6,10 @@ from typing import Any
 
 from overt.events import TurnStarted
 from overt.ledger import open_ledger
+from overt.ledger.canonical import digest_text
+from overt.ledger.chain import body_text
+from overt.ledger.reads.conversations import conversation
+from overt.ledger.sql import BODY_WINDOW
 from overt.models.fake import FunctionModel, ScriptedModel
 from overt.policy.actors import Actor
 from overt.runtime import Runtime
@@ -14,6 +18,7 @@ from overt.sessions.book import session_owner
 from overt.tools.base import tool
 from overt.types import Message, ModelRequest
 from tests.conftest import ALLOW_ALL, RuntimeFactory, cli_message, run
+from tests.ledger.reads.records import ended, started
 
 
 @tool(read_only=True)
@@ -62,6 +67,35 @@ def test_tool_calls_and_their_results_are_in_the_history_in_order(
     assert history[2].tool_call_id == history[1].tool_calls[0].id
     turns = run(session_history(ledger, "cli:s1"))
     assert len(turns) == 2 and turns[0].messages[-1] == Message("assistant", "k1 is value-of-k1")
+
+
+def test_a_call_that_ran_while_other_sessions_wrote_thousands_of_entries_keeps_its_arguments(
+    make_runtime: RuntimeFactory, ledger: Any,
+) -> None:
+    """The arguments are stored with the call's start; its completion, which names them
+    again, lands after whatever other sessions wrote while the tool ran (here more
+    entries than a read searches back through from the completion)."""
+    others = BODY_WINDOW // 2 + 1  # turns of another session, two entries each
+
+    @tool(read_only=True)
+    async def slow_lookup(key: str) -> str:
+        """Look a key up, slowly."""
+        for first in range(0, others, 512):
+            turns = [f"o{n}" for n in range(first, min(first + 512, others))]
+            await ledger.record([e for t in turns for e in (started(t, "cli:other"),
+                                                              ended(t, "cli:other", reply="ok"))],
+                                {digest_text(b): b for b in (*turns, "ok")})
+        return f"value-of-{key}"
+
+    model = ScriptedModel([{"tool_calls": [{"name": "slow_lookup", "arguments": {"key": "k1"}}]},
+                           "k1 is value-of-k1", "noted"])
+    runtime = make_runtime(model, tools=[slow_lookup])
+    run(runtime.respond(cli_message("look up k1", session="s1")))
+    done = [e for e in run(conversation(ledger, "cli:s1")) if e.kind == "tool_call.completed"]
+    assert [body_text(e.args_body) for e in done] == ['{"key":"k1"}']
+    run(runtime.respond(cli_message("thanks", session="s1")))
+    history = [m for m in model.requests[2].messages if m.role != "system"]
+    assert dict(history[1].tool_calls[0].arguments) == {"key": "k1"}
 
 
 def test_a_session_continues_after_the_process_restarts(ledger_url: str, tmp_path: Any) -> None:

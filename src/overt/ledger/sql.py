@@ -316,8 +316,13 @@ def reasoning_steps_view(d: Dialect) -> str:
 _TRAIL_KINDS = ", ".join(f"'{k}'" for k in trail_index.TRAIL_KINDS)
 
 BODY_WINDOW = 4096
-"""How far back (in entries) a read looks for a body stored before the entry that
-names it (:func:`body_of`): more than any one transaction of a turn holds."""
+"""How far back (in entries) a read looks for a body stored with an earlier entry of
+the commit that names it (:func:`body_of`,
+:func:`overt.ledger.reads.conversations.body_near`): more than any one transaction of a
+turn holds. A body that an earlier commit stored is not looked for this way: what lies
+between two commits of a turn is whatever other sessions wrote meanwhile, without bound
+(a tool call's arguments are found through its ``tool_call.started``,
+:func:`overt.ledger.reads.conversations.args_near`)."""
 
 
 def body_of(d: Dialect, column: str) -> str:
@@ -327,12 +332,12 @@ def body_of(d: Dialect, column: str) -> str:
 
     A body is keyed by the seq of the first entry of its commit that names it
     (:func:`~overt.ledger.chain.content_rows`), so most entries find theirs at their
-    own seq. Some find it earlier: the second of two steps with the same text in one
-    commit, and a body stored once and named again by a later commit (a tool call's
-    arguments, stored with its ``tool_call.started`` and named by its
-    ``tool_call.completed``). For those the search goes back at most
-    :data:`BODY_WINDOW` entries, so a body that is not there, never stored or
-    pruned, costs a bounded walk, not one through the whole content tier."""
+    own seq. Some find it earlier in their commit: the second of two steps with the
+    same text. For those the search goes back at most :data:`BODY_WINDOW` entries, so
+    a body that is not there, never stored or pruned, costs a bounded walk, not one
+    through the whole content tier. A step's text and a turn's message are committed
+    with the entry that names them, never only by an earlier commit, so no body of
+    these kinds lies further back than its own commit."""
     # one JSON field read per row, not two: a step names content_digest, a turn
     # its message_digest
     digest = (f"CASE a.kind WHEN 'reasoning.step' THEN {d.text('content_digest', 'a.data')} "

@@ -46,15 +46,38 @@ class ConversationEntry(NamedTuple):
 
 
 def body_near(d: Dialect, digest: str) -> str:
-    """The body the SQL expression ``digest`` names, stored with entry ``a`` or a little
-    before it: with an earlier entry of its commit naming the same digest, or with an
-    earlier commit (a tool call's arguments, stored with its ``tool_call.started``;
-    :func:`overt.ledger.sql.body_of`)."""
+    """The body the SQL expression ``digest`` names, stored with entry ``a`` or with an
+    earlier entry of its commit naming the same digest (:func:`overt.ledger.sql.body_of`).
+    The search goes back at most :data:`~overt.ledger.sql.BODY_WINDOW` entries, so a
+    body that is not there costs a bounded walk."""
     return (f"coalesce((SELECT c.body FROM content_blobs c "
             f"WHERE {content_seq(d, '=', 'a.seq', 'c')} AND c.digest = {digest}), "
             f"(SELECT c.body FROM content_blobs c WHERE {content_seq(d, '<', 'a.seq', 'c')} "
             f"AND {content_seq(d, '>', f'a.seq - {BODY_WINDOW}', 'c')} AND c.digest = {digest} "
             f"ORDER BY {content_order(d, 'c')} DESC LIMIT 1))")
+
+
+def args_near(d: Dialect, call_id: str, digest: str) -> str:
+    """The arguments (the body the SQL expression ``digest`` names) of the call
+    ``call_id`` that entry ``a``, its ``tool_call.completed``, ended.
+
+    A call that ran stored its arguments in the commit of its ``tool_call.started``
+    (keyed at the first entry of that commit naming them, its ``policy.decision``),
+    and whatever other sessions wrote while it ran lies between that commit and its
+    completion's, however much that was. So they are looked for back from the turn's
+    latest ``tool_call.started`` of the call, found through ``audit_log_turn``
+    walking back from ``a``, within :data:`~overt.ledger.sql.BODY_WINDOW` entries
+    of it. A call refused before it started stored them in its completion's commit:
+    :func:`body_near` ``a``."""
+    started = (f"SELECT (SELECT c.body FROM content_blobs c "
+               f"WHERE {content_seq(d, '<=', 's.seq', 'c')} "
+               f"AND {content_seq(d, '>', f's.seq - {BODY_WINDOW}', 'c')} "
+               f"AND c.digest = {digest} ORDER BY {content_order(d, 'c')} DESC LIMIT 1) "
+               f"FROM audit_log s WHERE s.turn_id = a.turn_id AND s.seq < a.seq "
+               f"AND s.kind = 'tool_call.started' "
+               f"AND {d.text('tool_call_id', 's.data')} = {call_id} "
+               f"ORDER BY s.seq DESC LIMIT 1")
+    return f"coalesce(({started}), {body_near(d, digest)})"
 
 
 @functools.cache  # a few statements per dialect, read on every turn: built once each
@@ -86,7 +109,7 @@ def _conversation(d: Dialect, where: str) -> str:
     kinds = ", ".join(f"'{k}'" for k in CONVERSATION_KINDS)
     return (f"SELECT a.seq, a.kind, a.turn_id, {status}, {of_any_call(field('tool_call_id'))}, "
             f"{of_any_call(field('tool_name'))}, {body_near(d, primary)}, "
-            f"{of_call(body_near(d, field('args_sha256')))}, {primary}, "
+            f"{of_call(args_near(d, field('tool_call_id'), field('args_sha256')))}, {primary}, "
             f"{of_call(field('args_sha256'))} FROM {source} "
             f"WHERE a.session_id = {d.ph} AND {where} AND a.kind IN ({kinds})")
 
