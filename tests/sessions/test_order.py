@@ -38,7 +38,8 @@ def test_a_message_sent_while_the_session_s_last_is_answered_waits_and_reads_it(
     async def main() -> list[str]:
         first = asyncio.create_task(runtime.respond(_message("what is my usage?", "s1"),
                                                     session_id="s1"))
-        await asyncio.sleep(0.05)  # the first turn is under way
+        while not seen:  # the first turn is under way: its model is answering
+            await asyncio.sleep(0.005)
         second = await runtime.respond(_message("and yesterday?", "s1"), session_id="s1")
         return [(await first).text, second.text]
 
