@@ -111,13 +111,14 @@ class InferenceRecorded(Event):
     """Why this call was escalated (the reissue's reason code), when ``escalated``."""
     error_type: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
-    history_omitted: list[str] = field(default_factory=list)
-    """The session's earlier turns left out of this request to fit the model's
-    context window (turn ids, oldest first), of those within one window's worth of
-    tokens of the newest: every older turn was left out too, and is not named
-    (:func:`overt.sessions.fit`)."""
+    history_omitted_through: str | None = None
+    """The newest of the session's earlier turns left out of this request to fit the
+    model's context window (its turn id): every turn of the session before it was
+    left out too (:func:`overt.sessions.fit`); ``None`` when none was. The request
+    as sent (:attr:`request_digest`) holds exactly what was kept."""
     history_omitted_tokens: int = 0
-    """The tokens the turns named would have taken (the count the fit used)."""
+    """The tokens the turns left out would have taken, of those within one window's
+    worth of tokens of the newest (older ones could not have been sent)."""
     request_digest: str | None = None
     """The request as sent, in the content tier (:mod:`overt.engine.request_body`);
     ``None`` on inferences recorded before requests were."""

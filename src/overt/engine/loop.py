@@ -499,7 +499,7 @@ class Turn:
                 duration_ms=ms_since(started), tools_offered=offered,
                 tool_calls_requested=0, stop_reason="error", response_digest=None,
                 escalated=escalated, escalation_reason=escalation_reason,
-                error_type=type(exc).__name__, history_omitted=list(self.window.omitted),
+                error_type=type(exc).__name__, history_omitted_through=self.window.omitted_through,
                 history_omitted_tokens=self.window.omitted_tokens,
                 request_digest=self._request_digest(request, None)))
             return None
@@ -519,7 +519,7 @@ class Turn:
             tool_calls_requested=len(response.tool_calls), stop_reason=response.stop_reason,
             response_digest=rec.content(body), escalated=escalated,
             escalation_reason=escalation_reason, info=dict(response.info),
-            history_omitted=list(self.window.omitted),
+            history_omitted_through=self.window.omitted_through,
             history_omitted_tokens=self.window.omitted_tokens,
             request_digest=self._request_digest(request, response.sent),
             adapter_decisions=[d if d in ADAPTER_DECISIONS else "unknown_decision"

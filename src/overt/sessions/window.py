@@ -13,8 +13,9 @@ cache still holds them and the request's stored parts are shared with the last
 one's (:mod:`overt.engine.request_body`), where a window that moved a turn at a
 time would make every request new from its first earlier turn on, the whole
 window stored again with each. The window holds about nine tenths of what would
-fit, at least four fifths. What is left out is reported (turn ids and token
-counts) so the engine records it on the inference entry.
+fit, at least four fifths. What is left out is reported (the newest turn left out,
+every older one left out too, and the tokens of those within a window's worth) so
+the engine records it on the inference entry.
 
 Only the newest turns are weighed: those that hold one window's worth of tokens
 (older ones could not be sent), so fitting a long conversation costs what fitting
@@ -205,11 +206,12 @@ class Fitted:
     """What fits: the earlier turns kept (oldest first), those left out, and counts."""
 
     kept: tuple[HistoryTurn, ...]
-    omitted: tuple[str, ...]
-    """The turns left out (oldest first) among those weighed: the newest turns that
-    hold one window's worth of tokens. Every older turn was left out too."""
+    omitted_through: str | None
+    """The newest turn left out (every older one was left out too); ``None`` when
+    every turn was kept."""
     omitted_tokens: int
-    """The tokens of :attr:`omitted`."""
+    """The tokens of the turns left out among those weighed: the newest turns that hold
+    one window's worth of tokens (older ones could not have been sent)."""
     tokens: int
     """The request's tokens with what was kept (the estimate the decision used)."""
     kept_tokens: int = 0
@@ -226,16 +228,16 @@ def fit(history: Sequence[HistoryTurn], fixed: Sequence[Message], specs: Sequenc
     not all fit, the oldest turn kept is the anchor (module docstring): of the turns
     that fit while the turns from them on fill at least four fifths of the room
     left for them, the oldest of the highest :func:`anchor_level`. Turns older than
-    one window's worth of tokens are not weighed: they are not named in
-    :attr:`Fitted.omitted`. ``history`` given as :class:`EarlierTurns` is fitted
-    without a walk over its turns.
+    one window's worth of tokens are not weighed: they are not counted in
+    :attr:`Fitted.omitted_tokens`. ``history`` given as :class:`EarlierTurns` is
+    fitted without a walk over its turns.
     """
     earlier = history if isinstance(history, EarlierTurns) else EarlierTurns(history)
     base = sum(message_tokens(m, count) for m in fixed) + tools_tokens(specs, count)
     totals = earlier.totals(count)
     total = totals[-1]
     if window is None:
-        return Fitted(tuple(earlier), (), 0, base + total, total)
+        return Fitted(tuple(earlier), None, 0, base + total, total)
     room = window - reserve - base
     cut = min(bisect_left(totals, total - room), len(earlier))  # the newest that fit
     if cut > 0:  # the window is full: begin at the anchor of its oldest fifth, among
@@ -245,15 +247,15 @@ def fit(history: Sequence[HistoryTurn], fixed: Sequence[Message], specs: Sequenc
         if stop > cut:
             cut = max(range(cut, stop), key=earlier.level)  # the oldest of the highest
     used = total - totals[cut]
-    omitted: list[str] = []
-    weighed = used
-    at = cut
-    while at > 0 and weighed < window:  # newest first, while within a window's worth
-        at -= 1
-        weighed += totals[at + 1] - totals[at]
-        omitted.append(earlier[at].turn_id)
-    omitted.reverse()
-    return Fitted(tuple(earlier[cut:]), tuple(omitted), weighed - used, base + used, used)
+    if cut == 0:
+        return Fitted(tuple(earlier), None, 0, base + used, used)
+    # weighed, newest first: the left-out turns while what is weighed (the kept turns'
+    # tokens and theirs) is under a window; the oldest weighed is the newest ``at`` with
+    # used + totals[cut] - totals[at] >= window, else the first turn
+    at = cut if used >= window else max(
+        bisect_right(totals, used + totals[cut] - window, 0, cut) - 1, 0)
+    return Fitted(tuple(earlier[cut:]), earlier[cut - 1].turn_id, totals[cut] - totals[at],
+                  base + used, used)
 
 
 class TurnWindow:
@@ -272,7 +274,7 @@ class TurnWindow:
         self.reserve = (max_output_tokens
                         or (own if isinstance(own, int) and own > 0
                             else min(1024, (self.window or 0) // 4)))
-        self.omitted: list[str] = []
+        self.omitted_through: str | None = None  # the newest earlier turn left out
         self.omitted_tokens = 0
         self._at = 0  # where the earlier turns begin in the turn's messages
         self._kept: deque[HistoryTurn] = deque()  # the earlier turns placed, oldest first
@@ -285,7 +287,7 @@ class TurnWindow:
         held = earlier if isinstance(earlier, EarlierTurns) else EarlierTurns(earlier)
         fitted = fit(held, [*messages, new], specs, window=self.window,
                      reserve=self.reserve, count=self.count)
-        self.omitted, self.omitted_tokens = list(fitted.omitted), fitted.omitted_tokens
+        self.omitted_through, self.omitted_tokens = fitted.omitted_through, fitted.omitted_tokens
         self._at = len(messages)
         messages.extend(held.messages_from(len(held) - len(fitted.kept)))
         self._kept = deque(fitted.kept)
@@ -306,7 +308,7 @@ class TurnWindow:
             del messages[self._at:self._at + len(turn.messages)]
             self._placed -= len(turn.messages)
             self._kept_tokens -= tokens
-            self.omitted.append(turn.turn_id)
+            self.omitted_through = turn.turn_id
             self.omitted_tokens += tokens
             need -= tokens
         if need <= self.window:
