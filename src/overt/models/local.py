@@ -25,9 +25,11 @@ it calls a tool again instead of answering, round after round. So:
    plain answers and code (a ``package.json`` is not a call: no ``arguments``
    key) unconstrained; the grammar only shapes a call the model has begun.
    What the grammar offers (:mod:`overt.models.call_choice`): the offered
-   tools, their id arguments limited to the ids the conversation holds, and
-   ``cannot_do``, shown with the tools: chosen, the reply is decoded without
-   tools after "I cannot do that from here." (the operator's language). A
+   tools, their id arguments limited to the ids the conversation holds, and two
+   choices shown with the tools: ``cannot_do`` (chosen, the reply is decoded without
+   tools after "I cannot do that from here.", in the operator's language) and
+   ``reply`` (chosen, the reply is decoded without tools; one that states a figure
+   no message holds, with none in the operator's message, is dropped for a call). A
    reply that opens a fenced JSON block, restates a figure of an earlier
    answer or, in a follow-up, states a figure no message holds is a call too.
 2. **Answer turn** (tool results present): the tools list is dropped, and the
