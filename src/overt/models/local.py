@@ -29,7 +29,8 @@ it calls a tool again instead of answering, round after round. So:
    choices shown with the tools: ``cannot_do`` (chosen, the reply is decoded without
    tools after "I cannot do that from here.", in the operator's language) and
    ``reply`` (chosen, the reply is decoded without tools; one that states a figure
-   no message holds, with none in the operator's message, is dropped for a call). A
+   no message holds, or that fails the follow-up checks below, is dropped for a
+   call). A
    reply that opens a fenced JSON block, restates a figure of an earlier
    answer or, in a follow-up, states a figure no message holds is a call too.
 2. **Answer turn** (tool results present): the tools list is dropped, and the
@@ -393,8 +394,11 @@ class LocalModel:
             calls = ()
             decisions.append("reply_redecoded")
             tools_only = [t for t in choice if t.name not in CHOICES]
-            if not declined and tools_only and unsourced(text, messages):
-                # a figure from nothing: only a tool can give it, so one is called
+            if not declined and tools_only and (
+                    unsourced(text, messages) or restates(text, stale_figures(messages))
+                    or invents(text, follow_up_figures(messages))):
+                # a figure from nothing, or (in a follow-up) an earlier answer's or one
+                # no message holds, as for a reply without a call: a tool is called
                 raw, again, more, finish, constrained, budget = self._reply(
                     llm, request, messages, shown, tools_only, on_text, prompts=prompts,
                     call_first=True)
