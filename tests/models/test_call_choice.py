@@ -180,9 +180,8 @@ def test_a_figure_from_nothing_is_one_no_message_holds_when_the_operator_gave_no
     assert unsourced("Yesterday you spent $0.75.", asked)
     assert not unsourced("That was $0.0335, today's figure.", asked)  # a message holds it
     assert not unsourced("I cannot see that from here.", asked)  # no figure
-    # a sum the model works out is a number no tool returned nor the operator wrote
-    assert unsourced("That is 30.", [Message("user", "What is 12% of 250?")])
-    assert not unsourced("250 it is.", [Message("user", "What is 12% of 250?")])
+    # arithmetic on the operator's own numbers is not from nothing
+    assert not unsourced("That is 30.", [Message("user", "What is 12% of 250?")])
     # the system prompt is not a source
     assert unsourced("You have 5 tools.", [Message("system", "At most 5 tool calls."),
                                            Message("user", "How many tools?")])

@@ -224,7 +224,7 @@ def test_the_answer_turn_drops_the_tools_and_folds_results_into_a_user_message(
     assert grammar is None
     assert "# Tools" not in prompt
     assert "<tool_response>" not in prompt
-    assert 'get_usage returned:\n> total cost: $0.0' in prompt
+    assert 'get_usage returned:\ntotal cost: $0.0' in prompt
     assert response.text == "You spent $0.00."
 
 

@@ -49,17 +49,17 @@ def test_choosing_reply_drops_the_call_and_answers_without_tools_or_opening(
     tmp_path: Path, fake_llama: type[FakeLlama],
 ) -> None:
     # The 1.5B model opened a call for most messages: get_operational_state for
-    # "Good morning!", node_create for "Translate ...". ``reply`` is its way out.
+    # "Good morning!", get_usage for "What is 12% of 250?". ``reply`` is its way out.
     def script(prompt: str, grammar: Any) -> str:
         if grammar is not None:
             return '{"name": "reply", "arguments": {}}'
         if "# Tools" not in prompt:
-            return "Merci."
+            return "30."
         return "" if prompt.endswith("</tool_call>") else "<tool_call>"
 
     model = _model(tmp_path, script)
-    response = _ask(model, Message("user", "What is 'thank you' in French?"))
-    assert response.tool_calls == () and response.text == "Merci."
+    response = _ask(model, Message("user", "What is 12% of 250?"))
+    assert response.tool_calls == () and response.text == "30."
     assert response.stop_reason == "end_turn"
     assert "reply_redecoded" in response.decisions
     shown, constrained, _, answered = loaded().calls
@@ -97,25 +97,19 @@ def test_a_reply_with_a_figure_from_nothing_is_dropped_for_a_call(
     assert "reply" in chose[0] and "reply" not in chose[-1]  # the second time, tools only
 
 
-def test_a_reply_without_figures_stands_and_one_that_works_out_a_sum_is_a_call(
+def test_a_reply_working_on_the_operators_own_numbers_stands(
     tmp_path: Path, fake_llama: type[FakeLlama],
 ) -> None:
-    answers = {"Good morning!": "Good morning! How can I help?",
-               "How many seconds are in 90 minutes?": "90 minutes are 5400 seconds."}
-
     def script(prompt: str, grammar: Any) -> str:
         if grammar is not None:
-            return ('{"name": "reply", "arguments": {}}' if "reply" in _variants(grammar)
-                    else '{"name": "get_usage", "arguments": {}}')
+            return '{"name": "reply", "arguments": {}}'
         if "# Tools" not in prompt:
-            return next(a for q, a in answers.items() if q in prompt)
+            return "90 minutes are 5400 seconds."
         return "" if prompt.endswith("</tool_call>") else "<tool_call>"
 
-    greeted = _ask(_model(tmp_path, script), Message("user", "Good morning!"))
-    assert greeted.tool_calls == () and greeted.text == "Good morning! How can I help?"
-    FakeLlama.made.clear()
-    summed = _ask(_model(tmp_path, script), Message("user", "How many seconds are in 90 minutes?"))
-    assert [c.name for c in summed.tool_calls] == ["get_usage"]  # 5400: no tool gave it
+    response = _ask(_model(tmp_path, script),
+                    Message("user", "How many seconds are in 90 minutes?"))
+    assert response.tool_calls == () and response.text == "90 minutes are 5400 seconds."
 
 
 def test_the_decline_answer_opens_in_japanese_for_a_japanese_request(

@@ -317,7 +317,7 @@ def test_fold_tool_results_sends_the_answer_turn_as_one_user_message_without_too
     body = wire.requests[0]["body"]
     assert "tools" not in body
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
-    assert "get_weather returned:\n> sky: clear" in body["messages"][1]["content"]
+    assert "get_weather returned:\nsky: clear" in body["messages"][1]["content"]
     assert "weather?" in body["messages"][1]["content"]
     assert response.info["folded_tool_results"] is True and response.info["tools_sent"] == 0
 

@@ -265,12 +265,12 @@ def restates(text: str, stale: Collection[str]) -> bool:
 
 def unsourced(text: str, messages: Sequence[Message]) -> bool:
     """Whether ``text``, a reply given with no tool (:data:`REPLY`), states a figure
-    that no message of the conversation holds: a value answered from nothing ("you
-    spent $0.50 the day before"), where only a tool could give it. The system prompt
-    asks for no number but those a tool returned or the operator wrote, so a sum
-    the model works out itself counts too ("12% of 250 is 30")."""
+    that no message of the conversation holds while the operator's last message gives
+    no number to work from: a value answered from nothing ("you spent $0.50 the day
+    before"), where only a tool could give it. Arithmetic on the operator's own numbers
+    ("12% of 250") is not from nothing."""
     figures = _figures(text)
-    if not figures:
+    if not figures or _figures(_operator_text(messages)):
         return False
     held: set[str] = set()
     for message in messages:
