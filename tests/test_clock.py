@@ -39,3 +39,15 @@ def test_early_years_are_written_with_four_digits_so_they_sort_as_text() -> None
 def test_a_time_with_an_offset_is_read_in_utc() -> None:
     assert period_start("2026-03-01T01:30:00+02:00") == "2026-02-28T23:30:00.000000Z"
     assert parse_iso("2026-03-01T01:30:00+02:00").tzinfo == UTC
+
+
+def test_yesterday_is_the_calendar_day_before_today_midnight_to_midnight() -> None:
+    from overt.clock import period_bounds
+
+    now = datetime(2026, 3, 1, 0, 30, tzinfo=UTC)  # just past midnight, after a short month
+    assert period_bounds("yesterday", now) == ("2026-02-28T00:00:00.000000Z",
+                                               "2026-03-01T00:00:00.000000Z")
+    assert period_bounds("24h", now) == ("2026-02-28T00:30:00.000000Z", None)
+    assert period_bounds(" Yesterday ", now)[1] == "2026-03-01T00:00:00.000000Z"
+    with pytest.raises(UsageError):
+        period_bounds("the day before", now)

@@ -84,6 +84,23 @@ _DURATION = re.compile(r"^([0-9]+)\s*(s|m|h|d|w)$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
+def period_bounds(period: str, now: datetime | None = None) -> tuple[str | None, str | None]:
+    """The start and the end (``None``: now) of a period, as ledger timestamps.
+
+    ``yesterday`` is the calendar day before today (UTC), midnight to midnight: not
+    the last 24 hours (``24h``). Any other ``period`` is one of :func:`period_start`'s,
+    ending now.
+
+    Raises:
+        UsageError: ``period`` is none of those.
+    """
+    if period.strip().lower() == "yesterday":
+        midnight = (now or datetime.now(UTC)).replace(hour=0, minute=0, second=0,
+                                                      microsecond=0)
+        return to_iso(midnight - timedelta(days=1)), to_iso(midnight)
+    return period_start(period, now), None
+
+
 def period_start(period: str, now: datetime | None = None) -> str | None:
     """The start of a period, as a ledger timestamp; ``None`` for ``"all"``.
 

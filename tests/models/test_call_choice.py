@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from overt.models.call_choice import (
     DECLINE,
+    REPLY,
     callable_tools,
     decline_opening,
     follow_up_figures,
@@ -56,7 +57,7 @@ def test_id_arguments_are_limited_to_the_ids_seen() -> None:
 
 def test_a_tool_that_needs_an_id_is_left_out_when_none_was_seen() -> None:
     assert [t.name for t in callable_tools([SUPERSEDE, LINK, USAGE, DECLINE], [])] == [
-        "get_usage", "cannot_do"]
+        "get_usage", "cannot_do"]  # (the choices take no id: always callable)
 
 
 def test_the_constrained_tools_still_make_a_call_schema() -> None:
@@ -160,8 +161,27 @@ def test_a_question_cannot_be_declined_nor_write_in_the_grammar() -> None:
                     read_only=True)
     write = ToolSpec("node_create", "Write a node.", {"type": "object", "properties": {}})
     shown = listing([read, write])
+    assert [t.name for t in shown] == ["node_search", "node_create", "cannot_do", "reply"]
     assert choosable(shown, [Message("user", "Approve the deploy.")]) == list(shown)
     assert choosable(shown, [Message("user", "Remember that the host is h1.")]) == list(shown)
     for question in ("How many approvals wait?", "What's the staging database host?",
                      "ホスト名を覚えてる？ staging で探して。"):
-        assert choosable(shown, [Message("user", question)]) == [read], question
+        # a question may still be answered with no tool ("What is 12% of 250?")
+        assert choosable(shown, [Message("user", question)]) == [read, REPLY], question
+
+
+def test_a_figure_from_nothing_is_one_no_message_holds_when_the_operator_gave_none() -> None:
+    from overt.models.call_choice import unsourced
+
+    asked = [Message("user", "What did I spend today?"),
+             Message("tool", '{"total_cost_usd": 0.0335}', tool_call_id="c1", name="get_usage"),
+             Message("assistant", "Today you spent $0.0335."),
+             Message("user", "And yesterday?")]
+    assert unsourced("Yesterday you spent $0.75.", asked)
+    assert not unsourced("That was $0.0335, today's figure.", asked)  # a message holds it
+    assert not unsourced("I cannot see that from here.", asked)  # no figure
+    # arithmetic on the operator's own numbers is not from nothing
+    assert not unsourced("That is 30.", [Message("user", "What is 12% of 250?")])
+    # the system prompt is not a source
+    assert unsourced("You have 5 tools.", [Message("system", "At most 5 tool calls."),
+                                           Message("user", "How many tools?")])

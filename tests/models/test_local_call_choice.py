@@ -45,6 +45,73 @@ def test_choosing_cannot_do_drops_the_call_and_answers_without_tools(
     assert "# Tools" not in answered[0] and answered[1] is None
 
 
+def test_choosing_reply_drops_the_call_and_answers_without_tools_or_opening(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    # The 1.5B model opened a call for most messages: get_operational_state for
+    # "Good morning!", get_usage for "What is 12% of 250?". ``reply`` is its way out.
+    def script(prompt: str, grammar: Any) -> str:
+        if grammar is not None:
+            return '{"name": "reply", "arguments": {}}'
+        if "# Tools" not in prompt:
+            return "30."
+        return "" if prompt.endswith("</tool_call>") else "<tool_call>"
+
+    model = _model(tmp_path, script)
+    response = _ask(model, Message("user", "What is 12% of 250?"))
+    assert response.tool_calls == () and response.text == "30."
+    assert response.stop_reason == "end_turn"
+    assert "reply_redecoded" in response.decisions
+    shown, constrained, _, answered = loaded().calls
+    assert '"name": "reply"' in shown[0]
+    # a question: the reply and the tools that read, never the decline
+    assert "reply" in _variants(constrained[1]) and "cannot_do" not in _variants(constrained[1])
+    assert "# Tools" not in answered[0] and answered[1] is None
+    assert not answered[0].endswith("I cannot do that from here.")
+
+
+def test_a_reply_with_a_figure_from_nothing_is_dropped_for_a_call(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    # "And yesterday?" answered through ``reply`` with a made-up sum: only a tool can
+    # give that figure, so the reply is dropped and the call decoded at once.
+    chose: list[str] = []
+
+    def script(prompt: str, grammar: Any) -> str:
+        if grammar is not None:
+            names = _variants(grammar)
+            chose.append(",".join(sorted(names)))
+            return ('{"name": "reply", "arguments": {}}' if "reply" in names else
+                    '{"name": "get_usage", "arguments": {"period": "yesterday"}}')
+        if "# Tools" not in prompt:
+            return "Yesterday you spent $0.75."
+        return "" if prompt.endswith("</tool_call>") else "<tool_call>"
+
+    model = _model(tmp_path, script)
+    response = _ask(model, Message("user", "What did I spend today?"),
+                    Message("assistant", "Today you spent $0.0335."),
+                    Message("user", "And yesterday?"))
+    assert [(c.name, dict(c.arguments)) for c in response.tool_calls] == [
+        ("get_usage", {"period": "yesterday"})]
+    assert response.stop_reason == "tool_use"
+    assert "reply" in chose[0] and "reply" not in chose[-1]  # the second time, tools only
+
+
+def test_a_reply_working_on_the_operators_own_numbers_stands(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    def script(prompt: str, grammar: Any) -> str:
+        if grammar is not None:
+            return '{"name": "reply", "arguments": {}}'
+        if "# Tools" not in prompt:
+            return "90 minutes are 5400 seconds."
+        return "" if prompt.endswith("</tool_call>") else "<tool_call>"
+
+    response = _ask(_model(tmp_path, script),
+                    Message("user", "How many seconds are in 90 minutes?"))
+    assert response.tool_calls == () and response.text == "90 minutes are 5400 seconds."
+
+
 def test_the_decline_answer_opens_in_japanese_for_a_japanese_request(
     tmp_path: Path, fake_llama: type[FakeLlama],
 ) -> None:
@@ -57,7 +124,7 @@ def test_the_decline_answer_opens_in_japanese_for_a_japanese_request(
     assert response.text == "それはここからはできません。"
 
 
-def test_without_decline_no_cannot_do_is_offered(
+def test_without_decline_neither_choice_is_offered(
     tmp_path: Path, fake_llama: type[FakeLlama],
 ) -> None:
     def script(prompt: str, grammar: Any) -> str:
@@ -67,8 +134,9 @@ def test_without_decline_no_cannot_do_is_offered(
 
     model = _model(tmp_path, script, decline=False)
     _ask(model, QUESTION)
-    assert "cannot_do" not in loaded().calls[0][0]
-    assert "cannot_do" not in _variants(loaded().calls[1][1])
+    for name in ("cannot_do", "reply"):
+        assert f'"name": "{name}"' not in loaded().calls[0][0]
+        assert name not in _variants(loaded().calls[1][1])
 
 
 def test_id_arguments_take_only_ids_the_conversation_holds(
@@ -135,7 +203,26 @@ def test_the_model_says_what_it_lists_for_the_offered_tools(
 
     model = _model(tmp_path, lambda prompt, grammar: "")
     assert isinstance(model, ListsTools)
-    assert [t.name for t in model.shown_tools((READ,))] == ["node_read", "cannot_do"]
+    assert [t.name for t in model.shown_tools((READ,))] == ["node_read", "cannot_do", "reply"]
     assert model.shown_tools(()) == ()
     plain = _model(tmp_path, lambda prompt, grammar: "", decline=False)
     assert [t.name for t in plain.shown_tools((READ,))] == ["node_read"]
+
+
+def test_a_reply_restating_an_earlier_answers_figure_is_dropped_for_a_call(
+    tmp_path: Path, fake_llama: type[FakeLlama],
+) -> None:
+    # "And yesterday?" answered through ``reply`` with today's figure: the same rule
+    # as for a reply written without a call
+    def script(prompt: str, grammar: Any) -> str:
+        if grammar is not None:
+            return ('{"name": "reply", "arguments": {}}' if "reply" in _variants(grammar)
+                    else '{"name": "get_usage", "arguments": {"period": "yesterday"}}')
+        if "# Tools" not in prompt:
+            return "Yesterday you spent $0.0335."
+        return "" if prompt.endswith("</tool_call>") else "<tool_call>"
+
+    response = _ask(_model(tmp_path, script), Message("user", "What did I spend today?"),
+                    Message("assistant", "Today you spent $0.0335."),
+                    Message("user", "And yesterday?"))
+    assert [c.name for c in response.tool_calls] == ["get_usage"]

@@ -1,11 +1,16 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+from overt.channels.transcript import Transcript
+from overt.clock import to_iso
 from overt.ledger.canonical import digest_text
 from overt.models.fake import ScriptedModel
+from overt.runtime import Runtime
 from overt.types import ModelResponse, Usage
-from tests.conftest import RuntimeFactory, cli_message, run
+from tests.conftest import ALLOW_ALL, RuntimeFactory, cli_message, run
 
 
 def _priced(text: str, tokens_in: int, tokens_out: int, cost: float) -> ModelResponse:
@@ -56,3 +61,35 @@ def test_get_operational_state_reports_turns_today_and_the_last_error(
     assert state["pending_approvals"] == 0
     assert state["runtime_started_at"] == runtime.started_at
     assert state["ledger_started_at"] is not None
+
+
+def test_get_usage_for_yesterday_totals_the_calendar_day_before_today_not_the_last_24h(
+    tmp_path: Path,
+) -> None:
+    from overt.evals.seed import seed_past
+    from overt.ledger.sqlite import SqliteLedger
+
+    path = tmp_path / "ledger.db"
+    usage = [{"model": "m", "route": "ops", "input_tokens": 10, "output_tokens": 1,
+              "cost_usd": 0.5, "days_ago": 2},
+             {"model": "m", "route": "ops", "input_tokens": 20, "output_tokens": 2,
+              "cost_usd": 0.25, "days_ago": 1}]
+    run(seed_past(path, {"usage": usage}))
+    ledger = SqliteLedger.open(path)
+    try:
+        model = ScriptedModel([
+            _priced("today's", 1000, 100, 9.0),  # an inference of today: not yesterday's
+            {"tool_calls": [{"name": "get_usage", "arguments": {"period": "yesterday"}}]},
+            "done"])
+        runtime = Runtime(model=model, ledger=ledger, gate=ALLOW_ALL,
+                          transcript=Transcript(tmp_path / "t.jsonl"))
+        run(runtime.respond(cli_message()))
+        run(runtime.respond(cli_message()))
+        result = json.loads(model.requests[-1].messages[-1].content)
+    finally:
+        ledger.close_sync()
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    assert result["period"] == "yesterday"
+    assert (result["since"], result["until"]) == (to_iso(midnight - timedelta(days=1)),
+                                                  to_iso(midnight))
+    assert result["total_input_tokens"] == 20 and result["total_cost_usd"] == 0.25

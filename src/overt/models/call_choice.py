@@ -54,15 +54,34 @@ from overt.types import Message, ToolSpec
 DECLINE = ToolSpec(
     name="cannot_do",
     description=(
-        "Only when the operator tells you to change something that no other tool here "
-        "changes: approve or deny a pending request, delete or prune records, pause or "
-        "stop yourself, send or post a message, change a setting or a budget. A question "
-        "(how many approvals are waiting, what was spent, what is remembered) is never "
-        "this: it goes to its tool."),
+        "Only when the operator tells you to do something that no other tool here does: "
+        "approve or deny a pending request, delete or prune records, pause or stop "
+        "yourself, send an email or post a message, restart or change another system, "
+        "change a setting or a budget. A question (how many approvals are waiting, what "
+        "was spent, what is remembered) is never this: it goes to its tool."),
     input_schema={"type": "object", "properties": {}},
     read_only=True,
 )
 """The choice of no tool for an action the agent cannot take (shown to the model only)."""
+
+REPLY = ToolSpec(
+    name="reply",
+    description=(
+        "Answer in words alone, when nothing is to be done but this answer: a greeting "
+        "or thanks, writing, translating or rewriting text, arithmetic on numbers the "
+        "operator gave, explaining a general idea, or a question about the outside world "
+        "(the web, news, weather, prices) that no tool here can see. Never for an order "
+        "to do something (send, post, restart, approve, delete, change)."),
+    input_schema={"type": "object", "properties": {}},
+    read_only=True,
+)
+"""The choice of no tool for what needs none (shown to the model only). The models open
+a call for most messages, whatever they ask: for a greeting the 1.5B model called
+``get_operational_state``, for "What is 12% of 250?" ``get_usage``, for "Translate
+..." ``node_create``. Chosen, the reply is decoded without tools."""
+
+CHOICES = (DECLINE.name, REPLY.name)
+"""The names of the choices that are not tools (never sent to the engine)."""
 
 _OPENING = {"ja": "それはここからはできません。", "en": "I cannot do that from here."}
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
@@ -74,10 +93,11 @@ _JSON_FENCE = re.compile(r"^\s*```[ \t]*(?:json|JSON)?[ \t]*\n\s*[\[{]")
 
 
 def listing(tools: Sequence[ToolSpec], decline: bool = True) -> tuple[ToolSpec, ...]:
-    """The tools as the model is shown them: as offered, then :data:`DECLINE` (with
-    ``decline``). The order is the one the tools were offered in: reordering it
-    (the tools that only read first) makes a small model call tools for greetings."""
-    return (*tools, DECLINE) if decline else tuple(tools)
+    """The tools as the model is shown them: as offered, then :data:`DECLINE` and
+    :data:`REPLY` (with ``decline``). The order is the one the tools were offered in:
+    reordering it (the tools that only read first) makes a small model call tools for
+    greetings."""
+    return (*tools, DECLINE, REPLY) if decline else tuple(tools)
 
 
 def ids_in(messages: Sequence[Message]) -> list[str]:
@@ -185,8 +205,8 @@ def asks(messages: Sequence[Message]) -> bool:
 
 def choosable(shown: Sequence[ToolSpec], messages: Sequence[Message]) -> list[ToolSpec]:
     """The listed tools the model may call now: for a question, only the tools that
-    read (never :data:`DECLINE`, never a tool that writes or changes something);
-    for an order, all of them. Asked "What's the staging database host?", the 0.5B
+    read and :data:`REPLY` (never :data:`DECLINE`, never a tool that writes or changes
+    something); for an order, all of them. Asked "What's the staging database host?", the 0.5B
     model wrote a node with a made-up body instead of searching for it."""
     if not asks(messages):
         return list(shown)
@@ -198,11 +218,16 @@ def opens_json_fence(text: str) -> bool:
     return bool(_JSON_FENCE.match(text))
 
 
+def in_japanese(text: str) -> bool:
+    """Whether ``text`` holds kana or kanji (a question to answer in Japanese)."""
+    return bool(_JAPANESE.search(text))
+
+
 def decline_opening(messages: Sequence[Message]) -> str:
     """How the reply to a declined request begins, in the operator's language (Japanese
     when the last message holds kana or kanji, else English); the model goes on from it
     (with the system prompt naming the operator's own path)."""
-    return _OPENING["ja" if _JAPANESE.search(_operator_text(messages)) else "en"]
+    return _OPENING["ja" if in_japanese(_operator_text(messages)) else "en"]
 
 
 def _operator_text(messages: Sequence[Message]) -> str:
@@ -236,6 +261,22 @@ def restates(text: str, stale: Collection[str]) -> bool:
     with an earlier answer's value ("and over the last 7 days?" - "$0.0500"), where a
     tool would give the value asked for."""
     return bool(stale) and not _figures(text).isdisjoint(stale)
+
+
+def unsourced(text: str, messages: Sequence[Message]) -> bool:
+    """Whether ``text``, a reply given with no tool (:data:`REPLY`), states a figure
+    that no message of the conversation holds while the operator's last message gives
+    no number to work from: a value answered from nothing ("you spent $0.50 the day
+    before"), where only a tool could give it. Arithmetic on the operator's own numbers
+    ("12% of 250") is not from nothing."""
+    figures = _figures(text)
+    if not figures or _figures(_operator_text(messages)):
+        return False
+    held: set[str] = set()
+    for message in messages:
+        if message.role != "system":
+            held |= _figures(message.content or "")
+    return not figures <= held
 
 
 def follow_up_figures(messages: Sequence[Message]) -> frozenset[str] | None:

@@ -25,9 +25,12 @@ it calls a tool again instead of answering, round after round. So:
    plain answers and code (a ``package.json`` is not a call: no ``arguments``
    key) unconstrained; the grammar only shapes a call the model has begun.
    What the grammar offers (:mod:`overt.models.call_choice`): the offered
-   tools, their id arguments limited to the ids the conversation holds, and
-   ``cannot_do``, shown with the tools: chosen, the reply is decoded without
-   tools after "I cannot do that from here." (the operator's language). A
+   tools, their id arguments limited to the ids the conversation holds, and two
+   choices shown with the tools: ``cannot_do`` (chosen, the reply is decoded without
+   tools after "I cannot do that from here.", in the operator's language) and
+   ``reply`` (chosen, the reply is decoded without tools; one that states a figure
+   no message holds, or that fails the follow-up checks below, is dropped for a
+   call). A
    reply that opens a fenced JSON block, restates a figure of an earlier
    answer or, in a follow-up, states a figure no message holds is a call too.
 2. **Answer turn** (tool results present): the tools list is dropped, and the
@@ -78,6 +81,7 @@ from overt.models.assets import (
 )
 from overt.models.base import TextSink
 from overt.models.call_choice import (
+    CHOICES,
     DECLINE,
     callable_tools,
     choosable,
@@ -89,6 +93,7 @@ from overt.models.call_choice import (
     opens_json_fence,
     restates,
     stale_figures,
+    unsourced,
 )
 from overt.models.prefix_cache import MIN_PREFIX_TOKENS, PrefixCache
 from overt.models.qwen_chat import (
@@ -379,14 +384,27 @@ class LocalModel:
             llm, request, messages, shown, choice, on_text, prompts=prompts)
         text, reasoning = split_reasoning(raw)
         text, calls = parse_tool_calls(text, [t.name for t in request.tools])
-        if any(c.name == DECLINE.name for c in calls):  # no tool: answer without one
+        if any(c.name in CHOICES for c in calls):  # no tool: answer without one
+            declined = any(c.name == DECLINE.name for c in calls)
             raw, again, more, finish, _, budget = self._reply(
-                llm, request, messages, (), [], on_text, opening=decline_opening(messages),
-                prompts=prompts)
+                llm, request, messages, (), [], on_text,
+                opening=decline_opening(messages) if declined else "", prompts=prompts)
             prompt_len, generated = prompt_len + again, generated + more
             text, reasoning = split_reasoning(raw)
             calls = ()
             decisions.append("reply_redecoded")
+            tools_only = [t for t in choice if t.name not in CHOICES]
+            if not declined and tools_only and (
+                    unsourced(text, messages) or restates(text, stale_figures(messages))
+                    or invents(text, follow_up_figures(messages))):
+                # a figure from nothing, or (in a follow-up) an earlier answer's or one
+                # no message holds, as for a reply without a call: a tool is called
+                raw, again, more, finish, constrained, budget = self._reply(
+                    llm, request, messages, shown, tools_only, on_text, prompts=prompts,
+                    call_first=True)
+                prompt_len, generated = prompt_len + again, generated + more
+                text, reasoning = split_reasoning(raw)
+                text, calls = parse_tool_calls(text, [t.name for t in request.tools])
         if constrained:
             decisions.append("grammar_applied")
         stop = "tool_use" if calls else ("max_tokens" if finish == "length" else "end_turn")
@@ -408,11 +426,12 @@ class LocalModel:
     def _reply(self, llm: Any, request: ModelRequest, messages: Sequence[Message],
                shown: Sequence[ToolSpec], choice: Sequence[ToolSpec],
                on_text: Callable[[str], None] | None,
-               opening: str = "", prompts: list[str] | None = None
-               ) -> tuple[str, int, int, str, bool, int]:
+               opening: str = "", prompts: list[str] | None = None,
+               call_first: bool = False) -> tuple[str, int, int, str, bool, int]:
         """Decode one reply to ``messages`` with ``shown`` listed and a call limited to
-        ``choice``, after ``opening`` (text the reply is made to begin with): (raw text,
-        prompt tokens, generated, finish, grammar used, budget)."""
+        ``choice``, after ``opening`` (text the reply is made to begin with; with
+        ``call_first``, the reply opens with a call): (raw text, prompt tokens,
+        generated, finish, grammar used, budget)."""
         segments = render_segments(messages, shown)
         if prompts is not None:  # the text rendered for the model (``sent``)
             prompts.append(_joined([*segments, (opening, False)]))
@@ -428,7 +447,7 @@ class LocalModel:
             on_text(opening)
         raw, generated, finish, constrained = self._decode(
             llm, prompt, budget, grammar, on_text, stale_figures(messages) if choice else (),
-            follow_up_figures(messages) if choice else None)
+            follow_up_figures(messages) if choice else None, call_first=call_first)
         return opening + raw, len(prompt), generated, finish, constrained, budget
 
     def _warm_prefix(self, llm: Any, prefix: list[int]) -> None:
@@ -491,13 +510,14 @@ class LocalModel:
     def _decode(self, llm: Any, prompt: list[int], budget: int, grammar: Any,
                 on_text: Callable[[str], None] | None = None,
                 stale: Collection[str] = (), said: Collection[str] | None = None,
-                ) -> tuple[str, int, str, bool]:
+                call_first: bool = False) -> tuple[str, int, str, bool]:
         """Decode one reply; a tool call the model begins is re-decoded under ``grammar``.
 
         A reply without a call that restates one of the ``stale`` figures (those of the
         assistant's earlier answers), or in a follow-up states one no message holds
         (none of ``said``), is dropped for a call: an earlier answer's value does not
         answer a new question (:func:`~overt.models.call_choice.restates`, ``invents``).
+        With ``call_first`` (and a ``grammar``), the reply opens with a call.
 
         Returns the raw reply, tokens generated, why decoding stopped
         (``"stop"`` or ``"length"``), and whether the grammar was used. Only the
@@ -508,9 +528,12 @@ class LocalModel:
         calls = 0
         while True:
             watch = grammar is not None and calls < _MAX_CALLS_PER_REPLY
-            text, n, why = self._generate(llm, prompt + self._tokens(llm, reply),
-                                          budget - generated, None, watch,
-                                          None if calls else on_text, probe=not reply)
+            if call_first and watch and not reply:
+                text, n, why = "", 0, "call"
+            else:
+                text, n, why = self._generate(llm, prompt + self._tokens(llm, reply),
+                                              budget - generated, None, watch,
+                                              None if calls else on_text, probe=not reply)
             generated += n
             if why == "stop" and watch and not reply and (
                     restates(text, stale) or invents(text, said)):

@@ -41,7 +41,8 @@ class Permission:
 
 ROUTING: dict[str, str] = {
     "get_usage": "Tokens, cost, spend, burn, usage (トークン, コスト, 料金, 使用量): `get_usage`. "
-                 "Its period is today unless the operator names another: 24h, 7d (this week, "
+                 "Its period is today unless the operator names another: yesterday (the day "
+                 "before today), 24h, 7d (this week, "
                  "last 7 days), 30d (this month, last 30 days), all (in total, ever). For one "
                  "model's, route's, day's or session's share, or a breakdown per one of them, "
                  "set `by` to model, route, day or session.",

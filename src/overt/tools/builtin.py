@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from overt.clock import period_start
+from overt.clock import period_bounds, period_start
 from overt.events import Event, HookError, InferenceRecorded, ToolCallCompleted, TurnCompleted
 from overt.ledger.base import UsageRow
 from overt.policy.approvals import ApprovalBook
 from overt.tools.asker import Asker, asker
 from overt.tools.base import Tool, ToolContext, tool
 
-Period = Literal["today", "24h", "7d", "30d", "all"]
+Period = Literal["today", "yesterday", "24h", "7d", "30d", "all"]
 Grouping = Literal["route_and_model", "route", "model", "day", "session"]
 GROUPS: dict[str, tuple[str, ...]] = {
     "route_and_model": ("route", "model"), "route": ("route",), "model": ("model",),
@@ -91,12 +91,13 @@ async def get_usage(ctx: ToolContext, period: Period = "today",
     Use when the operator asks about cost, burn, spend, tokens or usage.
 
     Args:
-        period: which period to total: today (since midnight UTC), 24h, 7d, 30d or all.
+        period: which period to total: today (since midnight UTC), yesterday (the day
+            before, midnight to midnight UTC), 24h, 7d, 30d or all.
         by: how to break the total down: route_and_model, route, model, day or session.
     """
-    since = period_start(period)
+    since, until = period_bounds(period)
     groups = GROUPS[by]
-    rows = await _usage(await asker(ctx, since=since), since, groups)
+    rows = await _usage(await asker(ctx, since=since), since, until, groups)
     breakdown = [
         {
             **{g: getattr(r, g) for g in groups},
@@ -110,6 +111,7 @@ async def get_usage(ctx: ToolContext, period: Period = "today",
     return {
         "period": period,
         "since": since,
+        **({"until": until} if until else {}),
         "total_tokens": sum(r.input_tokens + r.output_tokens for r in rows),
         "total_input_tokens": sum(r.input_tokens for r in rows),
         "total_output_tokens": sum(r.output_tokens for r in rows),
@@ -119,14 +121,15 @@ async def get_usage(ctx: ToolContext, period: Period = "today",
     }
 
 
-async def _usage(who: Asker, since: str | None, groups: tuple[str, ...]) -> list[UsageRow]:
+async def _usage(who: Asker, since: str | None, until: str | None,
+                 groups: tuple[str, ...]) -> list[UsageRow]:
     """:meth:`Ledger.usage` of the sessions ``who`` may read: every session's rows as
     they are, else the rows per session of its own, added up per group."""
     ledger = who.access.ledger
     if who.sessions is None:
-        return await ledger.usage(since=since, by=groups)
+        return await ledger.usage(since=since, until=until, by=groups)
     totals: dict[tuple[str, ...], list[Any]] = {}
-    for row in await ledger.usage(since=since, by=("session", *groups)):
+    for row in await ledger.usage(since=since, until=until, by=("session", *groups)):
         if not who.sees(row.session):
             continue
         key = tuple(getattr(row, g) for g in ("route", "model", "day", "session")
