@@ -208,7 +208,7 @@ def test_a_narrower_history_window_is_found_on_the_turns_it_cuts(
     ledger: Ledger, tmp_path: Path
 ) -> None:
     ids = record_turns(ledger, tmp_path)
-    found = [d for r in replay(build(ledger, tmp_path, context_window=1300))
+    found = [d for r in replay(build(ledger, tmp_path, context_window=1450))
              for d in r.divergences]
     assert found and {(d.kind, d.part) for d in found} == {("request", "window")}
     assert ids[0] not in {d.turn_id for d in found}  # a session's first turn has no history
