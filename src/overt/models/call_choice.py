@@ -218,16 +218,11 @@ def opens_json_fence(text: str) -> bool:
     return bool(_JSON_FENCE.match(text))
 
 
-def in_japanese(text: str) -> bool:
-    """Whether ``text`` holds kana or kanji (a question to answer in Japanese)."""
-    return bool(_JAPANESE.search(text))
-
-
 def decline_opening(messages: Sequence[Message]) -> str:
     """How the reply to a declined request begins, in the operator's language (Japanese
     when the last message holds kana or kanji, else English); the model goes on from it
     (with the system prompt naming the operator's own path)."""
-    return _OPENING["ja" if in_japanese(_operator_text(messages)) else "en"]
+    return _OPENING["ja" if _JAPANESE.search(_operator_text(messages)) else "en"]
 
 
 def _operator_text(messages: Sequence[Message]) -> str:
